@@ -1,0 +1,40 @@
+# make run  : set up .venv if needed, then train model=tiny on the embedded toy corpus
+# make test : set up .venv if needed, then run the test suite
+# make lint : ruff
+#
+# torch is installed first, as TORCH_SPEC (default: the CPU build of torch 2.13.0), and only
+# where .venv has no torch yet. GPU users: make run TORCH_SPEC=torch==2.13.0 TORCH_INDEX_URL=<a
+# CUDA wheel index>, or install the torch they want into .venv before `make`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+ARGS ?=
+PYTEST_ARGS ?=
+BIN := $(VENV)/bin
+
+.PHONY: install run test lint clean
+
+install: $(VENV)/.installed
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+run: install
+	$(BIN)/python run.py $(ARGS)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) outputs/*/

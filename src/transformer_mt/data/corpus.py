@@ -1,0 +1,96 @@
+"""Parallel text: reading aligned files with clear errors, and the cleaning rule.
+
+Cleaning rule (documented in the README): every line is stripped of leading and trailing
+whitespace and runs of inner whitespace become one space. In the training split a pair with an
+empty side is dropped; validation and test are never filtered. Both are counted and logged.
+"""
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_mt.errors import DataError
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass
+class ParallelText:
+    """Aligned source and target sentences of one split."""
+
+    src: list[str]
+    tgt: list[str]
+    name: str = ""
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file, without line endings. Errors name the file (and line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the trailing newline ends the last line, it does not start a new one
+    return [line.rstrip("\r") for line in lines]
+
+
+def clean(lines: list[str]) -> tuple[list[str], int]:
+    """Apply the whitespace rule; return the lines and how many of them it changed."""
+    out = [_SPACE.sub(" ", line).strip() for line in lines]
+    return out, sum(a != b for a, b in zip(lines, out))
+
+
+def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool) -> ParallelText:
+    """Clean both sides and, for training, drop pairs with an empty side (counted)."""
+    src, src_changed = clean(src)
+    tgt, tgt_changed = clean(tgt)
+    stats = {"pairs": len(src), "whitespace_fixed": src_changed + tgt_changed, "empty_dropped": 0}
+    if filter_empty:
+        keep = [i for i in range(len(src)) if src[i] and tgt[i]]
+        stats["empty_dropped"] = len(src) - len(keep)
+        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+    if stats["whitespace_fixed"] or stats["empty_dropped"]:
+        log.info(
+            "%s: %d pairs, whitespace normalized in %d lines, %d pairs with an empty side dropped",
+            name, stats["pairs"], stats["whitespace_fixed"], stats["empty_dropped"],
+        )
+    return ParallelText(src, tgt, name, stats)
+
+
+class TextFileCorpus:
+    """Aligned plain-text files `{data_dir}/{prefix}.{lang}`, one sentence per line.
+
+    `splits` maps train / val / test to file prefixes (Multi30k: test -> test2016).
+    """
+
+    def __init__(self, data_dir: str, src_lang: str, tgt_lang: str, splits: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.splits = dict(splits or {s: s for s in SPLITS})
+
+    def paths(self, split: str) -> tuple[Path, Path]:
+        if split not in self.splits:
+            raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(self.splits)})")
+        prefix = self.data_dir / self.splits[split]
+        return Path(f"{prefix}.{self.src_lang}"), Path(f"{prefix}.{self.tgt_lang}")
+
+    def load(self, split: str) -> ParallelText:
+        src_path, tgt_path = self.paths(split)
+        src, tgt = read_lines(src_path), read_lines(tgt_path)
+        if len(src) != len(tgt):
+            raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files must be aligned")
+        return prepare_split(src, tgt, f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train")

@@ -1,0 +1,39 @@
+"""Corpus BLEU and chrF on detokenized text, with sacreBLEU signatures.
+
+BLEU: torchmetrics' SacreBLEUScore (13a tokenization, mixed case, no smoothing), which equals
+`sacrebleu.corpus_bleu(..., smooth_method="none")`. chrF: sacreBLEU's CHRF with its defaults
+(character 6-grams, beta 2). torchmetrics' CHRFScore averages per-order F-scores instead, which
+does not match sacreBLEU's default chrF, so it is not used.
+"""
+
+from sacrebleu.metrics import BLEU, CHRF
+from torchmetrics.text import SacreBLEUScore
+
+
+def signature(metric: BLEU | CHRF) -> str:
+    """The sacreBLEU signature of a metric configured as ours, with one reference per sentence."""
+    metric.num_refs = 1
+    return str(metric.get_signature())
+
+
+def bleu_signature() -> str:
+    return signature(BLEU(tokenize="13a", smooth_method="none"))
+
+
+def chrf_signature() -> str:
+    return signature(CHRF())
+
+
+def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
+    """BLEU and chrF (0-100) of hypotheses against one reference each, and their signatures."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    if not hypotheses:
+        raise ValueError("no hypotheses to score")
+    bleu = SacreBLEUScore(tokenize="13a", lowercase=False, smooth=False)
+    return {
+        "bleu": 100.0 * float(bleu(hypotheses, [[r] for r in references])),
+        "chrf": CHRF().corpus_score(hypotheses, [references]).score,
+        "bleu_signature": bleu_signature(),
+        "chrf_signature": chrf_signature(),
+    }

@@ -1,0 +1,87 @@
+"""Multi-head attention on top of F.scaled_dot_product_attention, with an optional KV cache."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `heads` heads of width `d_k` (= d_v).
+
+    Self-attention projects Q, K and V with one fused matrix; cross-attention projects Q from the
+    decoder and K, V (fused) from the encoder memory. Masks are boolean, True = may attend.
+    """
+
+    def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False) -> None:
+        super().__init__()
+        self.heads, self.d_k, self.cross, self.dropout = heads, d_k, cross, dropout
+        inner = heads * d_k
+        if cross:
+            self.q_proj = nn.Linear(d_model, inner)
+            self.kv_proj = nn.Linear(d_model, 2 * inner)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * inner)
+        self.out_proj = nn.Linear(inner, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+
+    def project_memory(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of the encoder memory: computed once per source batch when decoding."""
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        cache: dict | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x: (B, T, D). mask broadcasts to (B, H, T, S). Returns (output, weights or None).
+
+        With `cache`, self-attention appends this step's K, V to cache["k"], cache["v"], and
+        cross-attention reuses cache["k"], cache["v"] of the memory once they are computed.
+        """
+        if self.cross:
+            q = self._split(self.q_proj(x))
+            if cache is not None and "k" in cache:
+                k, v = cache["k"], cache["v"]
+            else:
+                k, v = self.project_memory(memory)
+                if cache is not None:
+                    cache["k"], cache["v"] = k, v
+        else:
+            q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            if cache is not None:
+                if "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+            weights = None
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
+        return self.out_proj(out), weights
+
+
+def _attention_with_weights(q, k, v, mask, is_causal, dropout):
+    """The same computation as SDPA, returning the (B, H, T, S) attention probabilities too."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if is_causal:
+        t, s = scores.shape[-2:]
+        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(s - t)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    out = F.dropout(weights, p=dropout) @ v
+    return out, weights

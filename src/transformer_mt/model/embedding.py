@@ -1,0 +1,56 @@
+"""Token embeddings scaled by sqrt(d_model), and sinusoidal or learned positions."""
+
+import math
+
+import torch
+from torch import nn
+
+from transformer_mt.errors import ConfigError
+
+
+class TokenEmbedding(nn.Embedding):
+    """An embedding table whose output is multiplied by sqrt(d_model) (paper, section 3.4)."""
+
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int) -> None:
+        super().__init__(vocab_size, d_model, padding_idx=pad_id)
+        self.scale = math.sqrt(d_model)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return super().forward(tokens) * self.scale
+
+
+def sinusoid_table(max_positions: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d))."""
+    position = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
+    return table.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds positions 0..T-1 (shifted by `offset` during incremental decoding) to the input."""
+
+    def __init__(self, kind: str, max_positions: int, d_model: int) -> None:
+        super().__init__()
+        if kind not in ("sinusoidal", "learned"):
+            raise ConfigError(f"model.positional must be 'sinusoidal' or 'learned', got {kind!r}")
+        self.kind = kind
+        self.max_positions = max_positions
+        if kind == "sinusoidal":
+            self.register_buffer("table", sinusoid_table(max_positions, d_model), persistent=False)
+        else:
+            self.learned = nn.Embedding(max_positions, d_model)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        length = x.size(1)
+        if offset + length > self.max_positions:
+            raise ConfigError(
+                f"sequence of {offset + length} tokens is longer than model.max_positions={self.max_positions}"
+            )
+        if self.kind == "sinusoidal":
+            pos = self.table[offset : offset + length]
+        else:
+            pos = self.learned.weight[offset : offset + length]
+        return x + pos.to(x.dtype)

@@ -1,0 +1,113 @@
+"""Position-wise feed-forward network, encoder layer and decoder layer (post-norm or pre-norm)."""
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model.attention import MultiHeadAttention
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W2 act(W1 x + b1) + b2, applied to every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str, activation_dropout: float) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class Residual(nn.Module):
+    """Residual connection with dropout and LayerNorm, after the sub-layer (post-norm, the paper)
+    or before it (pre-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the source, then the FFN."""
+
+    def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
+                 activation, norm_first) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
+        self.attn_block = Residual(d_model, dropout, norm_first)
+        self.ffn_block = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
+        weights = None
+
+        def attend(h):
+            nonlocal weights
+            out, weights = self.self_attn(h, mask=src_mask, need_weights=need_weights)
+            return out
+
+        x = self.attn_block(x, attend)
+        x = self.ffn_block(x, self.ffn)
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the encoder memory, then the FFN."""
+
+    def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
+                 activation, norm_first) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, cross=True)
+        self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
+        self.self_block = Residual(d_model, dropout, norm_first)
+        self.cross_block = Residual(d_model, dropout, norm_first)
+        self.ffn_block = Residual(d_model, dropout, norm_first)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        memory_mask: torch.Tensor,
+        cache: dict | None = None,
+        need_weights: bool = False,
+    ):
+        """self_mask None means plain causal attention. cache: {"self": {}, "cross": {}}."""
+        weights = {}
+
+        def self_attend(h):
+            out, weights["self"] = self.self_attn(
+                h, mask=self_mask, is_causal=self_mask is None and h.size(1) > 1,
+                cache=None if cache is None else cache["self"], need_weights=need_weights,
+            )
+            return out
+
+        def cross_attend(h):
+            out, weights["cross"] = self.cross_attn(
+                h, memory=memory, mask=memory_mask,
+                cache=None if cache is None else cache["cross"], need_weights=need_weights,
+            )
+            return out
+
+        x = self.self_block(x, self_attend)
+        x = self.cross_block(x, cross_attend)
+        x = self.ffn_block(x, self.ffn)
+        return x, weights

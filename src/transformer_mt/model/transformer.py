@@ -1,0 +1,182 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), read top to bottom.
+
+    src -> embed * sqrt(d) + positions -> N x EncoderLayer -> memory
+    tgt_in -> embed * sqrt(d) + positions -> N x DecoderLayer(memory) -> linear -> logits
+
+Pure PyTorch: no Lightning, no Hydra. Decoding strategies live in `transformer_mt.decoding` and
+use only `encode`, `decode`, `init_cache` and `reorder_cache`.
+"""
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+
+Cache = list[dict[str, dict[str, torch.Tensor]]]
+
+
+@dataclass
+class TransformerConfig:
+    """Every knob of the paper's Table 3, plus the switches ablations need."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    pad_id: int = 0
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    heads: int = 8
+    d_k: int | None = None  # per-head width of Q, K and V; None = d_model // heads
+    dropout: float = 0.1  # residual dropout and dropout on embeddings + positions
+    attention_dropout: float = 0.0  # on attention probabilities
+    activation_dropout: float = 0.0  # inside the FFN, after the activation
+    activation: str = "relu"  # relu | gelu
+    norm_first: bool = False  # False: post-norm (the paper); True: pre-norm with final LayerNorms
+    positional: str = "sinusoidal"  # sinusoidal | learned
+    max_positions: int = 1024
+    tie_embeddings: str = "all"  # all: src = tgt = output; decoder: tgt = output; none
+
+    def __post_init__(self) -> None:
+        if self.d_k is None:
+            if self.d_model % self.heads:
+                raise ConfigError(
+                    f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}; set model.d_k"
+                )
+            self.d_k = self.d_model // self.heads
+        if self.tie_embeddings not in ("all", "decoder", "none"):
+            raise ConfigError(f"model.tie_embeddings must be all | decoder | none, got {self.tie_embeddings!r}")
+        if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
+            raise ConfigError("model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes)")
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        layer_args = dict(
+            d_model=c.d_model, heads=c.heads, d_k=c.d_k, d_ff=c.d_ff, dropout=c.dropout,
+            attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
+            activation=c.activation, norm_first=c.norm_first,
+        )
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.tgt_embed = (
+            self.src_embed if c.tie_embeddings == "all" else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        )
+        self.src_pos = PositionalEncoding(c.positional, c.max_positions, c.d_model)
+        self.tgt_pos = PositionalEncoding(c.positional, c.max_positions, c.d_model)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(**layer_args) for _ in range(c.num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(**layer_args) for _ in range(c.num_decoder_layers))
+        # pre-norm needs a LayerNorm on the outputs of the stacks; post-norm already ends with one
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.reset_parameters()
+        if c.tie_embeddings in ("all", "decoder"):
+            self.output_proj.weight = self.tgt_embed.weight
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections, zero biases; embeddings N(0, d_model^-0.5) with a zero pad row,
+        so that embeddings * sqrt(d_model) have unit variance and tied output logits start small."""
+        for name, p in self.named_parameters():
+            if "embed" in name or "learned" in name:
+                nn.init.normal_(p, mean=0.0, std=self.config.d_model**-0.5)
+            elif p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.src_embed.weight[self.config.pad_id].zero_()
+            self.tgt_embed.weight[self.config.pad_id].zero_()
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, each shared tensor counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    # ----------------------------------------------------------------------------------- masks
+    def padding_mask(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, S) tokens -> (B, 1, 1, S) boolean mask, True where a key is a real token."""
+        return (tokens != self.config.pad_id)[:, None, None, :]
+
+    def causal_mask(self, tgt: torch.Tensor) -> torch.Tensor | None:
+        """Decoder self-attention mask: None (plain causal) when tgt has no padding, else
+        causal AND key-not-padding as a (B, 1, T, T) boolean mask."""
+        key_ok = tgt != self.config.pad_id
+        if bool(key_ok.all()):
+            return None
+        t = tgt.size(1)
+        causal = torch.ones(t, t, dtype=torch.bool, device=tgt.device).tril()
+        return causal[None, None] & key_ok[:, None, None, :]
+
+    # --------------------------------------------------------------------------------- encoder
+    def encode(self, src: torch.Tensor, need_weights: bool = False):
+        """src (B, S) -> memory (B, S, D). With need_weights: (memory, [per-layer weights])."""
+        src_mask = self.padding_mask(src)
+        x = self.embed_dropout(self.src_pos(self.src_embed(src)))
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, src_mask, need_weights=need_weights)
+            weights.append(w)
+        x = self.encoder_norm(x)
+        return (x, weights) if need_weights else x
+
+    # --------------------------------------------------------------------------------- decoder
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src: torch.Tensor,
+        cache: Cache | None = None,
+        need_weights: bool = False,
+    ):
+        """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
+
+        With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
+        of earlier steps come from the cache, and the new ones are appended to it.
+        """
+        offset = 0
+        if cache is not None:
+            offset = cache[0]["self"]["k"].size(2) if "k" in cache[0]["self"] else 0
+            if offset and tgt.size(1) != 1:
+                raise ValueError("incremental decoding takes one new token per step")
+        self_mask = self.causal_mask(tgt) if cache is None else None
+        memory_mask = self.padding_mask(src)
+        x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
+        weights = []
+        for i, layer in enumerate(self.decoder_layers):
+            layer_cache = None if cache is None else cache[i]
+            x, w = layer(x, memory, self_mask, memory_mask, cache=layer_cache, need_weights=need_weights)
+            weights.append(w)
+        logits = self.output_proj(self.decoder_norm(x))
+        return (logits, weights) if need_weights else logits
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
+        return self.decode(tgt_in, self.encode(src), src)
+
+    def attention_weights(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
+        """Per-layer attention probabilities (B, H, T, S), for plots: encoder, decoder_self, cross."""
+        memory, enc = self.encode(src, need_weights=True)
+        _, dec = self.decode(tgt_in, memory, src, need_weights=True)
+        return {"encoder": enc, "decoder_self": [w["self"] for w in dec], "cross": [w["cross"] for w in dec]}
+
+    # ------------------------------------------------------------------- incremental decoding
+    def init_cache(self) -> Cache:
+        """An empty per-layer cache: self-attention K, V grow each step; cross K, V are set once."""
+        return [{"self": {}, "cross": {}} for _ in self.decoder_layers]
+
+    @staticmethod
+    def reorder_cache(cache: Cache, index: torch.Tensor) -> Cache:
+        """Select batch rows `index` of every cached tensor (beam search reordering)."""
+        return [
+            {part: {name: t.index_select(0, index) for name, t in entries.items()} for part, entries in layer.items()}
+            for layer in cache
+        ]
+
+    def hparams(self) -> dict:
+        return asdict(self.config)

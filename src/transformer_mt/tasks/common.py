@@ -1,0 +1,84 @@
+"""What the tasks share: building the trainer, reading checkpoints, writing and printing results."""
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from transformer_mt.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True) -> L.Trainer:
+    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger` and callbacks of `cfg.callbacks`."""
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
+    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg] if with_logger else False
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+
+
+def checkpoint_path(cfg: DictConfig) -> Path:
+    """cfg.ckpt_path, checked to exist."""
+    if not cfg.get("ckpt_path"):
+        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
+    path = Path(cfg.ckpt_path)
+    if not path.is_file():
+        raise ConfigError(f"ckpt_path={path}: no such file")
+    return path
+
+
+def read_checkpoint(path: Path) -> dict:
+    """A checkpoint loaded as plain data (weights_only=True, on the CPU)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a truncated or foreign file: say which one
+        reason = err.__class__.__name__
+        raise ConfigError(f"ckpt_path={path}: not a readable transformer-mt checkpoint ({reason})") from err
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically, so a crash never leaves half a metrics file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_translations(path: Path, rows: list[tuple[int, str, str, str]]) -> None:
+    """One hypothesis per line, in the order of the input file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.writelines(hyp + "\n" for _, _, _, hyp in rows)
+    os.replace(tmp, path)
+
+
+def write_results(output_dir: Path, stage: str, results: dict, extra: dict) -> dict:
+    """metrics.json and `{stage}.translations.txt` in the run directory; returns the metrics."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {**results["metrics"], "bleu_signature": results["bleu_signature"],
+               "chrf_signature": results["chrf_signature"], **extra}
+    translations = output_dir / f"{stage}.translations.txt"
+    write_translations(translations, results["rows"])
+    metrics["translations"] = str(translations)
+    write_json(output_dir / "metrics.json", metrics)
+    return metrics
+
+
+def print_summary(title: str, metrics: dict, rows: list[tuple[int, str, str, str]], samples: int = 3) -> None:
+    """Final metrics and a few translations, for the terminal."""
+    console = Console()
+    table = Table(title=title, show_header=False)
+    for key, value in metrics.items():
+        table.add_row(key, f"{value:.2f}" if isinstance(value, float) else str(value))
+    console.print(table)
+    for _, src, ref, hyp in rows[:samples]:
+        console.print(f"[bold]src[/bold] {src}\n[bold]ref[/bold] {ref}\n[bold]hyp[/bold] {hyp}\n", highlight=False)

@@ -1,0 +1,185 @@
+"""TranslationModule: the Transformer, its loss and schedule, and decode-and-score evaluation.
+
+Built from plain hyper-parameters only (dicts, numbers, strings), so `load_from_checkpoint`
+rebuilds it, also with `weights_only=True`. The tokenizer travels inside the checkpoint.
+"""
+
+import logging
+import math
+import time
+
+import lightning as L
+import torch
+import torch.distributed as dist
+from hydra.utils import instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from tokenizers import Tokenizer
+
+from transformer_mt.data.tokenizer import decode
+from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.training.loss import label_smoothed_nll_loss
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DECODING = {"_target_": "transformer_mt.decoding.GreedySearch", "max_len_a": 1.2, "max_len_b": 10}
+
+
+def plain(value):
+    """DictConfig / ListConfig -> dict / list (resolved); anything else unchanged."""
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+
+
+class TranslationModule(L.LightningModule):
+    def __init__(
+        self,
+        model: dict,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        optimizer: dict,
+        scheduler: dict | None = None,
+        label_smoothing: float = 0.1,
+        decoding: dict | None = None,
+        num_samples: int = 3,
+    ) -> None:
+        """model: TransformerConfig fields (conf/model); optimizer / scheduler: `_partial_` Hydra
+        configs (conf/optim); decoding: a search strategy config (conf/decoding)."""
+        super().__init__()
+        model, optimizer, scheduler, decoding = plain(model), plain(optimizer), plain(scheduler), plain(decoding)
+        decoding = decoding or DEFAULT_DECODING
+        self.save_hyperparameters()
+        self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                                                   pad_id=pad_id, **model))
+        self.search = instantiate(decoding)
+        self.tokenizer: Tokenizer | None = None
+        self.eval_results: dict[str, dict] = {}  # per stage: metrics and the ordered rows
+        self._eval_rows: list[tuple[int, str, str, str]] = []
+        self._eval_stats = torch.zeros(3, dtype=torch.float64)
+        self.train_tokens, self.train_seconds = 0, 0.0
+        self._batch_start = 0.0
+
+    # ------------------------------------------------------------------------------ set-up
+    def set_decoding(self, decoding: dict) -> None:
+        """Decode validation / test with another search strategy (e.g. task=evaluate decoding=...)."""
+        self.hparams.decoding = plain(decoding)
+        self.search = instantiate(self.hparams.decoding)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.tokenizer is not None:
+            checkpoint["tokenizer"] = self.tokenizer.to_str()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "tokenizer" in checkpoint:
+            self.tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
+
+    def configure_optimizers(self):
+        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
+        if not self.hparams.scheduler:
+            return optimizer
+        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+
+    def on_fit_start(self) -> None:
+        n = self.model.num_parameters()
+        log.info("model: %s parameters", f"{n:,}")
+        for logger in self.loggers:
+            logger.log_hyperparams({"num_parameters": n})
+
+    # ---------------------------------------------------------------------------- training
+    def _losses(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.model(batch["src"], batch["tgt_in"])
+        return label_smoothed_nll_loss(logits, batch["tgt_out"], self.hparams.label_smoothing, self.hparams.pad_id)
+
+    def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
+        self._batch_start = time.perf_counter()
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss_sum, nll_sum, ntokens = self._losses(batch)
+        loss, nll = loss_sum / ntokens, nll_sum / ntokens
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/nll", nll)
+        self.log("train/ppl", torch.exp(nll.detach()))
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        seconds = time.perf_counter() - self._batch_start
+        tokens = int((batch["src"] != self.hparams.pad_id).sum() + (batch["tgt_out"] != self.hparams.pad_id).sum())
+        self.train_tokens += tokens
+        self.train_seconds += seconds
+        self.log("train/tokens_per_sec", tokens / max(seconds, 1e-9))
+
+    def tokens_per_sec(self) -> float:
+        """Mean training throughput of this process (source + target tokens, padding excluded)."""
+        return self.train_tokens / self.train_seconds if self.train_seconds else 0.0
+
+    # ------------------------------------------------------------------ validation and test
+    def translate(self, src: torch.Tensor) -> list[str]:
+        """Detokenized best hypothesis for each source row: the one path for every BLEU."""
+        hyps = self.search(self.model, src, self.hparams.bos_id, self.hparams.eos_id)
+        return decode(self.tokenizer, [nbest[0].tokens for nbest in hyps])
+
+    def _eval_step(self, batch: dict) -> None:
+        loss_sum, nll_sum, ntokens = self._losses(batch)
+        self._eval_stats += torch.tensor([loss_sum.item(), nll_sum.item(), ntokens.item()], dtype=torch.float64)
+        hyps = self.translate(batch["src"])
+        self._eval_rows.extend(zip(batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps))
+
+    def _eval_start(self) -> None:
+        if self.tokenizer is None:
+            raise RuntimeError("TranslationModule.tokenizer is not set: it comes from the datamodule or checkpoint")
+        self._eval_rows, self._eval_stats = [], torch.zeros(3, dtype=torch.float64)
+
+    def _eval_end(self, stage: str) -> None:
+        """Sum loss statistics and gather translations from every rank, then score them once."""
+        stats, rows = self._eval_stats, self._eval_rows
+        if dist.is_available() and dist.is_initialized():
+            stats = stats.to(self.device)
+            dist.all_reduce(stats)
+            gathered = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, rows)
+            rows = [row for part in gathered for row in part]
+        rows = sorted(dict((row[0], row) for row in rows).values())
+        loss_sum, nll_sum, ntokens = stats.tolist()
+        scores = corpus_scores([r[3] for r in rows], [r[2] for r in rows])
+        metrics = {
+            f"{stage}/loss": loss_sum / ntokens,
+            f"{stage}/nll": nll_sum / ntokens,
+            f"{stage}/ppl": math.exp(min(nll_sum / ntokens, 50.0)),
+            f"{stage}/bleu": scores["bleu"],
+            f"{stage}/chrf": scores["chrf"],
+        }
+        for name, value in metrics.items():
+            self.log(name, value, prog_bar=name.endswith("bleu"), sync_dist=False)
+        self.eval_results[stage] = {
+            "metrics": metrics,
+            "bleu_signature": scores["bleu_signature"],
+            "chrf_signature": scores["chrf_signature"],
+            "rows": rows,
+        }
+        if not self.trainer.sanity_checking and self.trainer.is_global_zero:
+            loss = metrics[f"{stage}/loss"]
+            log.info("%s: BLEU %.2f  chrF %.2f  loss %.3f", stage, scores["bleu"], scores["chrf"], loss)
+            for _, src, ref, hyp in rows[: self.hparams.num_samples]:
+                log.info("  src: %s\n  ref: %s\n  hyp: %s", src, ref, hyp)
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_start()
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_end("val")
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_start()
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_end("test")

@@ -1,0 +1,45 @@
+"""Shared fixtures: small random models and Hydra compose helpers."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+from transformer_mt.model import Transformer, TransformerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def make_model(**overrides) -> Transformer:
+    """A small randomly initialised model in eval mode (vocabulary 50, pad id 0)."""
+    torch.manual_seed(0)
+    args = dict(src_vocab_size=50, tgt_vocab_size=50, num_encoder_layers=2, num_decoder_layers=2, d_model=32,
+                d_ff=64, heads=4, dropout=0.1)
+    args.update(overrides)
+    return Transformer(TransformerConfig(**args)).eval()
+
+
+def compose_config(output_dir: Path, overrides: list[str] | None = None) -> DictConfig:
+    """The config `python run.py OVERRIDES` would see, with its run directory at output_dir."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(output_dir)
+        cfg.hydra.runtime.output_dir = str(output_dir)
+        cfg.hydra.job.num = 0
+    HydraConfig().set_config(cfg)
+    return cfg
+
+
+@pytest.fixture
+def model() -> Transformer:
+    return make_model()

@@ -1,0 +1,79 @@
+"""End to end through Hydra: compose-based smoke tests and real `python run.py` processes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, compose_config
+from transformer_mt.tasks import run
+
+FAST = ["debug=fast", "data.corpus.num_train=400", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+
+
+def run_py(*args: str, cwd=ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_fast_dev_run_writes_metrics_and_translations(tmp_path):
+    metrics = run(compose_config(tmp_path, FAST))
+    assert set(metrics) >= {"test/bleu", "test/chrf", "bleu_signature", "num_parameters", "tokens_per_sec"}
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    assert on_disk["test/bleu"] == metrics["test/bleu"]
+    assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 20
+    assert (tmp_path / "config.yaml").is_file() and (tmp_path / "tokenizer.json").is_file()
+
+
+def test_bf16_mixed_on_cpu(tmp_path):
+    metrics = run(compose_config(tmp_path, [*FAST, "trainer.precision=bf16-mixed", "trainer=cpu"]))
+    assert metrics["test/loss"] == pytest.approx(metrics["test/loss"]) and metrics["test/loss"] > 0
+
+
+@pytest.mark.parametrize("logger", ["wandb", "tensorboard"])
+def test_other_loggers(tmp_path, logger, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    overrides = [*FAST[1:], f"logger={logger}", "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+                 "trainer.limit_val_batches=1"]
+    run(compose_config(tmp_path, overrides))
+    assert (tmp_path / ("wandb" if logger == "wandb" else "tensorboard")).is_dir()
+
+
+def test_every_model_preset_builds(tmp_path):
+    from hydra.utils import instantiate
+
+    from transformer_mt.model import Transformer, TransformerConfig
+
+    for preset in ("tiny", "small", "base", "big"):
+        cfg = compose_config(tmp_path, [f"model={preset}"])
+        with torch.device("meta"):
+            model = Transformer(TransformerConfig(src_vocab_size=1000, tgt_vocab_size=1000, **cfg.model))
+        assert model.num_parameters() > 0
+        instantiate(cfg.trainer, logger=False)  # the trainer preset resolves too
+
+
+def test_bad_data_path_is_one_clean_line_and_exit_1(tmp_path):
+    result = run_py("data=files", f"data.corpus.data_dir={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/nowhere/train.en: no such file"
+
+
+def test_evaluate_without_checkpoint_is_a_clear_error(tmp_path):
+    result = run_py("task=evaluate", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "ckpt_path=PATH" in result.stderr
+
+
+@pytest.mark.slow
+def test_ddp_cpu_two_processes(tmp_path):
+    result = run_py("trainer=ddp_cpu", *FAST, f"hydra.run.dir={tmp_path}", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 20  # each sentence once
+    assert metrics["test/bleu"] >= 0

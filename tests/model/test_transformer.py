@@ -1,0 +1,97 @@
+"""Parameter counts, Table 3 switches, weight tying, the KV cache."""
+
+import math
+
+import pytest
+import torch
+
+from tests.conftest import make_model
+from transformer_mt.errors import ConfigError
+from transformer_mt.model import Transformer, TransformerConfig
+
+
+def count(**kwargs) -> int:
+    with torch.device("meta"):
+        return Transformer(TransformerConfig(**kwargs)).num_parameters()
+
+
+def test_base_and_big_parameter_counts_match_the_paper():
+    # base with a 37k joint vocabulary: 63.1M (the paper reports 65M); big: 213M
+    base = count(src_vocab_size=37000, tgt_vocab_size=37000)
+    assert base == pytest.approx(63.08e6, rel=1e-3)
+    big = count(src_vocab_size=37000, tgt_vocab_size=37000, d_model=1024, d_ff=4096, heads=16, dropout=0.3)
+    assert big == pytest.approx(214.2e6, rel=1e-3)
+
+
+def test_weight_tying_modes():
+    all_tied = make_model(tie_embeddings="all")
+    assert all_tied.src_embed.weight is all_tied.tgt_embed.weight is all_tied.output_proj.weight
+    dec = make_model(tie_embeddings="decoder")
+    assert dec.tgt_embed.weight is dec.output_proj.weight and dec.src_embed.weight is not dec.tgt_embed.weight
+    none = make_model(tie_embeddings="none")
+    assert none.output_proj.weight is not none.tgt_embed.weight
+    v, d = 50, 32
+    assert dec.num_parameters() - all_tied.num_parameters() == v * d
+    assert none.num_parameters() - dec.num_parameters() == v * d
+
+
+def test_d_k_may_differ_from_d_model_over_heads():
+    model = make_model(d_model=32, heads=4, d_k=16)  # Table 3 row B: h * d_k = 64 != d_model
+    assert model.encoder_layers[0].self_attn.qkv_proj.weight.shape == (3 * 64, 32)
+    assert model(torch.randint(4, 50, (2, 5)), torch.randint(4, 50, (2, 3))).shape == (2, 3, 50)
+
+
+def test_pre_norm_learned_positions_and_gelu_run():
+    model = make_model(norm_first=True, positional="learned", activation="gelu")
+    assert isinstance(model.encoder_norm, torch.nn.LayerNorm)
+    out = model(torch.randint(4, 50, (2, 5)), torch.randint(4, 50, (2, 3)))
+    assert out.shape == (2, 3, 50) and torch.isfinite(out).all()
+
+
+def test_embeddings_are_scaled_and_pad_row_is_zero():
+    model = make_model(d_model=32)
+    tokens = torch.tensor([[0, 7]])
+    emb = model.src_embed(tokens)
+    assert torch.all(emb[0, 0] == 0)
+    torch.testing.assert_close(emb[0, 1], model.src_embed.weight[7] * 32**0.5)
+
+
+def test_sinusoidal_table_matches_the_formula():
+    model = make_model(d_model=32)
+    table = model.src_pos.table
+    pos, i = 5, 3
+    angle = pos / 10000 ** (2 * i / 32)
+    assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+    assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [dict(heads=5), dict(tie_embeddings="both"), dict(positional="rotary"),
+                                 dict(activation="tanh"), dict(tgt_vocab_size=60)])
+def test_bad_model_config_names_the_key(bad):
+    with pytest.raises(ConfigError, match="model\\."):
+        make_model(**bad)
+
+
+def test_too_long_input_is_a_clear_error():
+    model = make_model(max_positions=8)
+    with pytest.raises(ConfigError, match="max_positions=8"):
+        model(torch.randint(4, 50, (1, 9)), torch.randint(4, 50, (1, 3)))
+
+
+@torch.no_grad()
+def test_incremental_decoding_with_cache_equals_full_decoding():
+    model = make_model()
+    src = torch.randint(4, 50, (3, 8))
+    src[1, 5:] = 0
+    tgt = torch.randint(4, 50, (3, 6))
+    full = model.decode(tgt, model.encode(src), src)
+    memory, cache = model.encode(src), model.init_cache()
+    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    # reordering the cache reorders the next step's output
+    index = torch.tensor([2, 0, 1])
+    reordered = model.reorder_cache(cache, index)
+    nxt = torch.randint(4, 50, (3, 1))
+    a = model.decode(nxt[index], memory[index], src[index], cache=reordered)
+    b = model.decode(nxt, memory, src, cache=cache)[index]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
