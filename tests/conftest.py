@@ -43,3 +43,12 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None) -> Dict
 @pytest.fixture
 def model() -> Transformer:
     return make_model()
+
+
+@pytest.fixture(scope="session")
+def toy_run(tmp_path_factory) -> tuple[Path, dict]:
+    """The default job, exactly `python run.py` (2-3 minutes on 2 cores): its run directory and metrics."""
+    from transformer_mt.tasks import run
+
+    out = tmp_path_factory.mktemp("toy_run")
+    return out, run(compose_config(out, []))

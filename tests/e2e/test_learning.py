@@ -3,29 +3,24 @@
 import json
 
 import pytest
+import sacrebleu
 
 from tests.conftest import compose_config
 from transformer_mt.tasks import run
 
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("train")
-    metrics = run(compose_config(out, []))  # exactly `python run.py`
-    return out, metrics
+pytestmark = pytest.mark.slow
 
 
-@pytest.mark.slow
-def test_tiny_model_learns_the_toy_task(trained):
-    out, metrics = trained
+def test_tiny_model_learns_the_toy_task(toy_run):
+    out, metrics = toy_run
     assert metrics["test/bleu"] >= 90.0
     assert metrics["val/bleu_best"] >= 90.0
     assert (out / "checkpoints" / "best.ckpt").is_file() and (out / "checkpoints" / "last.ckpt").is_file()
+    assert len(list((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))) == 20
 
 
-@pytest.mark.slow
-def test_evaluate_reproduces_the_test_bleu_exactly(trained, tmp_path):
-    out, metrics = trained
+def test_evaluate_reproduces_the_test_bleu_exactly(toy_run, tmp_path):
+    out, metrics = toy_run
     evaluated = run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt"]))
     assert evaluated["test/bleu"] == metrics["test/bleu"]
     assert evaluated["test/chrf"] == metrics["test/chrf"]
@@ -34,3 +29,25 @@ def test_evaluate_reproduces_the_test_bleu_exactly(trained, tmp_path):
     on_val = run(compose_config(tmp_path, overrides))
     assert on_val["val/bleu"] == pytest.approx(metrics["val/bleu_best"], abs=1e-3)
     assert json.loads((tmp_path / "metrics.json").read_text())["split"] == "val"
+
+
+def test_evaluate_with_beam_search_and_tokenized_bleu(toy_run, tmp_path):
+    out, metrics = toy_run
+    overrides = ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "decoding=beam", "task.tokenized_bleu=true"]
+    evaluated = run(compose_config(tmp_path, overrides))
+    assert evaluated["test/bleu"] >= 90.0
+    assert evaluated["decoding"]["_target_"].endswith("BeamSearch")
+    hyps = (tmp_path / "test.translations.txt").read_text().splitlines()
+    refs = reference_lines()
+    assert len(hyps) == len(refs) == 300
+    assert "case:lc" in evaluated["bleu_tok_lc_signature"] and "tokenized" in evaluated["bleu_tok_lc_signature"]
+    assert evaluated["test/bleu_tok_lc"] >= evaluated["test/bleu"] - 1e-6  # lowercasing can only add matches
+    assert evaluated["test/bleu_tok_lc"] == pytest.approx(
+        sacrebleu.corpus_bleu(hyps, [refs], lowercase=True, smooth_method="none").score, abs=1e-4
+    )
+
+
+def reference_lines() -> list[str]:
+    from transformer_mt.data.toy import ToyCorpus
+
+    return ToyCorpus().load("test").tgt

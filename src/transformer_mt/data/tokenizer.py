@@ -39,7 +39,8 @@ def train_bpe(lines: Iterable[str], vocab_size: int, min_frequency: int = 2, low
 
 def special_ids(tokenizer: Tokenizer) -> dict[str, int]:
     """pad_id, bos_id, eos_id, unk_id of a tokenizer made by `train_bpe`."""
-    ids = {name: tokenizer.token_to_id(tok) for name, tok in zip(("pad_id", "bos_id", "eos_id", "unk_id"), SPECIAL_TOKENS)}
+    names = ("pad_id", "bos_id", "eos_id", "unk_id")
+    ids = {name: tokenizer.token_to_id(tok) for name, tok in zip(names, SPECIAL_TOKENS)}
     missing = [SPECIAL_TOKENS[i] for i, v in enumerate(ids.values()) if v is None]
     if missing:
         raise ValueError(f"tokenizer lacks the special tokens {missing}")

@@ -1,6 +1,8 @@
 """Search strategies; they use only the model's encode / decode / init_cache / reorder_cache."""
 
+from transformer_mt.decoding.beam import BeamSearch
 from transformer_mt.decoding.greedy import GreedySearch
+from transformer_mt.decoding.sampling import Sampling
 from transformer_mt.decoding.search import Hypothesis
 
-__all__ = ["GreedySearch", "Hypothesis"]
+__all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "Sampling"]

@@ -1,4 +1,5 @@
-"""What every search strategy shares: the hypothesis type and the length limit."""
+"""What every search strategy shares: hypotheses, length limits, and the decoder state that runs
+the model one step at a time (with the KV cache, or by re-decoding the prefix for comparison)."""
 
 from dataclasses import dataclass
 
@@ -8,10 +9,55 @@ import torch
 @dataclass
 class Hypothesis:
     tokens: list[int]  # without BOS and EOS
-    score: float  # sum of token log-probabilities (EOS included)
+    score: float  # the search's score: sum of token log-probabilities (EOS included), length-normalized by beam
+    logprob: float  # sum of token log-probabilities, EOS included
 
 
 def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, max_positions: int) -> torch.Tensor:
-    """Per-sentence limit on output tokens: a * src_len + b, kept inside the position table."""
+    """Per-sentence limit on output tokens (EOS excluded): a * src_len + b, src_len counting the
+    source EOS, kept inside the model's position table."""
     src_len = (src != pad_id).sum(dim=1)
-    return (a * src_len + b).long().clamp(min=1, max=max_positions - 1)
+    return (a * src_len + b).long().clamp(min=1, max=max_positions - 2)
+
+
+class DecoderState:
+    """Encodes a source batch once and returns next-token log-probabilities for growing prefixes.
+
+    With use_cache, each step feeds only the newest token and K, V of earlier steps come from the
+    model's cache; without it, the whole prefix is decoded again (for tests and benchmarks).
+    `reorder(index)` selects rows (sentences x beams) of the memory and the cache.
+    """
+
+    def __init__(self, model, src: torch.Tensor, use_cache: bool = True) -> None:
+        self.model, self.src = model, src
+        self.memory = model.encode(src)
+        self.cache = model.init_cache() if use_cache else None
+
+    def step(self, prefix: torch.Tensor) -> torch.Tensor:
+        """prefix (N, t) starting with BOS -> log-probabilities (N, V) of token t+1, in fp32."""
+        if self.cache is not None:
+            logits = self.model.decode(prefix[:, -1:], self.memory, self.src, cache=self.cache)
+        else:
+            logits = self.model.decode(prefix, self.memory, self.src)
+        return logits[:, -1].float().log_softmax(dim=-1)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.memory = self.memory.index_select(0, index)
+        self.src = self.src.index_select(0, index)
+        if self.cache is not None:
+            self.cache = self.model.reorder_cache(self.cache, index)
+
+
+def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tensor:
+    """Set to -inf every token that would complete an n-gram already present in the prefix
+    (BOS excluded); prefix (N, t), lprobs (N, V)."""
+    tokens = prefix[:, 1:]
+    if n <= 0 or tokens.size(1) < n:
+        return lprobs
+    grams = tokens.unfold(1, n, 1)  # (N, t - n + 1, n)
+    tail = tokens[:, tokens.size(1) - n + 1 :]  # the last n - 1 tokens
+    match = (grams[:, :, : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, t - n + 1)
+    rows, cols = match.nonzero(as_tuple=True)
+    lprobs = lprobs.clone()
+    lprobs[rows, grams[rows, cols, n - 1]] = float("-inf")
+    return lprobs

@@ -24,6 +24,16 @@ def chrf_signature() -> str:
     return signature(CHRF())
 
 
+def tokenized_lowercased_bleu(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
+    """BLEU on 13a-tokenized, lowercased text, as older papers computed it with multi-bleu.perl on
+    tokenized lowercase output. Not sacreBLEU's cased BLEU: report it only beside that one."""
+    bleu = SacreBLEUScore(tokenize="13a", lowercase=True, smooth=False)
+    return {
+        "bleu_tok_lc": 100.0 * float(bleu(hypotheses, [[r] for r in references])),
+        "bleu_tok_lc_signature": signature(BLEU(tokenize="13a", lowercase=True, smooth_method="none")),
+    }
+
+
 def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
     """BLEU and chrF (0-100) of hypotheses against one reference each, and their signatures."""
     if len(hypotheses) != len(references):

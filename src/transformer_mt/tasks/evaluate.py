@@ -6,6 +6,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
 from transformer_mt.training import TranslationModule
 
@@ -24,8 +25,7 @@ def load_module(path: Path) -> TranslationModule:
 def run(cfg: DictConfig) -> dict:
     path = checkpoint_path(cfg)
     module = load_module(path)
-    if cfg.get("decoding"):
-        module.set_decoding(cfg.decoding)
+    module.set_decoding(cfg.decoding)
     datamodule = instantiate(cfg.data)
     datamodule.set_tokenizer(module.tokenizer)
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
@@ -35,7 +35,11 @@ def run(cfg: DictConfig) -> dict:
     results = module.eval_results["test"]
     split = cfg.data.split
     results = {**results, "metrics": {k.replace("test/", f"{split}/"): v for k, v in results["metrics"].items()}}
-    metrics = write_results(Path(cfg.paths.output_dir), split, results,
-                            {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding})
+    extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
+    if cfg.task.get("tokenized_bleu"):
+        scores = tokenized_lowercased_bleu([r[3] for r in results["rows"]], [r[2] for r in results["rows"]])
+        extra[f"{split}/bleu_tok_lc"] = scores["bleu_tok_lc"]
+        extra["bleu_tok_lc_signature"] = scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"
+    metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
     print_summary(f"evaluate {path.name} on {split}", metrics, results["rows"])
     return metrics

@@ -23,6 +23,7 @@ from transformer_mt.training.loss import label_smoothed_nll_loss
 log = logging.getLogger(__name__)
 
 DEFAULT_DECODING = {"_target_": "transformer_mt.decoding.GreedySearch", "max_len_a": 1.2, "max_len_b": 10}
+Row = tuple[int, str, str, str]  # example id, source, reference, hypothesis
 
 
 def plain(value):
@@ -43,33 +44,39 @@ class TranslationModule(L.LightningModule):
         scheduler: dict | None = None,
         label_smoothing: float = 0.1,
         decoding: dict | None = None,
+        val_decoding: dict | None = None,
         num_samples: int = 3,
     ) -> None:
         """model: TransformerConfig fields (conf/model); optimizer / scheduler: `_partial_` Hydra
-        configs (conf/optim); decoding: a search strategy config (conf/decoding)."""
+        configs (conf/optim); decoding: the search strategy of test and evaluate (conf/decoding);
+        val_decoding: the one of validation, when it should be cheaper (None = decoding)."""
         super().__init__()
-        model, optimizer, scheduler, decoding = plain(model), plain(optimizer), plain(scheduler), plain(decoding)
-        decoding = decoding or DEFAULT_DECODING
+        model, optimizer, scheduler = plain(model), plain(optimizer), plain(scheduler)
+        decoding, val_decoding = plain(decoding) or DEFAULT_DECODING, plain(val_decoding)
         self.save_hyperparameters()
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                                    pad_id=pad_id, **model))
         self.search = instantiate(decoding)
+        self.val_search = instantiate(val_decoding) if val_decoding else self.search
         self.tokenizer: Tokenizer | None = None
         self.eval_results: dict[str, dict] = {}  # per stage: metrics and the ordered rows
-        self._eval_rows: list[tuple[int, str, str, str]] = []
+        self._eval_rows: list[Row] = []
         self._eval_stats = torch.zeros(3, dtype=torch.float64)
         self.train_tokens, self.train_seconds = 0, 0.0
         self._batch_start = 0.0
 
     # ------------------------------------------------------------------------------ set-up
-    def set_decoding(self, decoding: dict) -> None:
-        """Decode validation / test with another search strategy (e.g. task=evaluate decoding=...)."""
-        self.hparams.decoding = plain(decoding)
+    def set_decoding(self, decoding: dict, val_decoding: dict | None = None) -> None:
+        """Decode with another search strategy (task=evaluate / translate decoding=...)."""
+        self.hparams.decoding, self.hparams.val_decoding = plain(decoding), plain(val_decoding)
         self.search = instantiate(self.hparams.decoding)
+        self.val_search = instantiate(self.hparams.val_decoding) if val_decoding else self.search
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
             checkpoint["tokenizer"] = self.tokenizer.to_str()
+        if "val" in self.eval_results:  # lets task=average rank epoch checkpoints (best_n)
+            checkpoint["val_bleu"] = float(self.eval_results["val"]["metrics"]["val/bleu"])
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "tokenizer" in checkpoint:
@@ -117,15 +124,18 @@ class TranslationModule(L.LightningModule):
         return self.train_tokens / self.train_seconds if self.train_seconds else 0.0
 
     # ------------------------------------------------------------------ validation and test
-    def translate(self, src: torch.Tensor) -> list[str]:
-        """Detokenized best hypothesis for each source row: the one path for every BLEU."""
-        hyps = self.search(self.model, src, self.hparams.bos_id, self.hparams.eos_id)
-        return decode(self.tokenizer, [nbest[0].tokens for nbest in hyps])
+    @torch.no_grad()
+    def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
+        """The n-best (detokenized text, score) of each source row, best first: the one path from
+        token ids to the text that validation, test, evaluate and translate score or print."""
+        hyps = (search or self.search)(self.model, src, self.hparams.bos_id, self.hparams.eos_id)
+        texts = iter(decode(self.tokenizer, [h.tokens for nbest in hyps for h in nbest]))
+        return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
 
-    def _eval_step(self, batch: dict) -> None:
+    def _eval_step(self, batch: dict, search) -> None:
         loss_sum, nll_sum, ntokens = self._losses(batch)
         self._eval_stats += torch.tensor([loss_sum.item(), nll_sum.item(), ntokens.item()], dtype=torch.float64)
-        hyps = self.translate(batch["src"])
+        hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
         self._eval_rows.extend(zip(batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps))
 
     def _eval_start(self) -> None:
@@ -170,7 +180,7 @@ class TranslationModule(L.LightningModule):
         self._eval_start()
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, self.val_search)
 
     def on_validation_epoch_end(self) -> None:
         self._eval_end("val")
@@ -179,7 +189,7 @@ class TranslationModule(L.LightningModule):
         self._eval_start()
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, self.search)
 
     def on_test_epoch_end(self) -> None:
         self._eval_end("test")

@@ -1,0 +1,93 @@
+"""Beam search, batched over sentences and beams, with fairseq's finalization rules."""
+
+import torch
+
+from transformer_mt.decoding.search import DecoderState, Hypothesis, ban_repeated_ngrams, max_lengths
+from transformer_mt.errors import ConfigError
+
+
+class BeamSearch:
+    """Keep the `beam_size` best prefixes of every sentence; all sentences advance together.
+
+    Each step takes the 2 x beam_size best extensions of a sentence's beams. An extension ending
+    in EOS that ranks among the first beam_size is finished: its score is
+        sum of token log-probabilities (EOS included) / length ** length_penalty
+    with length = tokens including EOS (fairseq's normalization; length_penalty=0 disables it,
+    1 is the average log-probability). The best beam_size extensions that do not end in EOS go
+    on; finished hypotheses are never extended. A sentence stops when it has beam_size finished
+    hypotheses (early stopping) and leaves the batch; the search ends when all have stopped. At
+    max_len_a * src_len + max_len_b tokens EOS is forced; before min_len tokens it is banned.
+    no_repeat_ngram_size > 0 bans any n-gram from occurring twice. `nbest` best are returned.
+    """
+
+    def __init__(self, beam_size: int = 4, length_penalty: float = 1.0, max_len_a: float = 1.2,
+                 max_len_b: int = 10, min_len: int = 0, nbest: int = 1, no_repeat_ngram_size: int = 0,
+                 use_cache: bool = True) -> None:
+        if beam_size < 1:
+            raise ConfigError(f"decoding.beam_size must be >= 1, got {beam_size}")
+        if not 1 <= nbest <= beam_size:
+            raise ConfigError(f"decoding.nbest must be between 1 and decoding.beam_size={beam_size}, got {nbest}")
+        self.beam_size, self.length_penalty, self.nbest = beam_size, length_penalty, nbest
+        self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
+        self.no_repeat_ngram_size, self.use_cache = no_repeat_ngram_size, use_cache
+
+    @torch.no_grad()
+    def __call__(self, model, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+        batch, k, device = src.size(0), self.beam_size, src.device
+        pad_id = model.config.pad_id
+        limits = max_lengths(src, pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+        state = DecoderState(model, src, self.use_cache)
+        state.reorder(torch.arange(batch, device=device).repeat_interleave(k))
+        active = torch.arange(batch, device=device)  # sentences still searching
+        prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
+        scores = torch.zeros(batch, k, device=device)
+        scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first one
+        scores = scores.view(-1)
+        finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+        for step in range(int(limits.max()) + 1):
+            n = active.numel()
+            lprobs = state.step(prefix)
+            vocab = lprobs.size(1)
+            eos_lprob = lprobs[:, eos_id].clone()
+            lprobs[:, pad_id] = float("-inf")
+            lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
+            if step < self.min_len:
+                lprobs[:, eos_id] = float("-inf")
+            at_limit = (step >= limits[active]).repeat_interleave(k)
+            if bool(at_limit.any()):  # force EOS with its real probability
+                lprobs[at_limit] = float("-inf")
+                lprobs[at_limit, eos_id] = eos_lprob[at_limit]
+
+            candidates = (scores[:, None] + lprobs).view(n, k * vocab)
+            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
+            top_beam, top_token = top_index // vocab, top_index % vocab
+
+            ends = (top_token == eos_id) & torch.isfinite(top_scores)
+            ends[:, k:] = False  # only an EOS among the beam_size best may finish
+            for i, j in ends.nonzero().tolist():
+                sentence = int(active[i])
+                if len(finished[sentence]) < k:
+                    logprob = float(top_scores[i, j])
+                    tokens = prefix[i * k + int(top_beam[i, j]), 1:].tolist()
+                    finished[sentence].append(Hypothesis(tokens, logprob / (step + 1) ** self.length_penalty, logprob))
+
+            # the beam_size best extensions that do not end in EOS carry on; where fewer than
+            # beam_size are possible, the rest copy the best one with score -inf (dead beams)
+            open_scores = top_scores.masked_fill(top_token == eos_id, float("-inf"))
+            next_scores, pick = open_scores.topk(k, dim=1)
+            pick = torch.where(torch.isfinite(next_scores), pick, pick[:, :1])
+            going = torch.tensor([len(finished[int(s)]) < k for s in active], device=device)
+            going &= torch.isfinite(next_scores[:, 0])
+            if not bool(going.any()):
+                break
+            keep = going.nonzero().squeeze(1)
+            rows = (keep[:, None] * k + top_beam.gather(1, pick)[keep]).view(-1)
+            prefix = torch.cat([prefix[rows], top_token.gather(1, pick)[keep].view(-1, 1)], dim=1)
+            scores = next_scores[keep].view(-1)
+            state.reorder(rows)
+            active = active[keep]
+
+        # a sentence whose constraints no hypothesis can meet gets one empty, impossible hypothesis
+        empty = Hypothesis([], float("-inf"), float("-inf"))
+        return [sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty] for hyps in finished]

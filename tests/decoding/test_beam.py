@@ -1,0 +1,128 @@
+"""Beam search: exact hypotheses on a hand-built model, beam 1 = greedy, cache = no cache."""
+
+import math
+
+import pytest
+import torch
+
+from tests.conftest import make_model
+from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, A, B, MarkovModel
+from transformer_mt.decoding import BeamSearch, GreedySearch, Hypothesis
+from transformer_mt.errors import ConfigError
+
+
+def src_for(*tables: int) -> torch.Tensor:
+    return torch.tensor([[t, 5, 5] for t in tables])
+
+
+def test_exact_hypotheses_and_scores_without_length_penalty():
+    model = MarkovModel({1: TABLE_1})
+    hyps = BeamSearch(beam_size=2, length_penalty=0.0, nbest=2, max_len_a=0, max_len_b=10)(model, src_for(1), BOS, EOS)
+    # step 1 finishes "b" (0.4 * 0.5); step 2 finishes "a b" (0.5 * 0.3 * 0.5); then the sentence has 2
+    assert [h.tokens for h in hyps[0]] == [[B], [A, B]]
+    assert hyps[0][0].score == pytest.approx(math.log(0.4 * 0.5))
+    assert hyps[0][1].score == pytest.approx(math.log(0.5 * 0.3 * 0.5))
+    assert hyps[0][1].logprob == hyps[0][1].score
+
+
+def test_length_penalty_reorders_by_normalized_score():
+    model = MarkovModel({1: TABLE_1})
+    hyps = BeamSearch(beam_size=2, length_penalty=2.0, nbest=2, max_len_a=0, max_len_b=10)(model, src_for(1), BOS, EOS)
+    # the same two finished hypotheses, scored logprob / len^2 with len counting EOS
+    assert [h.tokens for h in hyps[0]] == [[A, B], [B]]
+    assert hyps[0][0].score == pytest.approx(math.log(0.075) / 3**2)
+    assert hyps[0][1].score == pytest.approx(math.log(0.2) / 2**2)
+    assert hyps[0][0].logprob == pytest.approx(math.log(0.075))
+
+
+def test_greedy_differs_and_beam_1_equals_greedy_on_the_toy_model():
+    model = MarkovModel({1: TABLE_1})
+    greedy = GreedySearch(max_len_a=0, max_len_b=4)(model, src_for(1), BOS, EOS)
+    assert greedy[0][0].tokens == [A, A, A, A]  # EOS forced at the limit
+    assert greedy[0][0].logprob == pytest.approx(math.log(0.5 * 0.45**3 * 0.25))
+    beam1 = BeamSearch(beam_size=1, length_penalty=0.0, max_len_a=0, max_len_b=4)(model, src_for(1), BOS, EOS)
+    assert beam1[0][0].tokens == greedy[0][0].tokens
+    assert beam1[0][0].logprob == pytest.approx(greedy[0][0].logprob)
+
+
+def test_finished_hypotheses_are_never_extended():
+    model = MarkovModel({1: TABLE_1})
+    BeamSearch(beam_size=3, length_penalty=1.0, max_len_a=0, max_len_b=8)(model, src_for(1), BOS, EOS)
+    assert model.seen_prefixes
+    assert all(EOS not in prefix for prefix in model.seen_prefixes)
+
+
+def test_sentences_of_one_batch_never_mix():
+    model = MarkovModel({1: TABLE_1, 2: TABLE_2})
+    search = BeamSearch(beam_size=3, length_penalty=1.0, nbest=3, max_len_a=0, max_len_b=6)
+    batched = search(model, src_for(1, 2, 1, 2), BOS, EOS)
+    alone = [search(model, src_for(t), BOS, EOS)[0] for t in (1, 2, 1, 2)]
+    assert batched == alone
+    assert batched[0] != batched[1]
+
+
+def test_max_and_min_length_and_no_repeat_ngrams():
+    model = MarkovModel({1: TABLE_1})
+    hyps = BeamSearch(beam_size=2, nbest=2, min_len=3, max_len_a=0, max_len_b=5)(model, src_for(1), BOS, EOS)
+    assert all(3 <= len(h.tokens) <= 5 for h in hyps[0])
+    hyps = GreedySearch(max_len_a=0, max_len_b=6, no_repeat_ngram_size=2)(model, src_for(1), BOS, EOS)
+    tokens = hyps[0][0].tokens
+    bigrams = list(zip(tokens, tokens[1:]))
+    assert len(bigrams) == len(set(bigrams))
+    search = BeamSearch(beam_size=2, nbest=2, max_len_a=0, max_len_b=6, no_repeat_ngram_size=2, min_len=4)
+    for hyp in search(model, src_for(1), BOS, EOS)[0]:
+        bigrams = list(zip(hyp.tokens, hyp.tokens[1:]))
+        assert len(hyp.tokens) >= 4 and len(bigrams) == len(set(bigrams))
+    # two symbols have only four bigrams: six tokens without a repeat are impossible
+    impossible = BeamSearch(beam_size=2, max_len_a=0, max_len_b=8, no_repeat_ngram_size=2, min_len=6)
+    assert impossible(model, src_for(1), BOS, EOS) == [[Hypothesis([], float("-inf"), float("-inf"))]]
+
+
+def test_bad_options_name_the_key():
+    with pytest.raises(ConfigError, match="decoding.nbest"):
+        BeamSearch(beam_size=2, nbest=3)
+    with pytest.raises(ConfigError, match="decoding.beam_size"):
+        BeamSearch(beam_size=0)
+
+
+def padded_sources() -> torch.Tensor:
+    torch.manual_seed(1)
+    src = torch.randint(4, 50, (4, 9))
+    src[:, -1] = 2
+    for row, length in enumerate([9, 4, 6, 2]):
+        src[row, length - 1] = 2
+        src[row, length:] = 0
+    return src
+
+
+@pytest.mark.parametrize("search_cls, options", [(GreedySearch, {}), (BeamSearch, {"beam_size": 4, "nbest": 4})])
+def test_cache_equals_no_cache_on_a_random_model(search_cls, options):
+    model = make_model()
+    src = padded_sources()
+    cached = search_cls(max_len_a=0, max_len_b=12, use_cache=True, **options)(model, src, 1, 2)
+    plain = search_cls(max_len_a=0, max_len_b=12, use_cache=False, **options)(model, src, 1, 2)
+    for a, b in zip(cached, plain):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        for ha, hb in zip(a, b):
+            assert ha.score == pytest.approx(hb.score, abs=1e-5)
+
+
+def test_beam_1_equals_greedy_on_a_random_model():
+    model = make_model()
+    src = padded_sources()
+    greedy = GreedySearch(max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
+    beam = BeamSearch(beam_size=1, length_penalty=0.0, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
+    for g, b in zip(greedy, beam):
+        assert g[0].tokens == b[0].tokens
+        assert g[0].logprob == pytest.approx(b[0].logprob, abs=1e-5)
+
+
+def test_batched_beam_equals_one_sentence_at_a_time_on_a_random_model():
+    model = make_model()
+    src = padded_sources()
+    search = BeamSearch(beam_size=3, nbest=2, max_len_a=0, max_len_b=10)
+    batched = search(model, src, 1, 2)
+    for row in range(src.size(0)):
+        length = int((src[row] != 0).sum())
+        alone = search(model, src[row : row + 1, :length], 1, 2)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[row]]

@@ -1,0 +1,59 @@
+"""Hand-built models with known next-token probabilities, exposing the model API that decoding
+uses (config, encode, decode, init_cache, reorder_cache)."""
+
+import math
+from types import SimpleNamespace
+
+import torch
+
+PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
+
+
+class MarkovModel:
+    """P(next | previous token, table chosen by the first source token). Records every prefix it
+    is asked to extend, so tests can check that finished hypotheses are never extended."""
+
+    def __init__(self, tables: dict[int, dict[int, dict[int, float]]], vocab: int = 5, max_positions: int = 64):
+        self.config = SimpleNamespace(pad_id=PAD, max_positions=max_positions)
+        self.vocab = vocab
+        self.logits = torch.full((max(tables) + 1, vocab, vocab), float("-inf"))
+        for table_id, table in tables.items():
+            for prev, row in table.items():
+                for tok, p in row.items():
+                    self.logits[table_id, prev, tok] = math.log(p)
+        self.seen_prefixes: list[list[int]] = []
+
+    def encode(self, src):
+        return src[:, :1].float()[:, :, None]  # the memory only says which table to use
+
+    def decode(self, tgt, memory, src, cache=None):
+        if cache is not None:
+            prefix = cache[0]["self"]["prefix"] if "prefix" in cache[0]["self"] else tgt[:, :0]
+            prefix = torch.cat([prefix, tgt], dim=1)
+            cache[0]["self"]["prefix"] = prefix
+        else:
+            prefix = tgt
+        self.seen_prefixes.extend(prefix.tolist())
+        return self.logits[src[:, :1], tgt]  # (N, T, V)
+
+    def init_cache(self):
+        return [{"self": {}, "cross": {}}]
+
+    @staticmethod
+    def reorder_cache(cache, index):
+        return [{part: {k: v.index_select(0, index) for k, v in d.items()} for part, d in layer.items()}
+                for layer in cache]
+
+
+# Table 1: greedy goes a, a, a, ... while the best sequences start with b.
+TABLE_1 = {
+    BOS: {A: 0.5, B: 0.4, EOS: 0.1},
+    A: {A: 0.45, B: 0.3, EOS: 0.25},
+    B: {EOS: 0.5, A: 0.25, B: 0.25},
+}
+# Table 2: a different language, for checking that batched sentences never mix.
+TABLE_2 = {
+    BOS: {B: 0.7, A: 0.2, EOS: 0.1},
+    A: {EOS: 0.6, A: 0.2, B: 0.2},
+    B: {A: 0.5, EOS: 0.3, B: 0.2},
+}

@@ -1,0 +1,61 @@
+"""task=average: the mean of the tensors, clear errors for mismatches, loadable results."""
+
+import pytest
+import torch
+
+from tests.conftest import compose_config
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks import run
+from transformer_mt.tasks.average import average_checkpoints
+
+
+def fake_checkpoint(path, d_model=4, tokenizer="tok", seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    state = {"w": torch.randn(3, d_model, dtype=dtype), "b": torch.randn(d_model, dtype=dtype),
+             "count": torch.tensor([7])}
+    torch.save({"state_dict": state, "hyper_parameters": {"model": {"d_model": d_model}}, "tokenizer": tokenizer,
+                "pytorch-lightning_version": "2.6.0"}, path)
+    return state
+
+
+def test_average_of_two_checkpoints_is_the_mean_of_their_tensors(tmp_path):
+    a = fake_checkpoint(tmp_path / "a.ckpt", seed=0)
+    b = fake_checkpoint(tmp_path / "b.ckpt", seed=1)
+    avg = average_checkpoints([tmp_path / "a.ckpt", tmp_path / "b.ckpt"])
+    for name in ("w", "b"):
+        assert torch.equal(avg["state_dict"][name], ((a[name].double() + b[name].double()) / 2).float())
+    assert torch.equal(avg["state_dict"]["count"], torch.tensor([7]))
+    assert avg["tokenizer"] == "tok" and avg["averaged_from"] == [str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt")]
+
+
+@pytest.mark.parametrize("other, message", [
+    (dict(d_model=5), r"b\.ckpt: w has shape \(3, 5\), .*a\.ckpt has \(3, 4\)"),
+    (dict(tokenizer="other"), r"b\.ckpt: its tokenizer differs"),
+])
+def test_mismatched_checkpoints_are_a_clear_error(tmp_path, other, message):
+    fake_checkpoint(tmp_path / "a.ckpt")
+    fake_checkpoint(tmp_path / "b.ckpt", **other)
+    with pytest.raises(ConfigError, match=message):
+        average_checkpoints([tmp_path / "a.ckpt", tmp_path / "b.ckpt"])
+
+
+def test_selection_needs_checkpoints_or_a_run_dir(tmp_path):
+    with pytest.raises(ConfigError, match="needs checkpoints"):
+        run(compose_config(tmp_path, ["task=average"]))
+    with pytest.raises(ConfigError, match="no epoch checkpoints"):
+        run(compose_config(tmp_path, ["task=average", f"run_dir={tmp_path}", "last_n=2"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selection", ["last_n=3", "best_n=3"])
+def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
+    out, metrics = toy_run
+    result = run(compose_config(tmp_path / "avg", ["task=average", f"run_dir={out}", selection]))
+    epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
+    if selection == "last_n=3":
+        assert result["checkpoints"] == [str(p) for p in epochs[-3:]]
+    else:
+        scores = {str(p): torch.load(p, weights_only=True)["val_bleu"] for p in epochs}
+        assert sorted(scores.values(), reverse=True)[:3] == [scores[p] for p in result["checkpoints"]]
+    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={result['output']}"]))
+    assert evaluated["test/bleu"] >= 90.0

@@ -1,0 +1,78 @@
+"""task=translate: files and pipes, order and empty lines kept, n-best with scores, interactive."""
+
+import os
+import select
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, compose_config
+from tests.e2e.test_run import run_py
+from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.tasks import run
+
+pytestmark = pytest.mark.slow
+
+
+def test_file_in_file_out_matches_the_test_translations(toy_run, tmp_path):
+    out, _ = toy_run
+    sources = ToyCorpus().load("test").src
+    lines = sources[:40] + [""] + ["  " + sources[40] + "   "] + [""] + sources[41:300]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/in.txt",
+                 f"output={tmp_path}/out.txt", "task.max_tokens=8192"]
+    run(compose_config(tmp_path / "run", overrides))
+    got = (tmp_path / "out.txt").read_text().split("\n")[:-1]
+    expected = (out / "test.translations.txt").read_text().split("\n")[:-1]
+    assert len(got) == len(lines)
+    assert got[40] == "" and got[42] == ""
+    assert got[:40] + [got[41]] + got[43:] == expected  # same sentences, same translations, same order
+
+
+def test_stdin_to_stdout_with_nbest_and_scores(toy_run, tmp_path):
+    out, _ = toy_run
+    sources = ToyCorpus().load("test").src[:5]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={out}/checkpoints/best.ckpt",
+         "decoding=beam", "decoding.nbest=3", f"hydra.run.dir={tmp_path}"],
+        input="\n".join([sources[0], "", *sources[1:]]) + "\n", capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [int(r[0]) for r in rows] == [i for i in range(6) for _ in range(3)]
+    for i in range(0, len(rows), 3):
+        scores = [float(r[1]) for r in rows[i : i + 3]]
+        assert scores == sorted(scores, reverse=True)
+    assert [r[2] for r in rows[3:6]] == ["", "", ""]  # the empty line
+
+
+def test_interactive_a_line_in_a_translation_out(toy_run, tmp_path):
+    out, _ = toy_run
+    sentences = ToyCorpus().load("test").src[:2]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={out}/checkpoints/best.ckpt",
+         "task.buffer_size=1", f"hydra.run.dir={tmp_path}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        for sentence in sentences:
+            proc.stdin.write(sentence + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 120)
+            assert ready, "no translation came back while stdin stayed open"
+            assert proc.stdout.readline().strip()
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+
+
+def test_missing_input_file_is_a_clean_error(toy_run, tmp_path):
+    out, _ = toy_run
+    result = run_py("task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/nope.txt",
+                    f"output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/nope.txt: no such file"
+    assert not (tmp_path / "out.txt").exists()
