@@ -41,6 +41,14 @@ def test_evaluation_shards_see_every_example_exactly_once(world):
     assert sorted(i for s in shards for b in s for i in b) == list(range(len(SIZES)))
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_every_rank_gets_an_evaluation_batch_even_when_one_would_do(world):
+    shards = [list(TokenBudgetBatchSampler([5] * 10, 1000, False, 0, world, r, even=False)) for r in range(world)]
+    assert all(shards) and sorted(i for s in shards for b in s for i in b) == list(range(10))
+    with pytest.raises(DataError, match="2 sentences cannot be shared by 3 processes"):
+        list(TokenBudgetBatchSampler([5, 5], 1000, False, 0, 3, 0, even=False))
+
+
 def test_example_over_budget_is_a_clear_error():
     with pytest.raises(DataError, match="more than the batch budget 30"):
         TokenBudgetBatchSampler([10, 31], max_tokens=30, shuffle=False)

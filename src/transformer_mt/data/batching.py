@@ -91,6 +91,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             batches.append(batch)
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+        if not self.even:  # every rank needs a batch: DDP ranks meet at the end of evaluation
+            while len(batches) < self.num_replicas and max(map(len, batches), default=0) > 1:
+                largest = max(range(len(batches)), key=lambda i: len(batches[i]))
+                big = batches.pop(largest)
+                batches[largest:largest] = [big[: len(big) // 2], big[len(big) // 2 :]]
+            if len(batches) < self.num_replicas:
+                raise DataError(f"{len(self.sizes)} sentences cannot be shared by {self.num_replicas} processes")
         if self.even and batches:
             for k in range(-len(batches) % self.num_replicas):
                 batches.append(batches[k % len(batches)])

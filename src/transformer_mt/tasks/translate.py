@@ -32,10 +32,11 @@ NBest = list[tuple[str, float]]
 
 
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1) -> list[NBest]:
-    """The n-best translations of each line, in order; empty lines get [("", 0.0)]."""
+    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0."""
     cleaned, _ = clean(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
-    results: list[NBest] = [[("", 0.0)] for _ in lines]
+    nbest = getattr(module.search, "nbest", 1)
+    results: list[NBest] = [[("", 0.0)] * nbest for _ in lines]
     if not todo:
         return results
     eos, max_positions = module.hparams.eos_id, module.model.config.max_positions
