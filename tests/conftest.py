@@ -27,13 +27,15 @@ def make_model(**overrides) -> Transformer:
     return Transformer(TransformerConfig(**args)).eval()
 
 
-def compose_config(output_dir: Path, overrides: list[str] | None = None) -> DictConfig:
-    """The config `python run.py OVERRIDES` would see, with its run directory at output_dir."""
+def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_dir: Path | None = None) -> DictConfig:
+    """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
+    its cache at cache_dir (default: output_dir/.cache)."""
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
     with open_dict(cfg):
         cfg.paths.output_dir = str(output_dir)
+        cfg.paths.cache_dir = str(cache_dir or Path(output_dir) / ".cache")
         cfg.hydra.runtime.output_dir = str(output_dir)
         cfg.hydra.job.num = 0
     HydraConfig().set_config(cfg)

@@ -17,16 +17,15 @@ import torch
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, read_lines
-from transformer_mt.data.tokenizer import encode
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.tasks.evaluate import load_module
 
 
 def sources(module, path: str | None, limit: int | None) -> list[list[int]]:
-    eos = module.hparams.eos_id
+    eos = module.tokenizer.src.special_ids["eos_id"]
     if path:
         lines, _ = clean(read_lines(path))
-        ids = [x + [eos] for x in encode(module.tokenizer, lines)]
+        ids = [x + [eos] for x in module.tokenizer.src.encode(lines)]
     else:  # Multi30k-like lengths: 4 to 40 tokens, mean about 15
         rng = random.Random(0)
         vocab = module.model.config.src_vocab_size
@@ -42,7 +41,7 @@ def decode_all(module, search, src: list[list[int]], max_tokens: int, device) ->
     outputs, tokens = [], 0
     start = time.perf_counter()
     for batch in sampler:
-        hyps = search(module.model, collate._pad([src[i] for i in batch]).to(device), module.hparams.bos_id,
+        hyps = search(module.model, collate.pad([src[i] for i in batch]).to(device), module.hparams.bos_id,
                       module.hparams.eos_id)
         tokens += sum(len(h[0].tokens) + 1 for h in hyps)
         outputs += [h[0].tokens for h in hyps]

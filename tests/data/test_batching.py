@@ -1,44 +1,84 @@
-"""Token-budget batches: every example once, the budget kept, deterministic per (seed, epoch)."""
+"""Token-budget batches: properties over random inputs (hypothesis), resumption, collation."""
 
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.errors import DataError
 
-SIZES = [random.Random(0).randint(1, 60) for _ in range(1000)]
+sizes_st = st.lists(st.integers(min_value=1, max_value=80), min_size=1, max_size=400)
 
 
-def test_every_example_once_and_budget_kept():
-    sampler = TokenBudgetBatchSampler(SIZES, max_tokens=300, shuffle=True, seed=3)
-    batches = list(sampler)
-    assert sorted(i for b in batches for i in b) == list(range(len(SIZES)))
-    assert all(len(b) * max(SIZES[i] for i in b) <= 300 for b in batches)
-    assert 0 <= sampler.padding_fraction() < 0.05  # length buckets keep padding low
+@settings(max_examples=60, deadline=None)
+@given(sizes=sizes_st, budget=st.integers(80, 1000), world=st.integers(1, 4), seed=st.integers(0, 5),
+       epoch=st.integers(0, 3))
+def test_training_epoch_properties(sizes, budget, world, seed, epoch):
+    shards = []
+    for rank in range(world):
+        sampler = TokenBudgetBatchSampler(sizes, budget, shuffle=True, seed=seed, num_replicas=world, rank=rank)
+        sampler.set_epoch(epoch)
+        shards.append(list(sampler))
+    assert len({len(s) for s in shards}) == 1  # every rank runs the same number of steps
+    seen = [i for s in shards for b in s for i in b]
+    assert set(seen) == set(range(len(sizes)))  # every example, each at most once unless padding the shards
+    largest = max(len(b) for s in shards for b in s)
+    assert len(seen) - len(sizes) <= (world - 1) * largest  # at most world - 1 repeated batches
+    for batch in (b for s in shards for b in s):
+        assert len(batch) * max(sizes[i] for i in batch) <= budget
+    again = TokenBudgetBatchSampler(sizes, budget, shuffle=True, seed=seed, num_replicas=world, rank=0)
+    again.set_epoch(epoch)
+    assert list(again) == shards[0]  # the same (seed, epoch) gives the same batches
 
 
-def test_same_seed_and_epoch_give_the_same_batches():
-    a = TokenBudgetBatchSampler(SIZES, 300, shuffle=True, seed=3)
-    b = TokenBudgetBatchSampler(SIZES, 300, shuffle=True, seed=3)
-    assert list(a) == list(b)
-    a.set_epoch(1)
-    assert list(a) != list(b)
-    b.set_epoch(1)
-    assert list(a) == list(b)
+@settings(max_examples=60, deadline=None)
+@given(sizes=sizes_st, budget=st.integers(80, 1000), world=st.integers(1, 4))
+def test_evaluation_sees_every_example_exactly_once_across_ranks(sizes, budget, world):
+    if len(sizes) < world:
+        with pytest.raises(DataError, match="cannot be shared"):
+            list(TokenBudgetBatchSampler(sizes, budget, False, 0, world, 0, even=False))
+        return
+    shards = [list(TokenBudgetBatchSampler(sizes, budget, False, 0, world, r, even=False)) for r in range(world)]
+    assert sorted(i for s in shards for b in s for i in b) == list(range(len(sizes)))
+    assert all(shards)  # every rank has work, so all of them reach the end-of-evaluation gather
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_training_shards_are_even_and_cover_everything(world):
-    shards = [list(TokenBudgetBatchSampler(SIZES, 300, True, 3, num_replicas=world, rank=r)) for r in range(world)]
-    assert len({len(s) for s in shards}) == 1
-    assert {i for s in shards for b in s for i in b} == set(range(len(SIZES)))
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 50), min_size=20, max_size=300), stop=st.integers(0, 30), epoch=st.integers(0, 3))
+def test_a_resumed_sampler_yields_the_remaining_batches(sizes, stop, epoch):
+    first = TokenBudgetBatchSampler(sizes, 200, shuffle=True, seed=1)
+    first.set_epoch(epoch)
+    full = list(first)
+    stop = min(stop, len(full))
+    first.set_epoch(epoch)  # a new pass over the same epoch
+    it = iter(first)
+    for _ in range(stop):
+        next(it)
+    state = first.state_dict()
+    assert state["consumed"] == stop and state["epoch"] == epoch
+    resumed = TokenBudgetBatchSampler(sizes, 200, shuffle=True, seed=1)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(epoch)
+    assert list(resumed) == full[stop:]
+    resumed.set_epoch(epoch + 1)  # the next epoch is whole again
+    assert len(list(resumed)) == len(resumed)
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_evaluation_shards_see_every_example_exactly_once(world):
-    shards = [list(TokenBudgetBatchSampler(SIZES, 300, False, 0, world, r, even=False)) for r in range(world)]
-    assert sorted(i for s in shards for b in s for i in b) == list(range(len(SIZES)))
+def test_resume_refuses_another_seed_or_world_size():
+    state = TokenBudgetBatchSampler([3] * 50, 30, True, seed=1).state_dict()
+    with pytest.raises(DataError, match="another seed or number of processes"):
+        TokenBudgetBatchSampler([3] * 50, 30, True, seed=2).load_state_dict(state)
+
+
+def test_padding_fraction_is_far_below_fixed_size_batches():
+    rng = random.Random(0)
+    sizes = [max(2, int(rng.gauss(16, 6))) for _ in range(5000)]
+    sampler = TokenBudgetBatchSampler(sizes, 2048, shuffle=True, seed=0)
+    fixed = [sizes[i : i + 64] for i in range(0, len(sizes), 64)]  # 64 sentences in corpus order
+    fixed_padding = 1 - sum(sizes) / sum(len(b) * max(b) for b in fixed)
+    assert sampler.padding_fraction() < 0.05 < 0.3 < fixed_padding
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -62,3 +102,4 @@ def test_collate_shifts_the_target():
     assert batch["src"].tolist() == [[5, 6, 2], [5, 2, 0]]
     assert batch["tgt_in"].tolist() == [[1, 7, 0], [1, 8, 9]]
     assert batch["tgt_out"].tolist() == [[7, 2, 0], [8, 9, 2]]
+    assert batch["tgt_text"] == ["b", "d"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transformer_mt.data.corpus import TextFileCorpus, clean, read_lines
+from transformer_mt.data.corpus import TableCorpus, TextFileCorpus, clean, read_lines
 from transformer_mt.data.toy import ADJECTIVES, NOUNS, VERBS, ToyCorpus
 from transformer_mt.errors import DataError
 
@@ -59,3 +59,39 @@ def test_toy_corpus_is_deterministic_disjoint_and_a_real_transduction():
     assert sum(line.split()[-1] in VERBS.values() for line in train.tgt) == len(train)
     copy = ToyCorpus(mode="copy", num_train=20, num_val=5, num_test=5).load("train")
     assert copy.src == copy.tgt
+
+
+def test_tsv_with_named_columns(tmp_path):
+    write(tmp_path / "train.tsv", "id\ten\tde\n1\ta  cat\teine Katze\n2\tthe dog\tder Hund\n")
+    corpus = TableCorpus(str(tmp_path), "en", "de", {"train": "train.tsv"})
+    text = corpus.load("train")
+    assert text.src == ["a cat", "the dog"] and text.tgt == ["eine Katze", "der Hund"]
+    write(tmp_path / "bad.tsv", "en\tde\na\tb\nc\n")
+    with pytest.raises(DataError, match=r"bad\.tsv:3: 1 fields, the header has 2"):
+        TableCorpus(str(tmp_path), "en", "de", {"train": "bad.tsv"}).load("train")
+    with pytest.raises(DataError, match=r"train\.tsv:1: no column 'fr'"):
+        TableCorpus(str(tmp_path), "en", "fr", {"train": "train.tsv"}).load("train")
+
+
+def test_jsonl_with_nested_fields(tmp_path):
+    write(tmp_path / "val.jsonl", '{"translation": {"en": "a cat", "de": "eine Katze"}}\n'
+                                  '{"translation": {"en": "", "de": "leer"}}\n')
+    corpus = TableCorpus(str(tmp_path), "translation.en", "translation.de", {"val": "val.jsonl"})
+    assert corpus.load("val").src == ["a cat", ""]  # validation is never filtered
+    write(tmp_path / "bad.jsonl", '{"en": "a", "de": "b"}\n{"en": "a", "de": \n')
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: invalid JSON"):
+        TableCorpus(str(tmp_path), "en", "de", {"val": "bad.jsonl"}).load("val")
+    write(tmp_path / "num.jsonl", '{"en": "a", "de": 3}\n')
+    with pytest.raises(DataError, match=r"num\.jsonl:1: field 'de' is not a string"):
+        TableCorpus(str(tmp_path), "en", "de", {"val": "num.jsonl"}).load("val")
+
+
+def test_fingerprints_follow_the_content(tmp_path):
+    write(tmp_path / "train.en", "a\n")
+    write(tmp_path / "train.de", "b\n")
+    corpus = TextFileCorpus(str(tmp_path), "en", "de")
+    before = corpus.fingerprint("train")
+    assert corpus.fingerprint("train") == before
+    write(tmp_path / "train.de", "c\n")
+    assert corpus.fingerprint("train") != before
+    assert TextFileCorpus(str(tmp_path), "de", "en").fingerprint("train") != corpus.fingerprint("train")

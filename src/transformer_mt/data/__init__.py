@@ -1,8 +1,11 @@
-"""Data: corpora, tokenizer, batching and the LightningDataModule (knows nothing of the model)."""
+"""Data: corpora, vocabularies, batching and the LightningDataModule (knows nothing of the model)."""
 
-from transformer_mt.data.corpus import ParallelText, TextFileCorpus
+from transformer_mt.data.corpus import ParallelText, TableCorpus, TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.hub import HubCorpus
+from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DataError
 
-__all__ = ["DataError", "ParallelText", "TextFileCorpus", "ToyCorpus", "TranslationDataModule"]
+__all__ = ["DataError", "HubCorpus", "ParallelText", "TableCorpus", "TextFileCorpus", "TokenizerOptions",
+           "ToyCorpus", "TranslationDataModule", "Vocabularies"]

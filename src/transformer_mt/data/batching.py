@@ -1,7 +1,9 @@
-"""Token-budget batching: length buckets, a padded-token budget, per-epoch shuffling, DDP shards."""
+"""Token-budget batching: length buckets, a padded-token budget, per-epoch shuffling, DDP shards,
+and a resumable position inside an epoch."""
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
@@ -9,21 +11,33 @@ from transformer_mt.errors import DataError
 
 
 class TranslationDataset(Dataset):
-    """Encoded pairs: source ids (ending in EOS), target ids (no specials), and the raw text."""
+    """Encoded pairs read from an Arrow dataset (`datasets.Dataset`) with columns src_ids (ending
+    in EOS), tgt_ids (no specials), src_len, tgt_len and, for evaluation, src_text / tgt_text."""
 
-    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]], src_text: list[str], tgt_text: list[str]):
-        self.src_ids, self.tgt_ids, self.src_text, self.tgt_text = src_ids, tgt_ids, src_text, tgt_text
+    def __init__(self, table) -> None:
+        self.table = table
+        self.with_text = "tgt_text" in table.column_names
 
     def __len__(self) -> int:
-        return len(self.src_ids)
+        return len(self.table)
 
     def __getitem__(self, i: int) -> dict:
-        return {"id": i, "src": self.src_ids[i], "tgt": self.tgt_ids[i], "src_text": self.src_text[i],
-                "tgt_text": self.tgt_text[i]}
+        return self.__getitems__([i])[0]
 
-    def sizes(self) -> list[int]:
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        """One Arrow read per batch (the DataLoader calls this with the whole batch)."""
+        rows = self.table[list(indices)]
+        out = [{"id": i, "src": s, "tgt": t} for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"])]
+        if self.with_text:
+            for example, src, tgt in zip(out, rows["src_text"], rows["tgt_text"]):
+                example["src_text"], example["tgt_text"] = src, tgt
+        return out
+
+    def sizes(self) -> np.ndarray:
         """Padded cost of each example: the longer of the source and the target + 1 (BOS / EOS)."""
-        return [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids)]
+        lengths = self.table.with_format("numpy", columns=["src_len", "tgt_len"])[:]  # one columnar read
+        src, tgt = lengths["src_len"].astype(np.int64), lengths["tgt_len"].astype(np.int64)
+        return np.maximum(src, tgt + 1)
 
 
 class Collator:
@@ -32,21 +46,23 @@ class Collator:
     def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
 
-    def _pad(self, seqs: list[list[int]]) -> torch.Tensor:
+    def pad(self, seqs: list[list[int]]) -> torch.Tensor:
         out = torch.full((len(seqs), max(len(s) for s in seqs)), self.pad_id, dtype=torch.long)
         for i, s in enumerate(seqs):
             out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         return out
 
     def __call__(self, examples: list[dict]) -> dict:
-        return {
+        batch = {
             "id": torch.tensor([e["id"] for e in examples], dtype=torch.long),
-            "src": self._pad([e["src"] for e in examples]),
-            "tgt_in": self._pad([[self.bos_id, *e["tgt"]] for e in examples]),
-            "tgt_out": self._pad([[*e["tgt"], self.eos_id] for e in examples]),
-            "src_text": [e["src_text"] for e in examples],
-            "tgt_text": [e["tgt_text"] for e in examples],
+            "src": self.pad([e["src"] for e in examples]),
+            "tgt_in": self.pad([[self.bos_id, *e["tgt"]] for e in examples]),
+            "tgt_out": self.pad([[*e["tgt"], self.eos_id] for e in examples]),
         }
+        if "tgt_text" in examples[0]:
+            batch["src_text"] = [e["src_text"] for e in examples]
+            batch["tgt_text"] = [e["tgt_text"] for e in examples]
+        return batch
 
 
 class TokenBudgetBatchSampler(Sampler[list[int]]):
@@ -54,41 +70,51 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     Examples are sorted by length (ties broken at random per epoch when shuffling), cut into
     batches greedily, and the batch order is shuffled from (seed, epoch). Batches, not examples,
-    are sharded across `num_replicas` ranks; with `even=True` (training) the list is padded by
+    are dealt out to the `num_replicas` ranks; with `even=True` (training) the list is padded by
     repeating batches so every rank runs the same number of steps, with `even=False` (evaluation)
-    every example is seen exactly once.
+    every example is seen exactly once. `state_dict()` records how far into which epoch the
+    consumer got; after `load_state_dict()`, iterating that epoch yields only the rest.
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, even: bool = True) -> None:
-        too_long = [i for i, n in enumerate(sizes) if n > max_tokens]
-        if too_long:
+        sizes = np.asarray(sizes, dtype=np.int64)
+        too_long = np.flatnonzero(sizes > max_tokens)
+        if too_long.size:
             raise DataError(
                 f"example {too_long[0]} has {sizes[too_long[0]]} tokens, more than the batch budget "
                 f"{max_tokens} (data.max_tokens / data.eval_max_tokens)"
             )
-        self.sizes, self.max_tokens, self.shuffle, self.seed = list(sizes), max_tokens, shuffle, seed
+        self.sizes, self.max_tokens, self.shuffle, self.seed = sizes, max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.even = num_replicas, rank, even
         self.epoch = 0
+        self.position = 0  # batches of this rank already yielded in this epoch
+        self._resume: tuple[int, int] | None = None  # (epoch, batches to skip)
+        self._cache: tuple[int, list[list[int]]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.epoch, self.position = epoch, 0
 
     def all_batches(self) -> list[list[int]]:
         """The batches of this epoch across all ranks, in the order they are dealt out."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(len(self.sizes), generator=g).tolist() if self.shuffle else range(len(self.sizes))
-        order = sorted(order, key=self.sizes.__getitem__)
-        batches, batch, longest = [], [], 0
-        for i in order:
-            n = max(longest, self.sizes[i])
-            if batch and n * (len(batch) + 1) > self.max_tokens:
-                batches.append(batch)
-                batch, n = [], self.sizes[i]
-            batch.append(i)
-            longest = n
-        if batch:
-            batches.append(batch)
+        n = len(self.sizes)
+        if self.shuffle:  # random order, then a stable sort: equal lengths in random order
+            order = torch.randperm(n, generator=g).numpy()
+            order = order[np.argsort(self.sizes[order], kind="stable")]
+        else:
+            order = np.argsort(self.sizes, kind="stable")
+        batches, start, longest = [], 0, 0
+        for end, i in enumerate(order):
+            longest_with = max(longest, int(self.sizes[i]))
+            if end > start and longest_with * (end - start + 1) > self.max_tokens:
+                batches.append(order[start:end].tolist())
+                start, longest_with = end, int(self.sizes[i])
+            longest = longest_with
+        if n:
+            batches.append(order[start:].tolist())
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
         if not self.even:  # every rank needs a batch: DDP ranks meet at the end of evaluation
@@ -97,19 +123,42 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                 big = batches.pop(largest)
                 batches[largest:largest] = [big[: len(big) // 2], big[len(big) // 2 :]]
             if len(batches) < self.num_replicas:
-                raise DataError(f"{len(self.sizes)} sentences cannot be shared by {self.num_replicas} processes")
+                raise DataError(f"{n} sentences cannot be shared by {self.num_replicas} processes")
         if self.even and batches:
             for k in range(-len(batches) % self.num_replicas):
                 batches.append(batches[k % len(batches)])
+        self._cache = (self.epoch, batches)
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self.all_batches()[self.rank :: self.num_replicas]
+        mine = self.all_batches()[self.rank :: self.num_replicas]
+        skip = 0
+        if self._resume is not None and self._resume[0] == self.epoch:
+            skip = self._resume[1]
+        self._resume = None
+        self.position = skip
+        for i in range(skip, len(mine)):
+            self.position = i + 1
+            yield mine[i]
 
     def __len__(self) -> int:
         return len(self.all_batches()[self.rank :: self.num_replicas])
 
+    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
+        """Where this rank is: `consumed` batches of `epoch` (default: those yielded so far)."""
+        return {"epoch": self.epoch, "consumed": self.position if consumed is None else consumed,
+                "seed": self.seed, "num_replicas": self.num_replicas}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state["seed"] != self.seed or state["num_replicas"] != self.num_replicas:
+            raise DataError(f"cannot resume mid-epoch with another seed or number of processes "
+                            f"(was seed={state['seed']}, {state['num_replicas']} processes)")
+        self.epoch = state["epoch"]
+        self._resume = (state["epoch"], state["consumed"])
+
     def padding_fraction(self) -> float:
         """Share of padded positions in this epoch's batches (of count x longest)."""
-        total = sum(len(b) * max(self.sizes[i] for i in b) for b in self.all_batches())
-        return 1 - sum(self.sizes) / total if total else 0.0
+        batches = self.all_batches()
+        total = sum(len(b) * int(self.sizes[b].max()) for b in batches)
+        used = sum(int(self.sizes[b].sum()) for b in batches)
+        return 1 - used / total if total else 0.0

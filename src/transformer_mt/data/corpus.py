@@ -5,6 +5,8 @@ whitespace and runs of inner whitespace become one space. In the training split 
 empty side is dropped; validation and test are never filtered. Both are counted and logged.
 """
 
+import hashlib
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -71,6 +73,18 @@ def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool)
     return ParallelText(src, tgt, name, stats)
 
 
+def file_digest(*paths: Path, extra: str = "") -> str:
+    """sha256 of the files' bytes (and `extra`): the cache key of what was read from them."""
+    digest = hashlib.sha256(extra.encode())
+    for path in paths:
+        if not path.is_file():
+            raise DataError(f"{path}: no such file")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 class TextFileCorpus:
     """Aligned plain-text files `{data_dir}/{prefix}.{lang}`, one sentence per line.
 
@@ -94,3 +108,78 @@ class TextFileCorpus:
         if len(src) != len(tgt):
             raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files must be aligned")
         return prepare_split(src, tgt, f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train")
+
+    def fingerprint(self, split: str) -> str:
+        return file_digest(*self.paths(split), extra=f"text:{self.src_lang}:{self.tgt_lang}")
+
+
+class TableCorpus:
+    """TSV files (a header row names the columns) or JSONL files (one object per line) per split.
+
+    `splits` maps train / val / test to file names under `data_dir`; `src_column` and
+    `tgt_column` name the fields; a dotted name reaches into nested objects (translation.en).
+    """
+
+    def __init__(self, data_dir: str, src_column: str, tgt_column: str, splits: dict[str, str],
+                 format: str | None = None) -> None:
+        self.data_dir, self.src_column, self.tgt_column = Path(data_dir), src_column, tgt_column
+        self.splits, self.format = dict(splits), format
+
+    def path(self, split: str) -> Path:
+        if split not in self.splits:
+            raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(self.splits)})")
+        return self.data_dir / self.splits[split]
+
+    def _format(self, path: Path) -> str:
+        fmt = self.format or {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(path.suffix)
+        if fmt not in ("tsv", "jsonl"):
+            raise DataError(f"{path}: cannot tell TSV from JSONL by its name; set data.corpus.format=tsv|jsonl")
+        return fmt
+
+    def load(self, split: str) -> ParallelText:
+        path = self.path(split)
+        lines = read_lines(path)
+        rows = self._tsv(path, lines) if self._format(path) == "tsv" else self._jsonl(path, lines)
+        src, tgt = [r[0] for r in rows], [r[1] for r in rows]
+        return prepare_split(src, tgt, str(path), filter_empty=split == "train")
+
+    def _tsv(self, path: Path, lines: list[str]) -> list[tuple[str, str]]:
+        if not lines:
+            raise DataError(f"{path}: empty file (a TSV file starts with a header row)")
+        header = lines[0].split("\t")
+        for column in (self.src_column, self.tgt_column):
+            if column not in header:
+                raise DataError(f"{path}:1: no column {column!r} in the header {header}")
+        i, j = header.index(self.src_column), header.index(self.tgt_column)
+        rows = []
+        for number, line in enumerate(lines[1:], start=2):
+            fields = line.split("\t")
+            if len(fields) != len(header):
+                raise DataError(f"{path}:{number}: {len(fields)} fields, the header has {len(header)}")
+            rows.append((fields[i], fields[j]))
+        return rows
+
+    def _jsonl(self, path: Path, lines: list[str]) -> list[tuple[str, str]]:
+        rows = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{number}: invalid JSON ({err.msg})") from None
+            rows.append((self._field(record, self.src_column, path, number),
+                         self._field(record, self.tgt_column, path, number)))
+        return rows
+
+    @staticmethod
+    def _field(record, column: str, path: Path, number: int) -> str:
+        value = record
+        for key in column.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise DataError(f"{path}:{number}: no field {column!r}")
+            value = value[key]
+        if not isinstance(value, str):
+            raise DataError(f"{path}:{number}: field {column!r} is not a string")
+        return value
+
+    def fingerprint(self, split: str) -> str:
+        return file_digest(self.path(split), extra=f"table:{self.src_column}:{self.tgt_column}:{self.format}")

@@ -1,86 +1,203 @@
-"""TranslationDataModule: corpus -> joint BPE -> token ids -> token-budget batches."""
+"""TranslationDataModule: corpus -> vocabularies -> token ids cached as Arrow -> token-budget batches.
 
+Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds the vocabularies, keyed by the
+training text and every tokenizer option; `ids-<key>/` holds one encoded split, keyed by the
+vocabularies, that split's text and the filtering options. Both are built once, by local rank 0
+in `prepare_data`, written to a temporary folder and renamed when complete; a second run finds
+them and neither trains a tokenizer nor encodes.
+"""
+
+import hashlib
+import json
 import logging
+import shutil
+import tempfile
+import warnings
+from functools import lru_cache
 from pathlib import Path
 
+import datasets
 import lightning as L
-from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 from transformer_mt.data.corpus import SPLITS, ParallelText
-from transformer_mt.data.tokenizer import encode, load_tokenizer, save_tokenizer, special_ids, train_bpe
-from transformer_mt.errors import DataError
+from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
+from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+
+CACHE_VERSION = "1"
+# our sampler resumes mid-epoch through the datamodule's state (see state_dict below)
+warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+
+
+def digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+@lru_cache(maxsize=4)
+def _vocab_from_json(serialized: str) -> Vocabularies:
+    return Vocabularies.from_dict(json.loads(serialized))
+
+
+def _encode_batch(batch: dict, vocab_json: str) -> dict:
+    """datasets.map worker: token ids and lengths of a batch of pairs."""
+    vocab = _vocab_from_json(vocab_json)
+    eos = vocab.src.special_ids["eos_id"]
+    src = [ids + [eos] for ids in vocab.src.encode(batch["src_text"])]
+    tgt = vocab.tgt.encode(batch["tgt_text"])
+    return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 
 
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
-    corpus: any object with `load(split) -> ParallelText` (ToyCorpus, TextFileCorpus).
-    tokenizer_path: where the BPE model is written after training on the train split, and read
-    from by every process; an existing file there (or `set_tokenizer`) is used as it is.
+    corpus: any object with `load(split) -> ParallelText` and `fingerprint(split) -> str`
+    (ToyCorpus, TextFileCorpus, TableCorpus, HubCorpus). tokenizer: TokenizerOptions.
+    max_len / max_len_ratio filter the training split only (counted); val and test are never
+    filtered. run_dir: where a copy of the vocabularies is saved with the run.
     """
 
-    def __init__(self, corpus, tokenizer_path: str, vocab_size: int = 8000, min_frequency: int = 2,
-                 lowercase: bool = False, max_tokens: int = 4096, eval_max_tokens: int | None = None,
-                 max_len: int = 256, split: str = "test", seed: int = 0, num_workers: int = 0) -> None:
+    def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
+                 max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
+                 max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
+                 num_proc: int = 1) -> None:
         super().__init__()
         if split not in SPLITS:
-            raise DataError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
-        self.corpus, self.tokenizer_path = corpus, Path(tokenizer_path)
-        self.vocab_size, self.min_frequency, self.lowercase = vocab_size, min_frequency, lowercase
+            raise ConfigError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
+        self.corpus = corpus
+        self.options = tokenizer if isinstance(tokenizer, TokenizerOptions) else TokenizerOptions(**tokenizer)
+        self.cache_dir, self.run_dir = Path(cache_dir), Path(run_dir) if run_dir else None
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
-        self.max_len, self.split, self.seed, self.num_workers = max_len, split, seed, num_workers
-        self.tokenizer: Tokenizer | None = None
+        self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
+        self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
+        self._vocab: Vocabularies | None = None
+        self._given_vocab = False
         self.datasets: dict[str, TranslationDataset] = {}
+        self._samplers: dict[str, TokenBudgetBatchSampler] = {}
+        self._resume_state: dict | None = None
 
-    # ------------------------------------------------------------------------------ tokenizer
-    def set_tokenizer(self, tokenizer: Tokenizer) -> None:
-        """Use this tokenizer (e.g. the one inside a checkpoint) instead of training one."""
-        self.tokenizer = tokenizer
+    # ---------------------------------------------------------------------------- vocabularies
+    def set_vocabularies(self, vocab: Vocabularies) -> None:
+        """Use these vocabularies (those of a checkpoint) instead of training them. A tokenizer
+        file in the config must then be the same vocabulary."""
+        if self.options.file:
+            from_file = build_vocabularies([], [], self.options)
+            if not from_file.same_as(vocab):
+                raise DataError(
+                    f"data.tokenizer.file={self.options.file}: its vocabulary ({from_file.src.vocab_size} tokens) "
+                    f"is not the checkpoint's ({vocab.src.vocab_size} tokens); leave data.tokenizer.file unset "
+                    "to use the checkpoint's"
+                )
+        self._vocab, self._given_vocab = vocab, True
 
-    def prepare_data(self) -> None:
-        """Train the joint BPE on the training split once and save it (local rank 0 only)."""
-        if self.tokenizer is not None or self.tokenizer_path.is_file():
-            return
-        train = self.corpus.load("train")
-        log.info("training a joint BPE tokenizer (vocab_size=%d) on %d pairs", self.vocab_size, len(train))
-        tokenizer = train_bpe(train.src + train.tgt, self.vocab_size, self.min_frequency, self.lowercase)
-        save_tokenizer(tokenizer, self.tokenizer_path)
+    def _vocab_key(self) -> str:
+        if self._given_vocab:
+            return digest("given", json.dumps(self._vocab.to_dict()))
+        files = [self.options.file, self.options.tgt_file]
+        file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
+                        for f in files]
+        corpus = None if self.options.file else self.corpus.fingerprint("train")
+        return digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
 
-    def load_tokenizer(self) -> Tokenizer:
-        if self.tokenizer is None:
-            self.prepare_data()
-            self.tokenizer = load_tokenizer(self.tokenizer_path)
-        return self.tokenizer
+    def prepare_vocabularies(self) -> Vocabularies:
+        """Load the vocabularies from the cache, or make them (local rank 0) and cache them."""
+        if self._vocab is not None:
+            return self._vocab
+        folder = self.cache_dir / f"vocab-{self._vocab_key()}"
+        if folder.is_dir():
+            log.info("vocabularies: cache hit %s", folder)
+        else:
+            train = ParallelText([], []) if self.options.file else self.corpus.load("train")
+            if not self.options.file:
+                log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs", "a joint" if self.options.joint
+                         else "separate", self.options.type, self.options.vocab_size, len(train))
+            vocab = build_vocabularies(train.src, train.tgt, self.options)
+            with self._building(folder) as tmp:
+                vocab.save(tmp)
+        self._vocab = Vocabularies.load(folder)
+        return self._vocab
+
+    @property
+    def vocabularies(self) -> Vocabularies:
+        return self.prepare_vocabularies()
 
     # ---------------------------------------------------------------------------------- data
-    def setup(self, stage: str | None = None) -> None:
-        splits = {"fit": ["train", "val"], "validate": ["val"], "test": [self.split], "predict": [self.split]}
-        for split in splits.get(stage, list(SPLITS)):
-            if split not in self.datasets:
-                self.datasets[split] = self._encode(self.corpus.load(split), train=split == "train")
+    def _stage_splits(self) -> list[str]:
+        fn = self.trainer.state.fn if self.trainer is not None else None
+        return {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}.get(fn, ["train", "val", self.split])
 
-    def _encode(self, text: ParallelText, train: bool) -> TranslationDataset:
-        tokenizer = self.load_tokenizer()
-        eos = special_ids(tokenizer)["eos_id"]
-        src = [ids + [eos] for ids in encode(tokenizer, text.src)]
-        tgt = encode(tokenizer, text.tgt)
-        src_text, tgt_text = text.src, text.tgt
+    def _ids_folder(self, split: str) -> Path:
+        filters = (self.max_len, self.max_len_ratio) if split == "train" else None
+        key = digest(CACHE_VERSION, self._vocab_key(), self.corpus.fingerprint(split), split, filters)
+        return self.cache_dir / f"ids-{key}"
+
+    def prepare_data(self) -> None:
+        """Vocabularies, then the token ids of this stage's splits, built once into the cache."""
+        self.prepare_vocabularies()
+        for split in self._stage_splits():
+            folder = self._ids_folder(split)
+            if folder.is_dir():
+                log.info("%s: token ids cache hit %s", split, folder)
+                continue
+            table = self._encode(self.corpus.load(split), train=split == "train")
+            with self._building(folder) as tmp:
+                table.save_to_disk(str(tmp / "data"))
+
+    def _encode(self, text: ParallelText, train: bool) -> datasets.Dataset:
+        datasets.disable_progress_bars()
+        table = datasets.Dataset.from_dict({"src_text": text.src, "tgt_text": text.tgt})
+        num_proc = self.num_proc if self.num_proc > 1 and len(table) >= 10_000 else None
+        table = table.map(_encode_batch, batched=True, batch_size=1000, num_proc=num_proc,
+                          fn_kwargs={"vocab_json": json.dumps(self.vocabularies.to_dict())})
         if train:
-            keep = [i for i in range(len(src)) if len(src[i]) <= self.max_len and len(tgt[i]) + 1 <= self.max_len]
-            removed = len(src) - len(keep)
-            if removed:
-                log.info("%s: removed %d of %d pairs longer than data.max_len=%d tokens",
-                         text.name, removed, len(src), self.max_len)
-            if not keep:
-                raise DataError(f"{text.name}: no training pairs left after filtering (data.max_len={self.max_len})")
-            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-            src_text, tgt_text = [src_text[i] for i in keep], [tgt_text[i] for i in keep]
-        return TranslationDataset(src, tgt, src_text, tgt_text)
+            max_len, ratio = self.max_len, self.max_len_ratio
 
+            def keep(batch: dict) -> list[bool]:
+                return [s <= max_len and t + 1 <= max_len and (ratio is None or max(s, t) <= ratio * max(1, min(s, t)))
+                        for s, t in zip(batch["src_len"], batch["tgt_len"])]
+
+            before = len(table)
+            table = table.filter(keep, batched=True, batch_size=10_000, num_proc=num_proc)
+            removed = before - len(table)
+            log.info("%s: removed %d of %d training pairs by length (data.max_len=%d, data.max_len_ratio=%s)",
+                     text.name, removed, before, max_len, ratio)
+            if len(table) == 0:
+                raise DataError(f"{text.name}: no training pairs left after filtering "
+                                f"(data.max_len={max_len}, data.max_len_ratio={ratio})")
+            table = table.remove_columns(["src_text", "tgt_text"])
+        return table
+
+    class _building:
+        """Build into a temporary folder next to `folder`; rename it into place when complete."""
+
+        def __init__(self, folder: Path) -> None:
+            self.folder = folder
+
+        def __enter__(self) -> Path:
+            self.folder.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(dir=self.folder.parent, prefix=f".{self.folder.name}."))
+            return self.tmp
+
+        def __exit__(self, kind, value, tb) -> None:
+            if kind is None and not self.folder.exists():
+                self.tmp.rename(self.folder)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Every rank: the vocabularies and this stage's splits, memory-mapped from the cache."""
+        if self.run_dir is not None and self.trainer is not None and self.trainer.is_global_zero:
+            self.vocabularies.save(self.run_dir / "tokenizer")
+        splits = {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}.get(stage, [self.split])
+        for split in splits:
+            if split not in self.datasets:
+                folder = self._ids_folder(split)
+                if not folder.is_dir():  # setup without prepare_data (e.g. a direct call)
+                    self.prepare_data()
+                self.datasets[split] = TranslationDataset(datasets.load_from_disk(str(folder / "data")))
+
+    # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
         if split not in self.datasets:
             self.setup({"train": "fit", "val": "validate"}.get(split, "test"))
@@ -91,7 +208,14 @@ class TranslationDataModule(L.LightningDataModule):
             num_replicas=trainer.world_size if trainer else 1, rank=trainer.global_rank if trainer else 0,
             even=train,
         )
-        ids = special_ids(self.load_tokenizer())
+        if train:
+            if self._resume_state is not None:
+                sampler.load_state_dict(self._resume_state)
+                self._resume_state = None
+            log.info("train: %d batches per epoch and process, %.1f%% padding (data.max_tokens=%d)",
+                     len(sampler), 100 * sampler.padding_fraction(), self.max_tokens)
+        self._samplers[split] = sampler
+        ids = self.vocabularies.special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"])
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)
@@ -104,3 +228,16 @@ class TranslationDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader(self.split, train=False)
+
+    # --------------------------------------------------------------------- mid-epoch resume
+    def state_dict(self) -> dict:
+        """The training sampler's place: batches of the current epoch the loop has finished
+        (the loader runs ahead by its prefetch, so the loop's count is the one that matters)."""
+        sampler = self._samplers.get("train")
+        if sampler is None or self.trainer is None:
+            return {}
+        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return {"train_sampler": sampler.state_dict(consumed=done)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume_state = state.get("train_sampler")

@@ -1,71 +1,237 @@
-"""Joint BPE with Hugging Face `tokenizers`: trained on the training split, saved as one JSON.
+"""Subword vocabularies: BPE trained with `tokenizers`, sentencepiece (unigram or BPE), or a file
+the user supplies; one joint vocabulary for both languages, or one per side.
 
-Pre-tokenization splits on whitespace (Metaspace, so decoding restores the spaces) and on
-punctuation; decoding a hypothesis gives detokenized text ready for sacreBLEU.
+Every vocabulary has <pad>, <s>, </s>, <unk> (ids 0-3 when we train it). Decoding restores the
+spacing, so hypotheses are scored as plain text.
 """
 
+import base64
+import io
 import logging
 import os
 import tempfile
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]  # ids 0, 1, 2, 3
+SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]  # ids 0, 1, 2, 3 in the vocabularies we train
+ID_NAMES = ("pad_id", "bos_id", "eos_id", "unk_id")
 
 
-def train_bpe(lines: Iterable[str], vocab_size: int, min_frequency: int = 2, lowercase: bool = False) -> Tokenizer:
-    """Train a BPE tokenizer on `lines` (source and target together for a joint vocabulary)."""
+@dataclass(frozen=True)
+class TokenizerOptions:
+    """How vocabularies are made (conf/data: data.tokenizer.*)."""
+
+    type: str = "bpe"  # bpe (Hugging Face tokenizers) | sentencepiece
+    model_type: str = "unigram"  # sentencepiece only: unigram | bpe
+    joint: bool = True  # one vocabulary for both sides, or one per side
+    vocab_size: int = 8000
+    min_frequency: int = 2  # bpe only
+    character_coverage: float = 1.0  # sentencepiece only
+    lowercase: bool = False
+    normalization: str = "nfkc"  # nfkc | none
+    file: str | None = None  # a tokenizer file to use instead of training (tokenizers .json or sentencepiece .model)
+    tgt_file: str | None = None  # with joint=false: the target side's file
+
+    def __post_init__(self) -> None:
+        if self.type not in ("bpe", "sentencepiece"):
+            raise ConfigError(f"data.tokenizer.type must be bpe or sentencepiece, got {self.type!r}")
+        if self.model_type not in ("unigram", "bpe"):
+            raise ConfigError(f"data.tokenizer.model_type must be unigram or bpe, got {self.model_type!r}")
+        if self.normalization not in ("nfkc", "none"):
+            raise ConfigError(f"data.tokenizer.normalization must be nfkc or none, got {self.normalization!r}")
+        if self.vocab_size < len(SPECIAL_TOKENS) + 1:
+            raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size} is too small")
+        if self.tgt_file and self.joint:
+            raise ConfigError("data.tokenizer.tgt_file needs data.tokenizer.joint=false")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TextTokenizer:
+    """One vocabulary, as a `tokenizers.Tokenizer` ("tokenizers") or a sentencepiece model."""
+
+    def __init__(self, kind: str, model) -> None:
+        self.kind, self.model = kind, model
+        if kind == "tokenizers":
+            ids = [model.token_to_id(tok) for tok in SPECIAL_TOKENS]
+        else:
+            ids = [model.pad_id(), model.bos_id(), model.eos_id(), model.unk_id()]
+            ids = [None if i < 0 else i for i in ids]
+        missing = [tok for tok, i in zip(SPECIAL_TOKENS, ids) if i is None]
+        if missing:
+            raise DataError(f"the tokenizer has no {', '.join(missing)} token: it needs {', '.join(SPECIAL_TOKENS)}")
+        self.special_ids = dict(zip(ID_NAMES, ids))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_vocab_size() if self.kind == "tokenizers" else self.model.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        """Token ids of each line, without special tokens."""
+        if self.kind == "tokenizers":
+            return [enc.ids for enc in self.model.encode_batch(lines, add_special_tokens=False)]
+        return self.model.encode(lines)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Detokenized text of each id sequence; special tokens are dropped."""
+        if self.kind == "tokenizers":
+            return self.model.decode_batch(ids, skip_special_tokens=True)
+        specials = set(self.special_ids.values()) - {self.special_ids["unk_id"]}
+        return self.model.decode([[i for i in seq if i not in specials] for seq in ids])
+
+    # ------------------------------------------------------------------------- serialization
+    def to_dict(self) -> dict[str, str]:
+        """Plain strings, for checkpoints (loadable with weights_only=True)."""
+        if self.kind == "tokenizers":
+            return {"kind": self.kind, "data": self.model.to_str()}
+        return {"kind": self.kind, "data": base64.b64encode(self.model.serialized_model_proto()).decode("ascii")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> "TextTokenizer":
+        if data["kind"] == "tokenizers":
+            return cls("tokenizers", Tokenizer.from_str(data["data"]))
+        return cls("sentencepiece", spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
+
+    @property
+    def suffix(self) -> str:
+        return ".json" if self.kind == "tokenizers" else ".model"
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a crash never leaves a half-written tokenizer file."""
+        payload = self.model.to_str().encode() if self.kind == "tokenizers" else self.model.serialized_model_proto()
+        atomic_write_bytes(path, payload)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TextTokenizer":
+        """A tokenizers JSON file or a sentencepiece model file, told apart by content."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"{path}: no such tokenizer file")
+        data = path.read_bytes()
+        if data.lstrip()[:1] == b"{":
+            try:
+                return cls("tokenizers", Tokenizer.from_str(data.decode("utf-8")))
+            except Exception as err:
+                raise DataError(f"{path}: not a valid tokenizers JSON file ({err})") from None
+        try:
+            return cls("sentencepiece", spm.SentencePieceProcessor(model_proto=data))
+        except Exception:
+            raise DataError(f"{path}: neither a tokenizers JSON file nor a sentencepiece model") from None
+
+
+class Vocabularies:
+    """The source and target vocabularies (the same object when joint)."""
+
+    def __init__(self, src: TextTokenizer, tgt: TextTokenizer | None = None) -> None:
+        self.src, self.tgt = src, tgt or src
+        if self.src.special_ids["pad_id"] != self.tgt.special_ids["pad_id"]:
+            raise DataError("source and target vocabularies must give <pad> the same id")
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt
+
+    def special_ids(self) -> dict[str, int]:
+        """pad_id (shared), and the target's bos_id / eos_id / unk_id (what decoding emits)."""
+        return {"pad_id": self.src.special_ids["pad_id"], **{k: self.tgt.special_ids[k] for k in ID_NAMES[1:]}}
+
+    def to_dict(self) -> dict:
+        return {"src": self.src.to_dict(), "tgt": None if self.joint else self.tgt.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Vocabularies":
+        src = TextTokenizer.from_dict(data["src"])
+        return cls(src, TextTokenizer.from_dict(data["tgt"]) if data.get("tgt") else None)
+
+    def save(self, folder: Path) -> list[Path]:
+        """src<suffix> (and tgt<suffix> when separate) in `folder`."""
+        paths = [folder / f"src{self.src.suffix}"]
+        self.src.save(paths[0])
+        if not self.joint:
+            paths.append(folder / f"tgt{self.tgt.suffix}")
+            self.tgt.save(paths[1])
+        return paths
+
+    @classmethod
+    def load(cls, folder: Path) -> "Vocabularies":
+        files = {p.stem: p for p in folder.iterdir() if p.stem in ("src", "tgt")}
+        return cls(TextTokenizer.load(files["src"]), TextTokenizer.load(files["tgt"]) if "tgt" in files else None)
+
+    def same_as(self, other: "Vocabularies") -> bool:
+        return self.to_dict() == other.to_dict()
+
+
+# ------------------------------------------------------------------------------------ training
+def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
+    """BPE with `tokenizers`: NFKC (optional), whitespace rule, Metaspace + punctuation splits."""
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
-    steps = [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
-    if lowercase:
+    steps = [normalizers.NFKC()] if options.normalization == "nfkc" else []
+    steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    if options.lowercase:
         steps.append(normalizers.Lowercase())
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
     tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
-    )
+    trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
+                                  special_tokens=SPECIAL_TOKENS, show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
-    got = tokenizer.get_vocab_size()
-    if got < vocab_size:
-        log.warning("BPE vocabulary has %d tokens, fewer than the %d asked for (corpus too small)", got, vocab_size)
+    return warn_if_small(TextTokenizer("tokenizers", tokenizer), options.vocab_size)
+
+
+def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
+    """sentencepiece (unigram or BPE) with ids 0-3 = <pad>, <s>, </s>, <unk>."""
+    rule = {"nfkc": "nmt_nfkc", "none": "identity"}[options.normalization]
+    if options.lowercase:
+        rule = {"nmt_nfkc": "nmt_nfkc_cf", "identity": "nfkc_cf"}[rule]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(line for line in lines if line), model_writer=model,
+        vocab_size=options.vocab_size, model_type=options.model_type,
+        character_coverage=options.character_coverage, normalization_rule_name=rule,
+        pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
+        hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        num_threads=os.cpu_count() or 1, minloglevel=2,
+    )
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return warn_if_small(TextTokenizer("sentencepiece", processor), options.vocab_size)
+
+
+def warn_if_small(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
+    if tokenizer.vocab_size < asked:
+        log.warning("vocabulary has %d tokens, fewer than the %d asked for (data.tokenizer.vocab_size): "
+                    "the corpus is too small for more", tokenizer.vocab_size, asked)
     return tokenizer
 
 
-def special_ids(tokenizer: Tokenizer) -> dict[str, int]:
-    """pad_id, bos_id, eos_id, unk_id of a tokenizer made by `train_bpe`."""
-    names = ("pad_id", "bos_id", "eos_id", "unk_id")
-    ids = {name: tokenizer.token_to_id(tok) for name, tok in zip(names, SPECIAL_TOKENS)}
-    missing = [SPECIAL_TOKENS[i] for i, v in enumerate(ids.values()) if v is None]
-    if missing:
-        raise ValueError(f"tokenizer lacks the special tokens {missing}")
-    return ids
+def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: TokenizerOptions) -> Vocabularies:
+    """Load the user's files, or train one joint or two separate vocabularies on training text."""
+    if options.file:
+        src = TextTokenizer.load(options.file)
+        if options.joint:
+            return Vocabularies(src)
+        if not options.tgt_file:
+            raise ConfigError("data.tokenizer.joint=false with data.tokenizer.file also needs data.tokenizer.tgt_file")
+        return Vocabularies(src, TextTokenizer.load(options.tgt_file))
+    train = train_bpe if options.type == "bpe" else train_sentencepiece
+    if options.joint:
+        return Vocabularies(train(src_lines + tgt_lines, options))
+    return Vocabularies(train(src_lines, options), train(tgt_lines, options))
 
 
-def encode(tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
-    """Token ids of each line, without special tokens."""
-    return [enc.ids for enc in tokenizer.encode_batch(lines, add_special_tokens=False)]
-
-
-def decode(tokenizer: Tokenizer, ids: list[list[int]]) -> list[str]:
-    """Detokenized text of each id sequence; special tokens are dropped."""
-    return tokenizer.decode_batch(ids, skip_special_tokens=True)
-
-
-def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
-    """Write atomically: a crash never leaves a half-written tokenizer file."""
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(tokenizer.to_str())
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
-
-
-def load_tokenizer(path: str | Path) -> Tokenizer:
-    return Tokenizer.from_file(str(path))

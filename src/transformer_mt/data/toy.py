@@ -86,6 +86,10 @@ class ToyCorpus:
             splits[split] = pairs
         return splits
 
+    def fingerprint(self, split: str) -> str:
+        """Generated data: the options are the content."""
+        return f"toy-v1:{self.mode}:{self.seed}:{self.sizes['train']}:{self.sizes['val']}:{self.sizes['test']}:{split}"
+
     def load(self, split: str) -> ParallelText:
         if self._splits is None:
             self._splits = self._generate()

@@ -51,7 +51,10 @@ class TransformerConfig:
         if self.tie_embeddings not in ("all", "decoder", "none"):
             raise ConfigError(f"model.tie_embeddings must be all | decoder | none, got {self.tie_embeddings!r}")
         if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
-            raise ConfigError("model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes)")
+            raise ConfigError(
+                "model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes); with separate "
+                "vocabularies (data.tokenizer.joint=false) use model.tie_embeddings=decoder or none"
+            )
 
 
 class Transformer(nn.Module):

@@ -27,7 +27,7 @@ def run(cfg: DictConfig) -> dict:
     module = load_module(path)
     module.set_decoding(cfg.decoding)
     datamodule = instantiate(cfg.data)
-    datamodule.set_tokenizer(module.tokenizer)
+    datamodule.set_vocabularies(module.tokenizer)
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
     if not trainer.is_global_zero:

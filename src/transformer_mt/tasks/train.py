@@ -8,27 +8,21 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
-from tokenizers import Tokenizer
 
-from transformer_mt.data.tokenizer import special_ids
+from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
 
 
-def build_module(cfg: DictConfig, tokenizer: Tokenizer) -> TranslationModule:
-    """cfg.module plus what only the tokenizer knows (vocabulary size, special ids)."""
-    vocab = tokenizer.get_vocab_size()
-    module = instantiate(cfg.module, src_vocab_size=vocab, tgt_vocab_size=vocab, **special_ids_of(tokenizer),
-                         _recursive_=False)
-    module.tokenizer = tokenizer
+def build_module(cfg: DictConfig, vocab: Vocabularies) -> TranslationModule:
+    """cfg.module plus what only the vocabularies know (their sizes, special ids)."""
+    ids = vocab.special_ids()
+    module = instantiate(cfg.module, src_vocab_size=vocab.src.vocab_size, tgt_vocab_size=vocab.tgt.vocab_size,
+                         pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], _recursive_=False)
+    module.tokenizer = vocab
     return module
-
-
-def special_ids_of(tokenizer: Tokenizer) -> dict[str, int]:
-    ids = special_ids(tokenizer)
-    return {k: ids[k] for k in ("pad_id", "bos_id", "eos_id")}
 
 
 def run(cfg: DictConfig) -> dict:
@@ -36,11 +30,10 @@ def run(cfg: DictConfig) -> dict:
     output_dir = Path(cfg.paths.output_dir)
     datamodule = instantiate(cfg.data)
     resume = None
-    if cfg.get("ckpt_path"):  # resume: the checkpoint's tokenizer, not a new one
+    if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies, not new ones
         resume = checkpoint_path(cfg)
-        datamodule.set_tokenizer(Tokenizer.from_str(read_checkpoint(resume)["tokenizer"]))
-    datamodule.prepare_data()
-    module = build_module(cfg, datamodule.load_tokenizer())
+        datamodule.set_vocabularies(Vocabularies.from_dict(read_checkpoint(resume)["tokenizer"]))
+    module = build_module(cfg, datamodule.prepare_vocabularies())
     log.info("model: %s parameters", f"{module.model.num_parameters():,}")
     trainer = build_trainer(cfg)
     started = time.perf_counter()

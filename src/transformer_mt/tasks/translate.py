@@ -20,7 +20,6 @@ from omegaconf import DictConfig
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, read_lines
-from transformer_mt.data.tokenizer import encode
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.common import checkpoint_path
 from transformer_mt.tasks.evaluate import load_module
@@ -39,17 +38,17 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     results: list[NBest] = [[("", 0.0)] * nbest for _ in lines]
     if not todo:
         return results
-    eos, max_positions = module.hparams.eos_id, module.model.config.max_positions
-    src = [ids + [eos] for ids in encode(module.tokenizer, [cleaned[i] for i in todo])]
+    eos, max_positions = module.tokenizer.src.special_ids["eos_id"], module.model.config.max_positions
+    src = [ids + [eos] for ids in module.tokenizer.src.encode([cleaned[i] for i in todo])]
     for i, ids in zip(todo, src):
         if len(ids) >= max_positions:
             raise DataError(f"input line {first_line + i}: {len(ids)} tokens, more than the model's "
                             f"max_positions={max_positions} allows")
-    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, eos)
+    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
     device = module.device
     for batch in sampler:
-        padded = collate._pad([src[j] for j in batch]).to(device)
+        padded = collate.pad([src[j] for j in batch]).to(device)
         for j, nbest in zip(batch, module.translate(padded)):
             results[todo[j]] = nbest
     return results

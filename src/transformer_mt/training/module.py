@@ -13,9 +13,8 @@ import torch
 import torch.distributed as dist
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from tokenizers import Tokenizer
 
-from transformer_mt.data.tokenizer import decode
+from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.training.loss import label_smoothed_nll_loss
@@ -58,7 +57,7 @@ class TranslationModule(L.LightningModule):
                                                    pad_id=pad_id, **model))
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
-        self.tokenizer: Tokenizer | None = None
+        self.tokenizer: Vocabularies | None = None  # set by the task or restored from a checkpoint
         self.eval_results: dict[str, dict] = {}  # per stage: metrics and the ordered rows
         self._eval_rows: list[Row] = []
         self._eval_stats = torch.zeros(3, dtype=torch.float64)
@@ -74,13 +73,13 @@ class TranslationModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
-            checkpoint["tokenizer"] = self.tokenizer.to_str()
+            checkpoint["tokenizer"] = self.tokenizer.to_dict()
         if "val" in self.eval_results:  # lets task=average rank epoch checkpoints (best_n)
             checkpoint["val_bleu"] = float(self.eval_results["val"]["metrics"]["val/bleu"])
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "tokenizer" in checkpoint:
-            self.tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
+            self.tokenizer = Vocabularies.from_dict(checkpoint["tokenizer"])
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
@@ -129,7 +128,7 @@ class TranslationModule(L.LightningModule):
         """The n-best (detokenized text, score) of each source row, best first: the one path from
         token ids to the text that validation, test, evaluate and translate score or print."""
         hyps = (search or self.search)(self.model, src, self.hparams.bos_id, self.hparams.eos_id)
-        texts = iter(decode(self.tokenizer, [h.tokens for nbest in hyps for h in nbest]))
+        texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
         return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
 
     def _eval_step(self, batch: dict, search) -> None:

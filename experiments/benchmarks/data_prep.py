@@ -1,0 +1,75 @@
+"""Data preparation: cold vs warm (cache hit), encoding throughput, padding of token-budget batches.
+
+    DATA_DIR=/path/to/data python experiments/benchmarks/data_prep.py [--num-proc 2]
+
+Reads ${DATA_DIR}/multi30k/{train,val,test2016}.{en,de}. Every figure comes from one run on one
+machine; the peers are the same code with a warm cache, with one encoding process, and
+fixed-size sentence batches.
+"""
+
+import argparse
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from transformer_mt.data.batching import TokenBudgetBatchSampler
+from transformer_mt.data.corpus import TextFileCorpus
+from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.tokenizer import TokenizerOptions
+
+
+def prepare(corpus, cache: Path, num_proc: int) -> tuple[float, TranslationDataModule]:
+    dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=8000), cache_dir=str(cache), num_proc=num_proc,
+                               max_tokens=4096)
+    start = time.perf_counter()
+    dm.prepare_data()
+    dm.setup("fit")
+    return time.perf_counter() - start, dm
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=os.environ.get("DATA_DIR", "data"))
+    parser.add_argument("--num-proc", type=int, default=2)
+    args = parser.parse_args()
+    corpus = TextFileCorpus(f"{args.data_dir}/multi30k", "en", "de",
+                            {"train": "train", "val": "val", "test": "test2016"})
+    train = corpus.load("train")
+    print(f"Multi30k en-de: {len(train)} training pairs; {os.cpu_count()} CPUs\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        cold, _ = prepare(corpus, Path(tmp) / "a", num_proc=1)
+        warm, dm = prepare(corpus, Path(tmp) / "a", num_proc=1)
+        vocab = dm.vocabularies
+        print("| step | seconds |\n| --- | ---: |")
+        print(f"| prepare train + val, cold (BPE training + encoding + Arrow cache) | {cold:.2f} |")
+        print(f"| prepare train + val, warm (cache hit) | {warm:.2f} |")
+        print(f"| warm / cold | {warm / cold:.3f} |\n")
+
+        rows = ["| encoding | sentences/s |", "| --- | ---: |"]
+        for num_proc in sorted({1, args.num_proc}):
+            dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=8000), cache_dir=str(Path(tmp) / "b"),
+                                       num_proc=num_proc)
+            dm.set_vocabularies(vocab)
+            start = time.perf_counter()
+            dm._encode(train, train=True)
+            seconds = time.perf_counter() - start
+            rows.append(f"| datasets.map, num_proc={num_proc} | {2 * len(train) / seconds:,.0f} |")
+        print("\n".join(rows) + "\n")
+
+    sizes = [max(len(s) + 1, len(t) + 1) for s, t in zip(vocab.src.encode(train.src),
+                                                             vocab.tgt.encode(train.tgt))]
+    budget = TokenBudgetBatchSampler(sizes, 4096, shuffle=True, seed=0)
+    order = list(range(len(sizes)))
+    random.Random(0).shuffle(order)
+    per_batch = max(1, round(len(sizes) / len(budget)))  # same number of batches as the token budget
+    fixed = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
+    fixed_padding = 1 - sum(sizes) / sum(len(b) * max(sizes[i] for i in b) for b in fixed)
+    print("| batching (4096 padded tokens) | batches | padding |\n| --- | ---: | ---: |")
+    print(f"| token budget, length buckets | {len(budget)} | {100 * budget.padding_fraction():.1f}% |")
+    print(f"| {per_batch} random sentences per batch | {len(fixed)} | {100 * fixed_padding:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()

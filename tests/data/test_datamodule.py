@@ -1,0 +1,101 @@
+"""The Arrow cache: built once, reused without training or encoding, rebuilt when inputs change;
+length filtering on train only; nothing half-written."""
+
+import logging
+
+import pytest
+
+from transformer_mt.data import datamodule as dm_module
+from transformer_mt.data.corpus import TextFileCorpus
+from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.tokenizer import TokenizerOptions
+from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import DataError
+
+
+def write_corpus(folder, n=60):
+    folder.mkdir(exist_ok=True)
+    for split, count in (("train", n), ("val", 8), ("test", 8)):
+        (folder / f"{split}.en").write_text("".join(f"the cat number {i} sat on the mat\n" for i in range(count)))
+        (folder / f"{split}.de").write_text("".join(f"die Katze Nummer {i} sass auf der Matte\n" for i in range(count)))
+
+
+def make_dm(folder, cache, **kwargs):
+    options = dict(tokenizer=TokenizerOptions(vocab_size=120, min_frequency=1), cache_dir=str(cache),
+                   max_len=64, max_tokens=512)
+    options.update(kwargs)
+    return TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), **options)
+
+
+def test_second_run_neither_trains_nor_encodes(tmp_path, monkeypatch):
+    write_corpus(tmp_path / "corpus")
+    first = make_dm(tmp_path / "corpus", tmp_path / "cache")
+    first.prepare_data()
+    first.setup("fit")
+    built = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(built) == 1 + 3 and all(not name.startswith(".") for name in built)  # vocab + 3 splits
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the cache should have been used")
+
+    monkeypatch.setattr(dm_module, "build_vocabularies", fail)
+    monkeypatch.setattr(TranslationDataModule, "_encode", fail)
+    second = make_dm(tmp_path / "corpus", tmp_path / "cache")
+    second.prepare_data()
+    second.setup("fit")
+    assert second.datasets["train"].table[:]["src_ids"] == first.datasets["train"].table[:]["src_ids"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == built
+
+
+def test_changed_file_or_option_rebuilds(tmp_path):
+    write_corpus(tmp_path / "corpus")
+    make_dm(tmp_path / "corpus", tmp_path / "cache").prepare_data()
+    names = lambda: {p.name for p in (tmp_path / "cache").iterdir()}  # noqa: E731
+    base = names()
+    make_dm(tmp_path / "corpus", tmp_path / "cache", max_len=20).prepare_data()
+    assert len(names() - base) == 1  # only the training ids: same vocabulary, val and test
+    (tmp_path / "corpus" / "train.de").write_text("".join(f"der Hund {i}\n" for i in range(60)))
+    before = names()
+    make_dm(tmp_path / "corpus", tmp_path / "cache").prepare_data()
+    assert len(names() - before) == 4  # new vocabulary, so every split is encoded again
+    before = names()
+    make_dm(tmp_path / "corpus", tmp_path / "cache", tokenizer=TokenizerOptions(vocab_size=100)).prepare_data()
+    assert len(names() - before) == 4
+
+
+def test_length_filtering_is_counted_and_train_only(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    write_corpus(tmp_path / "corpus")
+    with (tmp_path / "corpus" / "train.en").open("a") as f:
+        f.write("word " * 80 + "\n" + "short\n")
+    with (tmp_path / "corpus" / "train.de").open("a") as f:
+        f.write("Wort\n" + "ein sehr viel laengerer deutscher Satz mit vielen Woertern\n")
+    with (tmp_path / "corpus" / "val.en").open("a") as f:
+        f.write("word " * 80 + "\n")
+    with (tmp_path / "corpus" / "val.de").open("a") as f:
+        f.write("Wort\n")
+    dm = make_dm(tmp_path / "corpus", tmp_path / "cache", max_len_ratio=3.0)
+    dm.prepare_data()
+    dm.setup("fit")
+    assert len(dm.datasets["train"]) == 60  # the over-long pair and the 1:many pair are gone
+    assert "removed 2 of 62 training pairs by length" in caplog.text
+    assert len(dm.datasets["val"]) == 9  # never filtered
+
+
+def test_empty_training_set_after_filtering_is_a_clear_error(tmp_path):
+    write_corpus(tmp_path / "corpus")
+    with pytest.raises(DataError, match=r"no training pairs left after filtering \(data.max_len=2"):
+        make_dm(tmp_path / "corpus", tmp_path / "cache", max_len=2).prepare_data()
+    assert not any(p.name.startswith(".") for p in (tmp_path / "cache").iterdir())  # no half-built folder left
+
+
+def test_encoding_with_worker_processes_equals_one_process(tmp_path):
+    corpus = ToyCorpus(num_train=10000, num_val=10, num_test=10)
+    options = dict(tokenizer=TokenizerOptions(vocab_size=256), max_tokens=1024)
+    one = TranslationDataModule(corpus, cache_dir=str(tmp_path / "a"), num_proc=1, **options)
+    two = TranslationDataModule(corpus, cache_dir=str(tmp_path / "b"), num_proc=2, **options)
+    for dm in (one, two):
+        dm.prepare_data()
+        dm.setup("fit")
+    assert one.datasets["train"].table[:]["src_ids"] == two.datasets["train"].table[:]["src_ids"]
+    assert one.datasets["train"].table[:]["tgt_ids"] == two.datasets["train"].table[:]["tgt_ids"]

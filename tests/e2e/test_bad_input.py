@@ -1,0 +1,91 @@
+"""Bad input: one clear line naming the file / line / key, exit status 1, no traceback, nothing
+written half-way."""
+
+import pytest
+
+from tests.conftest import compose_config
+from tests.e2e.test_run import run_py
+from transformer_mt.tasks import run
+
+
+def assert_clean_failure(result, expected: str) -> None:
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and expected in last, last
+
+
+def files_run(tmp_path, *extra):
+    return run_py("data=files", f"data.corpus.data_dir={tmp_path}/corpus", f"hydra.run.dir={tmp_path}/run",
+                  f"paths.cache_dir={tmp_path}/cache", "trainer.max_epochs=1", *extra)
+
+
+def write(folder, name, data: bytes):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_bytes(data)
+
+
+def good_corpus(folder):
+    for split in ("train", "val", "test"):
+        write(folder, f"{split}.en", b"a small cat\nthe dog\n")
+        write(folder, f"{split}.de", b"eine kleine Katze\nder Hund\n")
+
+
+def assert_nothing_half_written(tmp_path):
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(p.name.startswith(".") for p in cache.iterdir())
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_missing_file(tmp_path):
+    assert_clean_failure(files_run(tmp_path), f"{tmp_path}/corpus/train.en: no such file")
+    assert_nothing_half_written(tmp_path)
+
+
+def test_different_line_counts(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.de", b"eine kleine Katze\n")
+    assert_clean_failure(files_run(tmp_path), "train.en has 2 lines but")
+    assert_nothing_half_written(tmp_path)
+
+
+def test_invalid_utf8(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.de", b"eine kleine Katze\nder \xc3\x28Hund\n")
+    assert_clean_failure(files_run(tmp_path), f"{tmp_path}/corpus/train.de:2: invalid UTF-8")
+    assert_nothing_half_written(tmp_path)
+
+
+def test_empty_training_set_after_filtering(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    assert_clean_failure(files_run(tmp_path, "data.max_len=2"), "no training pairs left after filtering")
+    assert_nothing_half_written(tmp_path)
+
+
+def test_hub_name_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = run_py("data=wmt14", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
+    assert_clean_failure(result, "data.corpus.path=wmt14: the Hugging Face hub cannot be reached")
+    assert "data=files" in result.stderr
+    assert_nothing_half_written(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("small")
+    run(compose_config(out, ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10",
+                             "data.corpus.num_test=10"]))
+    return out / "checkpoints" / "last.ckpt"
+
+
+def test_tokenizer_file_that_does_not_match_the_checkpoint(tmp_path, small_checkpoint):
+    from transformer_mt.data.tokenizer import TokenizerOptions, build_vocabularies
+    from transformer_mt.data.toy import ToyCorpus
+
+    train = ToyCorpus(num_train=300).load("train")
+    build_vocabularies(train.src, train.tgt, TokenizerOptions(vocab_size=120)).src.save(tmp_path / "other.json")
+    result = run_py("task=evaluate", f"ckpt_path={small_checkpoint}", f"data.tokenizer.file={tmp_path}/other.json",
+                    f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
+    assert_clean_failure(result, f"data.tokenizer.file={tmp_path}/other.json: its vocabulary (")
+    assert "is not the checkpoint's" in result.stderr
+    assert not (tmp_path / "run" / "metrics.json").exists()
