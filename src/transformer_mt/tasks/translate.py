@@ -34,8 +34,8 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0."""
     cleaned, _ = clean(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
-    nbest = getattr(module.search, "nbest", 1)
-    results: list[NBest] = [[("", 0.0)] * nbest for _ in lines]
+    n = getattr(module.search, "nbest", 1)
+    results: list[NBest] = [[("", 0.0)] * n for _ in lines]
     if not todo:
         return results
     eos, max_positions = module.tokenizer.src.special_ids["eos_id"], module.model.config.max_positions
