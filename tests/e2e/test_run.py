@@ -27,7 +27,7 @@ def test_fast_dev_run_writes_metrics_and_translations(tmp_path):
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     assert on_disk["test/bleu"] == metrics["test/bleu"]
     assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 20
-    assert (tmp_path / "config.yaml").is_file() and (tmp_path / "tokenizer.json").is_file()
+    assert (tmp_path / "config.yaml").is_file() and (tmp_path / "tokenizer" / "src.json").is_file()
 
 
 def test_bf16_mixed_on_cpu_is_close_to_fp32(tmp_path):

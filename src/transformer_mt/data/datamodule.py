@@ -126,7 +126,8 @@ class TranslationDataModule(L.LightningDataModule):
     # ---------------------------------------------------------------------------------- data
     def _stage_splits(self) -> list[str]:
         fn = self.trainer.state.fn if self.trainer is not None else None
-        return {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}.get(fn, ["train", "val", self.split])
+        by_stage = {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}
+        return by_stage.get(fn, ["train", "val", self.split])
 
     def _ids_folder(self, split: str) -> Path:
         filters = (self.max_len, self.max_len_ratio) if split == "train" else None

@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """False in offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) or when huggingface.co cannot be reached."""
-    if any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
-        return False
+    for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(variable, "").upper() in ("1", "ON", "YES", "TRUE"):
+            return False
     try:
         socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
         return True
@@ -63,7 +64,8 @@ class HubCorpus:
             if (local / "dataset_dict.json").is_file():
                 saved = datasets.load_from_disk(str(local))
                 if split_name not in saved:
-                    raise DataError(f"{local}: no split {split_name!r} (it has {sorted(saved)}); set data.corpus.splits")
+                    raise DataError(f"{local}: no split {split_name!r} (it has {sorted(saved)}); "
+                                    "set data.corpus.splits")
                 return saved[split_name]
             if (local / "state.json").is_file():
                 return datasets.load_from_disk(str(local))
