@@ -1,6 +1,7 @@
 """Shared fixtures: small random models and Hydra compose helpers."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# runs started by tests (also `python run.py` subprocesses) cache data here, not in the project
+os.environ.setdefault("TRANSFORMER_MT_CACHE", tempfile.mkdtemp(prefix="transformer-mt-test-cache-"))
 
 
 def make_model(**overrides) -> Transformer:
