@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, compose_config
+from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.tasks import run
 
 FAST = ["debug=fast", "data.corpus.num_train=400", "data.corpus.num_val=20", "data.corpus.num_test=20"]
@@ -81,3 +82,33 @@ def test_ddp_cpu_two_processes(tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 20  # each sentence once
     assert metrics["test/bleu"] >= 0
+
+
+def test_hub_preset_on_a_dataset_saved_by_datasets(tmp_path):
+    import datasets
+
+    from transformer_mt.data.toy import ToyCorpus
+
+    toy = ToyCorpus(num_train=300, num_val=12, num_test=12)
+    splits = {name: toy.load(split) for name, split in (("train", "train"), ("validation", "val"), ("test", "test"))}
+    datasets.DatasetDict({
+        name: datasets.Dataset.from_dict({"translation": [{"xx": s, "yy": t} for s, t in zip(text.src, text.tgt)]})
+        for name, text in splits.items()
+    }).save_to_disk(str(tmp_path / "saved"))
+    overrides = ["debug=fast", "data=hub", f"data.corpus.path={tmp_path}/saved", "data.corpus.src_lang=xx",
+                 "data.corpus.tgt_lang=yy", "data.tokenizer.vocab_size=256"]
+    metrics = run(compose_config(tmp_path / "run", overrides))
+    assert len((tmp_path / "run" / "test.translations.txt").read_text().splitlines()) == 12
+    assert metrics["num_parameters"] > 0
+
+
+def test_sentencepiece_with_separate_vocabularies(tmp_path):
+    overrides = [*FAST, "data.tokenizer.type=sentencepiece", "data.tokenizer.joint=false",
+                 "data.tokenizer.vocab_size=120", "model.tie_embeddings=decoder"]
+    run(compose_config(tmp_path, overrides))
+    assert {p.name for p in (tmp_path / "tokenizer").iterdir()} == {"src.model", "tgt.model"}
+    overrides[-1] = "model.tie_embeddings=all"
+    with pytest.raises(Exception) as err:  # Hydra wraps it; run.py prints the ConfigError's line
+        run(compose_config(tmp_path / "tied", overrides))
+    assert isinstance(find_user_error(err.value), ConfigError)
+    assert "use model.tie_embeddings=decoder" in str(find_user_error(err.value))

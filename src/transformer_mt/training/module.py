@@ -79,7 +79,10 @@ class TranslationModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "tokenizer" in checkpoint:
-            self.tokenizer = Vocabularies.from_dict(checkpoint["tokenizer"])
+            saved = checkpoint["tokenizer"]
+            if isinstance(saved, str):  # first checkpoints: one joint `tokenizers` JSON
+                saved = {"src": {"kind": "tokenizers", "data": saved}, "tgt": None}
+            self.tokenizer = Vocabularies.from_dict(saved)
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
