@@ -112,3 +112,11 @@ def test_sentencepiece_with_separate_vocabularies(tmp_path):
         run(compose_config(tmp_path / "tied", overrides))
     assert isinstance(find_user_error(err.value), ConfigError)
     assert "use model.tie_embeddings=decoder" in str(find_user_error(err.value))
+
+
+def test_multirun_sweep_writes_one_run_directory_per_value(tmp_path):
+    result = run_py("-m", "model.heads=1,4", *FAST, f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for job, heads in ((0, 1), (1, 4)):
+        assert json.loads((tmp_path / str(job) / "metrics.json").read_text())["num_parameters"] > 0
+        assert f"heads: {heads}" in (tmp_path / str(job) / "config.yaml").read_text()
