@@ -73,6 +73,13 @@ def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool)
     return ParallelText(src, tgt, name, stats)
 
 
+def split_name(splits: dict[str, str], split: str) -> str:
+    """What a corpus calls train / val / test (data.corpus.splits)."""
+    if split not in splits:
+        raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(splits)})")
+    return splits[split]
+
+
 def file_digest(*paths: Path, extra: str = "") -> str:
     """sha256 of the files' bytes (and `extra`): the cache key of what was read from them."""
     digest = hashlib.sha256(extra.encode())
@@ -97,9 +104,7 @@ class TextFileCorpus:
         self.splits = dict(splits or {s: s for s in SPLITS})
 
     def paths(self, split: str) -> tuple[Path, Path]:
-        if split not in self.splits:
-            raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(self.splits)})")
-        prefix = self.data_dir / self.splits[split]
+        prefix = self.data_dir / split_name(self.splits, split)
         return Path(f"{prefix}.{self.src_lang}"), Path(f"{prefix}.{self.tgt_lang}")
 
     def load(self, split: str) -> ParallelText:
@@ -126,9 +131,7 @@ class TableCorpus:
         self.splits, self.format = dict(splits), format
 
     def path(self, split: str) -> Path:
-        if split not in self.splits:
-            raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(self.splits)})")
-        return self.data_dir / self.splits[split]
+        return self.data_dir / split_name(self.splits, split)
 
     def _format(self, path: Path) -> str:
         fmt = self.format or {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(path.suffix)

@@ -10,8 +10,6 @@ them and neither trains a tokenizer nor encodes.
 import hashlib
 import json
 import logging
-import shutil
-import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +18,7 @@ import datasets
 import lightning as L
 from torch.utils.data import DataLoader
 
+from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 from transformer_mt.data.corpus import SPLITS, ParallelText
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
@@ -28,6 +27,7 @@ from transformer_mt.errors import ConfigError, DataError
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = "1"
+STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
 # our sampler resumes mid-epoch through the datamodule's state (see state_dict below)
 warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 
@@ -74,6 +74,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         self._vocab: Vocabularies | None = None
         self._given_vocab = False
+        self._keys: dict[str, str] = {}  # cache keys, computed once (they hash whole corpora)
+        self._saved_to_run_dir = False
         self.datasets: dict[str, TranslationDataset] = {}
         self._samplers: dict[str, TokenBudgetBatchSampler] = {}
         self._resume_state: dict | None = None
@@ -91,15 +93,19 @@ class TranslationDataModule(L.LightningDataModule):
                     "to use the checkpoint's"
                 )
         self._vocab, self._given_vocab = vocab, True
+        self._keys.clear()
 
     def _vocab_key(self) -> str:
-        if self._given_vocab:
-            return digest("given", json.dumps(self._vocab.to_dict()))
-        files = [self.options.file, self.options.tgt_file]
-        file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
-                        for f in files]
-        corpus = None if self.options.file else self.corpus.fingerprint("train")
-        return digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
+        if "vocab" not in self._keys:
+            if self._given_vocab:
+                self._keys["vocab"] = digest("given", json.dumps(self._vocab.to_dict()))
+            else:
+                files = [self.options.file, self.options.tgt_file]
+                file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
+                                for f in files]
+                corpus = None if self.options.file else self.corpus.fingerprint("train")
+                self._keys["vocab"] = digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
+        return self._keys["vocab"]
 
     def prepare_vocabularies(self) -> Vocabularies:
         """Load the vocabularies from the cache, or make them (local rank 0) and cache them."""
@@ -114,7 +120,7 @@ class TranslationDataModule(L.LightningDataModule):
                 log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs", "a joint" if self.options.joint
                          else "separate", self.options.type, self.options.vocab_size, len(train))
             vocab = build_vocabularies(train.src, train.tgt, self.options)
-            with self._building(folder) as tmp:
+            with atomic_dir(folder) as tmp:
                 vocab.save(tmp)
         self._vocab = Vocabularies.load(folder)
         return self._vocab
@@ -124,26 +130,29 @@ class TranslationDataModule(L.LightningDataModule):
         return self.prepare_vocabularies()
 
     # ---------------------------------------------------------------------------------- data
-    def _stage_splits(self) -> list[str]:
-        fn = self.trainer.state.fn if self.trainer is not None else None
-        by_stage = {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}
-        return by_stage.get(fn, ["train", "val", self.split])
+    def _splits(self, stage: str | None) -> list[str]:
+        """The splits a stage reads; without a known stage, all of them."""
+        if stage not in STAGE_SPLITS:
+            return list(dict.fromkeys(["train", "val", self.split]))
+        return STAGE_SPLITS[stage] or [self.split]
 
     def _ids_folder(self, split: str) -> Path:
-        filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-        key = digest(CACHE_VERSION, self._vocab_key(), self.corpus.fingerprint(split), split, filters)
-        return self.cache_dir / f"ids-{key}"
+        if split not in self._keys:
+            filters = (self.max_len, self.max_len_ratio) if split == "train" else None
+            self._keys[split] = digest(CACHE_VERSION, self._vocab_key(), self.corpus.fingerprint(split), split,
+                                       filters)
+        return self.cache_dir / f"ids-{self._keys[split]}"
 
     def prepare_data(self) -> None:
         """Vocabularies, then the token ids of this stage's splits, built once into the cache."""
         self.prepare_vocabularies()
-        for split in self._stage_splits():
+        for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
             folder = self._ids_folder(split)
             if folder.is_dir():
                 log.info("%s: token ids cache hit %s", split, folder)
                 continue
             table = self._encode(self.corpus.load(split), train=split == "train")
-            with self._building(folder) as tmp:
+            with atomic_dir(folder) as tmp:
                 table.save_to_disk(str(tmp / "data"))
 
     def _encode(self, text: ParallelText, train: bool) -> datasets.Dataset:
@@ -170,28 +179,13 @@ class TranslationDataModule(L.LightningDataModule):
             table = table.remove_columns(["src_text", "tgt_text"])
         return table
 
-    class _building:
-        """Build into a temporary folder next to `folder`; rename it into place when complete."""
-
-        def __init__(self, folder: Path) -> None:
-            self.folder = folder
-
-        def __enter__(self) -> Path:
-            self.folder.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(dir=self.folder.parent, prefix=f".{self.folder.name}."))
-            return self.tmp
-
-        def __exit__(self, kind, value, tb) -> None:
-            if kind is None and not self.folder.exists():
-                self.tmp.rename(self.folder)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
     def setup(self, stage: str | None = None) -> None:
         """Every rank: the vocabularies and this stage's splits, memory-mapped from the cache."""
-        if self.run_dir is not None and self.trainer is not None and self.trainer.is_global_zero:
+        if self.run_dir is not None and self.trainer is not None and self.trainer.is_global_zero \
+                and not self._saved_to_run_dir:
             self.vocabularies.save(self.run_dir / "tokenizer")
-        splits = {"fit": ["train", "val"], "validate": ["val"], "test": [self.split]}.get(stage, [self.split])
-        for split in splits:
+            self._saved_to_run_dir = True
+        for split in self._splits(stage):
             if split not in self.datasets:
                 folder = self._ids_folder(split)
                 if not folder.is_dir():  # setup without prepare_data (e.g. a direct call)

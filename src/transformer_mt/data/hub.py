@@ -11,7 +11,7 @@ import os
 import socket
 from pathlib import Path
 
-from transformer_mt.data.corpus import ParallelText, prepare_split
+from transformer_mt.data.corpus import ParallelText, prepare_split, split_name
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -44,50 +44,45 @@ class HubCorpus:
         self.translation_column, self.src_column, self.tgt_column = translation_column, src_column, tgt_column
         self._cache: dict = {}
 
-    def _split_name(self, split: str) -> str:
-        if split not in self.splits:
-            raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(self.splits)})")
-        return self.splits[split]
-
     def dataset(self, split: str):
         """The `datasets.Dataset` of one split."""
-        name = self._split_name(split)
+        name = split_name(self.splits, split)
         if name not in self._cache:
             self._cache[name] = self._load(name)
         return self._cache[name]
 
-    def _load(self, split_name: str):
+    def _load(self, hub_split: str):
         import datasets
 
         local = Path(self.path)
         try:
             if (local / "dataset_dict.json").is_file():
                 saved = datasets.load_from_disk(str(local))
-                if split_name not in saved:
-                    raise DataError(f"{local}: no split {split_name!r} (it has {sorted(saved)}); "
+                if hub_split not in saved:
+                    raise DataError(f"{local}: no split {hub_split!r} (it has {sorted(saved)}); "
                                     "set data.corpus.splits")
-                return saved[split_name]
+                return saved[hub_split]
             if (local / "state.json").is_file():
                 return datasets.load_from_disk(str(local))
             if local.is_dir():
-                return datasets.load_dataset(str(local), self.name, split=split_name, cache_dir=self.cache_dir)
+                return datasets.load_dataset(str(local), self.name, split=hub_split, cache_dir=self.cache_dir)
             if not hub_reachable():
-                return self._load_offline(split_name)
-            return datasets.load_dataset(self.path, self.name, split=split_name, revision=self.revision,
+                return self._load_offline(hub_split)
+            return datasets.load_dataset(self.path, self.name, split=hub_split, revision=self.revision,
                                          cache_dir=self.cache_dir)
         except DataError:
             raise
         except (ValueError, KeyError, FileNotFoundError) as err:
             raise DataError(f"data.corpus.path={self.path}: {err}") from None
 
-    def _load_offline(self, split_name: str):
+    def _load_offline(self, hub_split: str):
         """The `datasets` cache only: a clear error, at once, when the dataset is not there."""
         import datasets
 
         previous = datasets.config.HF_HUB_OFFLINE
         datasets.config.HF_HUB_OFFLINE = True
         try:
-            return datasets.load_dataset(self.path, self.name, split=split_name, revision=self.revision,
+            return datasets.load_dataset(self.path, self.name, split=hub_split, revision=self.revision,
                                          cache_dir=self.cache_dir)
         except Exception:
             config = f", {self.name!r}" if self.name else ""
@@ -120,7 +115,7 @@ class HubCorpus:
                     raise DataError(f"data.corpus.src_lang / tgt_lang: {self.path} has no language {lang!r} "
                                     f"(it has {sorted(pairs[0])})")
             src, tgt = [p[self.src_lang] for p in pairs], [p[self.tgt_lang] for p in pairs]
-        return prepare_split(src, tgt, f"{self.path}/{self._split_name(split)}", filter_empty=split == "train")
+        return prepare_split(src, tgt, f"{self.path}/{split_name(self.splits, split)}", filter_empty=split == "train")
 
     def fingerprint(self, split: str) -> str:
         ds = self.dataset(split)

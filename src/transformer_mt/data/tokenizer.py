@@ -9,7 +9,6 @@ import base64
 import io
 import logging
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,8 @@ class TextTokenizer:
     def save(self, path: Path) -> None:
         """Write atomically: a crash never leaves a half-written tokenizer file."""
         payload = self.model.to_str().encode() if self.kind == "tokenizers" else self.model.serialized_model_proto()
-        atomic_write_bytes(path, payload)
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(payload)
 
     @classmethod
     def load(cls, path: str | Path) -> "TextTokenizer":
@@ -227,11 +228,3 @@ def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: Toke
         return Vocabularies(train(src_lines + tgt_lines, options))
     return Vocabularies(train(src_lines, options), train(tgt_lines, options))
 
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

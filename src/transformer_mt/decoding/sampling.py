@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import DecoderState, Hypothesis, max_lengths
+from transformer_mt.decoding.search import Hypothesis, max_lengths, token_by_token
 from transformer_mt.errors import ConfigError
 
 
@@ -50,33 +50,13 @@ class Sampling:
 
     @torch.no_grad()
     def __call__(self, model, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
-        batch, n, device = src.size(0), self.nbest, src.device
-        pad_id = model.config.pad_id
-        generator = None if self.seed is None else torch.Generator(device=device).manual_seed(self.seed)
-        limits = max_lengths(src, pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
-        rows = torch.arange(batch, device=device).repeat_interleave(n)
-        state = DecoderState(model, src.index_select(0, rows), self.use_cache)
-        limits = limits[rows]
-        prefix = torch.full((batch * n, 1), bos_id, dtype=torch.long, device=device)
-        finished = torch.zeros(batch * n, dtype=torch.bool, device=device)
-        scores = torch.zeros(batch * n, device=device)
-        for step in range(int(limits.max()) + 1):
-            lprobs = state.step(prefix)
-            lprobs[:, pad_id] = float("-inf")
-            if step < self.min_len:
-                lprobs[:, eos_id] = float("-inf")
-            token = torch.multinomial(self.distribution(lprobs), 1, generator=generator).squeeze(1)
-            token = torch.where(step >= limits, torch.full_like(token, eos_id), token)
-            scores += torch.where(finished, 0.0, lprobs.gather(1, token[:, None]).squeeze(1))
-            token = torch.where(finished, torch.full_like(token, pad_id), token)
-            prefix = torch.cat([prefix, token[:, None]], dim=1)
-            finished |= token == eos_id
-            if bool(finished.all()):
-                break
-        out = []
-        for i, (row, score) in enumerate(zip(prefix[:, 1:].tolist(), scores.tolist())):
-            if i % n == 0:
-                out.append([])
-            tokens = row[: row.index(eos_id)] if eos_id in row else row
-            out[-1].append(Hypothesis(tokens, score, score))
-        return [sorted(hyps, key=lambda h: -h.score) for hyps in out]
+        generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
+        limits = max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+
+        def draw(lprobs: torch.Tensor) -> torch.Tensor:
+            return torch.multinomial(self.distribution(lprobs), 1, generator=generator).squeeze(1)
+
+        hyps = token_by_token(model, src, bos_id, eos_id, limits, draw, copies=self.nbest, min_len=self.min_len,
+                              use_cache=self.use_cache)
+        n = self.nbest
+        return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

@@ -61,3 +61,40 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
     lprobs = lprobs.clone()
     lprobs[rows, grams[rows, cols, n - 1]] = float("-inf")
     return lprobs
+
+
+def token_by_token(model, src: torch.Tensor, bos_id: int, eos_id: int, limits: torch.Tensor, pick,
+                   copies: int = 1, min_len: int = 0, no_repeat_ngram_size: int = 0,
+                   use_cache: bool = True) -> list[Hypothesis]:
+    """Extend every row by the token `pick(lprobs)` chooses until EOS or its length limit (then EOS
+    is forced); EOS is banned before min_len tokens, padding always. Each source is encoded once
+    and decoded `copies` times in consecutive rows. Returns one hypothesis per row."""
+    pad_id = model.config.pad_id
+    state = DecoderState(model, src, use_cache)
+    if copies > 1:
+        rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
+        state.reorder(rows)
+        limits = limits[rows]
+    n = limits.numel()
+    prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros(n, dtype=torch.bool, device=src.device)
+    scores = torch.zeros(n, device=src.device)
+    for step in range(int(limits.max()) + 1):
+        lprobs = state.step(prefix)
+        lprobs[:, pad_id] = float("-inf")
+        lprobs = ban_repeated_ngrams(lprobs, prefix, no_repeat_ngram_size)
+        if step < min_len:
+            lprobs[:, eos_id] = float("-inf")
+        token = pick(lprobs)
+        token = torch.where(step >= limits, torch.full_like(token, eos_id), token)
+        scores += torch.where(finished, 0.0, lprobs.gather(1, token[:, None]).squeeze(1))
+        token = torch.where(finished, torch.full_like(token, pad_id), token)
+        prefix = torch.cat([prefix, token[:, None]], dim=1)
+        finished |= token == eos_id
+        if bool(finished.all()):
+            break
+    hyps = []
+    for row, score in zip(prefix[:, 1:].tolist(), scores.tolist()):
+        tokens = row[: row.index(eos_id)] if eos_id in row else row
+        hyps.append(Hypothesis(tokens, score, score))
+    return hyps

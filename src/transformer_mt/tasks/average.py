@@ -10,13 +10,12 @@ loads in task=evaluate and task=translate like any checkpoint.
 """
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
 
+from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.common import read_checkpoint
 
@@ -99,15 +98,8 @@ def run(cfg: DictConfig) -> dict:
     paths = select_checkpoints(cfg)
     averaged = average_checkpoints(paths)
     output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / "average.ckpt"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=output.name, suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_file(output) as tmp:
         torch.save(averaged, tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     log.info("averaged %d checkpoints into %s", len(paths), output)
     print(output)
     return {"output": str(output), "checkpoints": [str(p) for p in paths]}

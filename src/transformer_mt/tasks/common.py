@@ -2,8 +2,6 @@
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import lightning as L
@@ -13,6 +11,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -36,33 +35,29 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 
 
 def read_checkpoint(path: Path) -> dict:
-    """A checkpoint loaded as plain data (weights_only=True, on the CPU)."""
+    """A checkpoint loaded as plain data (weights_only=True, on the CPU). Memory-mapped: tensors are
+    read only when used, so looking at a checkpoint's tokenizer or metrics costs little."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a truncated or foreign file: say which one
         reason = err.__class__.__name__
         raise ConfigError(f"ckpt_path={path}: not a readable transformer-mt checkpoint ({reason})") from err
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write atomically, so a crash never leaves half a metrics file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def write_translations(path: Path, rows: list[tuple[int, str, str, str]]) -> None:
     """One hypothesis per line, in the order of the input file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(hyp + "\n" for _, _, _, hyp in rows)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        tmp.write_text("".join(hyp + "\n" for _, _, _, hyp in rows), encoding="utf-8")
 
 
 def write_results(output_dir: Path, stage: str, results: dict, extra: dict) -> dict:
-    """metrics.json and `{stage}.translations.txt` in the run directory; returns the metrics."""
+    """metrics.json and `{stage}.translations.txt` in the run directory, each written whole;
+    returns the metrics."""
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**results["metrics"], "bleu_signature": results["bleu_signature"],
                "chrf_signature": results["chrf_signature"], **extra}

@@ -6,6 +6,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
 from transformer_mt.training import TranslationModule
@@ -18,7 +19,7 @@ def load_module(path: Path) -> TranslationModule:
     read_checkpoint(path)  # a clear error for an unreadable file before Lightning tries
     module = TranslationModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     if module.tokenizer is None:
-        raise ValueError(f"{path}: the checkpoint has no tokenizer")
+        raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
     return module.eval()
 
 

@@ -1,6 +1,5 @@
 """task=train: fit with validation BLEU, keep the best checkpoint, test it, write metrics.json."""
 
-import logging
 import time
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from omegaconf import DictConfig
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
 from transformer_mt.training import TranslationModule
-
-log = logging.getLogger(__name__)
 
 
 def build_module(cfg: DictConfig, vocab: Vocabularies) -> TranslationModule:
@@ -34,7 +31,6 @@ def run(cfg: DictConfig) -> dict:
         resume = checkpoint_path(cfg)
         datamodule.set_vocabularies(Vocabularies.from_dict(read_checkpoint(resume)["tokenizer"]))
     module = build_module(cfg, datamodule.prepare_vocabularies())
-    log.info("model: %s parameters", f"{module.model.num_parameters():,}")
     trainer = build_trainer(cfg)
     started = time.perf_counter()
     try:

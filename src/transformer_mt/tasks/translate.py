@@ -7,17 +7,15 @@ each line is translated as soon as it is typed.
 """
 
 import logging
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TextIO
 
 import torch
 from omegaconf import DictConfig
 
+from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, read_lines
 from transformer_mt.errors import ConfigError, DataError
@@ -79,16 +77,8 @@ def open_output(path: str | None):
     if path is None:
         yield sys.stdout
         return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            yield f
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        yield f
 
 
 def pick_device(name: str) -> torch.device:

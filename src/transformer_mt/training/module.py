@@ -116,7 +116,7 @@ class TranslationModule(L.LightningModule):
 
     def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
         seconds = time.perf_counter() - self._batch_start
-        tokens = int((batch["src"] != self.hparams.pad_id).sum() + (batch["tgt_out"] != self.hparams.pad_id).sum())
+        tokens = batch["num_tokens"]
         self.train_tokens += tokens
         self.train_seconds += seconds
         self.log("train/tokens_per_sec", tokens / max(seconds, 1e-9))
@@ -136,20 +136,19 @@ class TranslationModule(L.LightningModule):
 
     def _eval_step(self, batch: dict, search) -> None:
         loss_sum, nll_sum, ntokens = self._losses(batch)
-        self._eval_stats += torch.tensor([loss_sum.item(), nll_sum.item(), ntokens.item()], dtype=torch.float64)
+        self._eval_stats += torch.stack([loss_sum.double(), nll_sum.double(), ntokens.double()])  # stays on the device
         hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
         self._eval_rows.extend(zip(batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps))
 
     def _eval_start(self) -> None:
         if self.tokenizer is None:
             raise RuntimeError("TranslationModule.tokenizer is not set: it comes from the datamodule or checkpoint")
-        self._eval_rows, self._eval_stats = [], torch.zeros(3, dtype=torch.float64)
+        self._eval_rows, self._eval_stats = [], torch.zeros(3, dtype=torch.float64, device=self.device)
 
     def _eval_end(self, stage: str) -> None:
         """Sum loss statistics and gather translations from every rank, then score them once."""
         stats, rows = self._eval_stats, self._eval_rows
         if dist.is_available() and dist.is_initialized():
-            stats = stats.to(self.device)
             dist.all_reduce(stats)
             gathered = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, rows)
