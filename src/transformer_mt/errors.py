@@ -13,6 +13,10 @@ class ConfigError(UserError, ValueError):
     """A config value that cannot work; the message names the key."""
 
 
+class TrainingDiverged(UserError):
+    """The loss or the weights became NaN or inf; the message names the step and learning rate."""
+
+
 def find_user_error(err: BaseException) -> UserError | None:
     """The UserError behind `err`, looking through wrappers such as Hydra's InstantiationException."""
     seen = set()

@@ -67,6 +67,17 @@ class Collator:
         return batch
 
 
+class EpochHook:
+    """The object Lightning finds at `batch_sampler.sampler`: its `set_epoch` reaches the batch
+    sampler, so every epoch gets its own batch order."""
+
+    def __init__(self, batch_sampler: "TokenBudgetBatchSampler") -> None:
+        self.batch_sampler = batch_sampler
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batch_sampler.set_epoch(epoch)
+
+
 class TokenBudgetBatchSampler(Sampler[list[int]]):
     """Batches of similar-length examples whose padded size (count x longest) fits `max_tokens`.
 
@@ -76,6 +87,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     repeating batches so every rank runs the same number of steps, with `even=False` (evaluation)
     every example is seen exactly once. `state_dict()` records how far into which epoch the
     consumer got; after `load_state_dict()`, iterating that epoch yields only the rest.
+
+    Lightning calls `set_epoch` on `dataloader.sampler` and `dataloader.batch_sampler.sampler`,
+    never on the batch sampler itself, so `self.sampler` is an `EpochHook` that forwards it.
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
@@ -93,6 +107,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.position = 0  # batches of this rank already yielded in this epoch
         self._resume: tuple[int, int] | None = None  # (epoch, batches to skip)
         self._cache: tuple[int, list[list[int]]] | None = None
+        self.sampler = EpochHook(self)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.position = epoch, 0

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import datasets
 import lightning as L
+import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
@@ -147,13 +149,51 @@ class TranslationDataModule(L.LightningDataModule):
         """Vocabularies, then the token ids of this stage's splits, built once into the cache."""
         self.prepare_vocabularies()
         for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
-            folder = self._ids_folder(split)
-            if folder.is_dir():
-                log.info("%s: token ids cache hit %s", split, folder)
-                continue
+            self._build(split)
+
+    def _build(self, split: str) -> Path:
+        """The cache folder of `split`'s token ids, encoded now if it is not there yet."""
+        folder = self._ids_folder(split)
+        if folder.is_dir():
+            log.info("%s: token ids cache hit %s", split, folder)
+        else:
             table = self._encode(self.corpus.load(split), train=split == "train")
             with atomic_dir(folder) as tmp:
                 table.save_to_disk(str(tmp / "data"))
+        return folder
+
+    def check_splits(self, splits: list[str]) -> None:
+        """Build (or find) every split a run will read and check that each sentence fits its batch
+        budget, so that a bad validation or test line stops the run before training, not after."""
+        for split in dict.fromkeys(splits):
+            self._load(split)
+            sizes = self.datasets[split].sizes()
+            budget = self.max_tokens if split == "train" else self.eval_max_tokens
+            too_long = np.flatnonzero(sizes > budget)
+            if not too_long.size:
+                continue
+            i = int(too_long[0])
+            if split == "train":  # training pairs passed the data.max_len filter
+                raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {sizes[i]} tokens, more than "
+                                  f"the batch budget data.max_tokens={budget}: lower data.max_len or raise "
+                                  "data.max_tokens")
+            raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens, more than the batch budget "
+                            f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
+
+    def fingerprints(self) -> dict:
+        """What the data of this run was: the corpus fingerprint of each split and of the
+        vocabularies, recorded in checkpoints so that evaluation and resume can compare."""
+        vocab = hashlib.sha256(json.dumps(self.vocabularies.to_dict(), sort_keys=True).encode()).hexdigest()[:20]
+        return {"vocabularies": vocab, **{split: self.fingerprint(split) for split in SPLITS}}
+
+    def fingerprint(self, split: str) -> str | None:
+        """A digest of the corpus's `split` (None when the corpus has no such split)."""
+        if f"corpus:{split}" not in self._keys:
+            try:
+                self._keys[f"corpus:{split}"] = digest(self.corpus.fingerprint(split))
+            except DataError:  # a corpus without this split (e.g. no test files)
+                self._keys[f"corpus:{split}"] = None
+        return self._keys[f"corpus:{split}"]
 
     def _encode(self, text: ParallelText, train: bool) -> datasets.Dataset:
         datasets.disable_progress_bars()
@@ -186,11 +226,13 @@ class TranslationDataModule(L.LightningDataModule):
             self.vocabularies.save(self.run_dir / "tokenizer")
             self._saved_to_run_dir = True
         for split in self._splits(stage):
-            if split not in self.datasets:
-                folder = self._ids_folder(split)
-                if not folder.is_dir():  # setup without prepare_data (e.g. a direct call)
-                    self.prepare_data()
-                self.datasets[split] = TranslationDataset(datasets.load_from_disk(str(folder / "data")))
+            self._load(split)
+
+    def _load(self, split: str) -> None:
+        """`split`'s token ids, memory-mapped from the cache (built first if missing)."""
+        if split not in self.datasets:
+            folder = self._build(split)
+            self.datasets[split] = TranslationDataset(datasets.load_from_disk(str(folder / "data")))
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
@@ -212,8 +254,10 @@ class TranslationDataModule(L.LightningDataModule):
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"])
+        # its own generator: creating an iterator never draws from the global RNG (exact resume)
+        generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+                          persistent_workers=self.num_workers > 0, generator=generator)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

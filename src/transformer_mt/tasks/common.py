@@ -2,26 +2,52 @@
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import lightning as L
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, find_user_error
 
 log = logging.getLogger(__name__)
 
 
 def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True) -> L.Trainer:
-    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger` and callbacks of `cfg.callbacks`."""
+    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger` and callbacks of `cfg.callbacks`;
+    a value the Trainer rejects is reported as a config error naming `trainer`."""
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg] if with_logger else False
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    try:
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    except Exception as err:
+        if find_user_error(err) is not None:
+            raise
+        cause = err
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise ConfigError(f"trainer: {message}") from err
+
+
+def overridden_keys() -> set[str]:
+    """The keys set on the command line (`data=multi30k` -> data, `+a.b=1` -> a.b); empty outside Hydra."""
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+
+
+def describe_corpus(data: dict) -> str:
+    """One line naming a data config's corpus: its class and its plain options."""
+    corpus = dict(data.get("corpus") or {})
+    name = str(corpus.pop("_target_", "?")).rsplit(".", 1)[-1]
+    return f"{name}({', '.join(f'{k}={v}' for k, v in corpus.items() if not isinstance(v, dict | list))})"
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -38,15 +64,33 @@ def read_checkpoint(path: Path) -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU). Memory-mapped: tensors are
     read only when used, so looking at a checkpoint's tokenizer or metrics costs little."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a truncated or foreign file: say which one
         reason = err.__class__.__name__
         raise ConfigError(f"ckpt_path={path}: not a readable transformer-mt checkpoint ({reason})") from err
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict) \
+            or "model" not in (checkpoint.get("hyper_parameters") or {}):
+        raise ConfigError(f"ckpt_path={path}: not a transformer-mt checkpoint (it has no state_dict and model "
+                          "hyper-parameters)")
+    return checkpoint
+
+
+def finite_or_none(value):
+    """JSON has no NaN or infinity: such numbers become null (recursively)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
 
 
 def write_json(path: Path, data: dict) -> None:
+    """Valid JSON (NaN and infinities written as null), written whole."""
     with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(finite_or_none(data), indent=2, sort_keys=True, allow_nan=False) + "\n",
+                       encoding="utf-8")
 
 
 def write_translations(path: Path, rows: list[tuple[int, str, str, str]]) -> None:

@@ -1,17 +1,56 @@
-"""task=evaluate: decode and score a checkpoint on a split with the same code as validation/test."""
+"""task=evaluate: decode and score a checkpoint on a split with the same code as validation/test.
+
+Without `data=` / `data.*` / `experiment=` on the command line, the data is the checkpoint's (it
+records its resolved data config); `data.split`, `data.eval_max_tokens`, `data.num_workers` and
+`data.num_proc` may still be set. With data chosen on the command line, a split that differs
+from the checkpoint's is scored as asked, after a warning that says so.
+"""
 
 import logging
 from pathlib import Path
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
-from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
+from transformer_mt.tasks.checks import check_config
+from transformer_mt.tasks.common import (
+    build_trainer,
+    checkpoint_path,
+    describe_corpus,
+    overridden_keys,
+    print_summary,
+    read_checkpoint,
+    write_results,
+)
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
+
+EVALUATION_DATA_KEYS = ("split", "eval_max_tokens", "num_workers", "num_proc", "cache_dir", "run_dir")
+
+
+def chose_data(keys: set[str]) -> bool:
+    """Whether the command line chose the data (not only how to evaluate it)."""
+    return any(k in ("data", "experiment", "paths.data_dir") or
+               (k.startswith("data.") and k.split(".")[1] not in EVALUATION_DATA_KEYS) for k in keys)
+
+
+def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
+    """The checkpoint's data config, unless the command line chose data or the checkpoint has none."""
+    keys = overridden_keys()
+    if record is None or chose_data(keys):
+        if record is None:
+            log.warning("ckpt_path=%s records no data config (an older checkpoint): using %s", path,
+                        describe_corpus(OmegaConf.to_container(cfg.data, resolve=True)))
+        return cfg.data
+    data = OmegaConf.create(record["config"])
+    for key in EVALUATION_DATA_KEYS:
+        if key in ("cache_dir", "run_dir") or f"data.{key}" in keys:
+            data[key] = cfg.data[key]
+    log.info("data: the checkpoint's, %s", describe_corpus(record["config"]))
+    return data
 
 
 def load_module(path: Path) -> TranslationModule:
@@ -24,17 +63,26 @@ def load_module(path: Path) -> TranslationModule:
 
 
 def run(cfg: DictConfig) -> dict:
+    check_config(cfg, ("trainer",))
+    trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     path = checkpoint_path(cfg)
+    record = read_checkpoint(path)["hyper_parameters"].get("data")
     module = load_module(path)
     module.set_decoding(cfg.decoding)
-    datamodule = instantiate(cfg.data)
+    data = data_config(cfg, record, path)
+    check_config(OmegaConf.create({"data": data}), ("data",))
+    datamodule = instantiate(data)
     datamodule.set_vocabularies(module.tokenizer)
-    trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
+    split = data.split
+    if record is not None and datamodule.fingerprint(split) != record["fingerprints"].get(split):
+        given = describe_corpus(OmegaConf.to_container(data, resolve=True))
+        log.warning("ckpt_path=%s was trained on other data (%s); scoring the %s split of %s as asked", path,
+                    describe_corpus(record["config"]), split, given)
+    datamodule.check_splits([split])
     trainer.test(module, datamodule=datamodule, verbose=False)
     if not trainer.is_global_zero:
         return {}
     results = module.eval_results["test"]
-    split = cfg.data.split
     results = {**results, "metrics": {k.replace("test/", f"{split}/"): v for k, v in results["metrics"].items()}}
     extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
     if cfg.task.get("tokenized_bleu"):

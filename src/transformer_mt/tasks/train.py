@@ -1,50 +1,122 @@
-"""task=train: fit with validation BLEU, keep the best checkpoint, test it, write metrics.json."""
+"""task=train: fit with validation BLEU, keep the best checkpoint, test it, write metrics.json.
 
+Before any data work the config is checked (tasks/checks.py) and the Trainer is built, so a wrong
+key, a missing GPU or an impossible precision stops the run at once. Every split the run will read
+is then prepared and checked, so a bad test sentence stops it before training, not after.
+"""
+
+import logging
+import sys
 import time
 from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.tasks.common import build_trainer, checkpoint_path, print_summary, read_checkpoint, write_results
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.tasks.checks import check_config
+from transformer_mt.tasks.common import (
+    build_trainer,
+    checkpoint_path,
+    describe_corpus,
+    print_summary,
+    read_checkpoint,
+    write_results,
+)
 from transformer_mt.training import TranslationModule
+from transformer_mt.training.checkpointing import LastCheckpoint
+from transformer_mt.training.module import plain
+
+log = logging.getLogger(__name__)
+
+RUN_SPECIFIC_DATA_KEYS = ("cache_dir", "run_dir")  # not part of what the data was
+SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM stopped
 
 
-def build_module(cfg: DictConfig, vocab: Vocabularies) -> TranslationModule:
-    """cfg.module plus what only the vocabularies know (their sizes, special ids)."""
+def build_module(cfg: DictConfig, vocab: Vocabularies, data: dict | None = None) -> TranslationModule:
+    """cfg.module plus what only the data knows: vocabulary sizes, special ids, the data record."""
     ids = vocab.special_ids()
     module = instantiate(cfg.module, src_vocab_size=vocab.src.vocab_size, tgt_vocab_size=vocab.tgt.vocab_size,
-                         pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], _recursive_=False)
+                         pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], data=data,
+                         _recursive_=False)
     module.tokenizer = vocab
     return module
 
 
+def data_record(cfg: DictConfig, fingerprints: dict) -> dict:
+    """What a checkpoint keeps of the data it was trained on."""
+    config = {k: v for k, v in plain(cfg.data).items() if k not in RUN_SPECIFIC_DATA_KEYS}
+    return {"config": config, "fingerprints": fingerprints}
+
+
+def check_resumable(path: Path, checkpoint: dict, cfg: DictConfig, fingerprints: dict) -> None:
+    """Resuming needs a full checkpoint of the same model trained on the same data."""
+    if "optimizer_states" not in checkpoint or "loops" not in checkpoint:
+        raise ConfigError(f"ckpt_path={path}: a weights-only checkpoint (no optimizer state, no training "
+                          "position); it can be evaluated, translated or averaged, not resumed: resume from "
+                          "checkpoints/last.ckpt")
+    saved, current = checkpoint["hyper_parameters"]["model"], plain(cfg.model)
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise ConfigError(f"model.{key}={current.get(key)}, but ckpt_path={path} was trained with "
+                              f"model.{key}={saved.get(key)}: resume with the checkpoint's model settings")
+    record = checkpoint["hyper_parameters"].get("data")
+    if record and record["fingerprints"].get("train") != fingerprints.get("train"):
+        raise DataError(f"ckpt_path={path} was trained on other data ({describe_corpus(record['config'])}), not "
+                        f"on {describe_corpus(plain(cfg.data))}: resume with the data options of that run "
+                        "(its config.yaml)")
+
+
+def stopped_by_sigterm(trainer: L.Trainer) -> None:
+    """One line saying where training stopped and what to resume from; exit status 143."""
+    last = next((c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+    if trainer.is_global_zero:
+        held = (f"{last} holds step {read_checkpoint(last)['global_step']}: resume with ckpt_path={last}"
+                if last is not None and last.is_file() else "no checkpoint was written")
+        print(f"stopped by SIGTERM at step {trainer.global_step}; {held}", file=sys.stderr)
+    sys.exit(SIGTERM_EXIT_STATUS)
+
+
 def run(cfg: DictConfig) -> dict:
+    check_config(cfg, ("seed", "model", "module", "optim", "trainer", "data"))
+    trainer = build_trainer(cfg)
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
     datamodule = instantiate(cfg.data)
-    resume = None
+    resume, checkpoint = None, None
     if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies, not new ones
         resume = checkpoint_path(cfg)
-        datamodule.set_vocabularies(Vocabularies.from_dict(read_checkpoint(resume)["tokenizer"]))
-    module = build_module(cfg, datamodule.prepare_vocabularies())
-    trainer = build_trainer(cfg)
+        checkpoint = read_checkpoint(resume)
+        datamodule.set_vocabularies(Vocabularies.from_dict(checkpoint["tokenizer"]))
+    vocab = datamodule.prepare_vocabularies()
+    fingerprints = datamodule.fingerprints()
+    if checkpoint is not None:
+        check_resumable(resume, checkpoint, cfg, fingerprints)
+    datamodule.check_splits(["train", "val", cfg.data.split])
+    module = build_module(cfg, vocab, data_record(cfg, fingerprints))
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+        try:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+        except SIGTERMException:
+            stopped_by_sigterm(trainer)
         train_seconds = time.perf_counter() - started
-        checkpoint = next((c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)), None)
-        best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
+        checkpoint_cb = next((c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)), None)
+        best = checkpoint_cb.best_model_path if checkpoint_cb is not None and checkpoint_cb.best_model_path else None
+        if best is None and not trainer.fast_dev_run:
+            log.warning("no best checkpoint in this run (no validation ran): testing the final weights")
         trainer.test(module, datamodule=datamodule, ckpt_path=best, weights_only=True if best else None, verbose=False)
     finally:
         finish_wandb()
     if not trainer.is_global_zero:
         return {}
+    best_score = checkpoint_cb.best_model_score if best else None
     extra = {
-        "val/bleu_best": float(checkpoint.best_model_score) if best else None,
+        "val/bleu_best": float(best_score) if best_score is not None else None,
         "best_checkpoint": best,
         "num_parameters": module.model.num_parameters(),
         "tokens_per_sec": module.tokens_per_sec() * trainer.world_size,

@@ -9,12 +9,15 @@ import math
 import time
 
 import lightning as L
+import numpy as np
 import torch
 import torch.distributed as dist
 from hydra.utils import instantiate
+from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.errors import ConfigError, TrainingDiverged
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.training.loss import label_smoothed_nll_loss
@@ -28,6 +31,20 @@ Row = tuple[int, str, str, str]  # example id, source, reference, hypothesis
 def plain(value):
     """DictConfig / ListConfig -> dict / list (resolved); anything else unchanged."""
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def collect_rng_states() -> dict:
+    """This process's torch / CUDA / numpy / python RNG states as plain data (weights_only loads it)."""
+    states = _collect_rng_states(include_cuda=torch.cuda.is_available())
+    name, keys, pos, has_gauss, gauss = states["numpy"]
+    states["numpy"] = [name, keys.tolist(), pos, has_gauss, gauss]
+    return states
+
+
+def restore_rng_states(states: dict) -> None:
+    """Undo collect_rng_states."""
+    name, keys, pos, has_gauss, gauss = states["numpy"]
+    _set_rng_states({**states, "numpy": (name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss)})
 
 
 class TranslationModule(L.LightningModule):
@@ -45,13 +62,21 @@ class TranslationModule(L.LightningModule):
         decoding: dict | None = None,
         val_decoding: dict | None = None,
         num_samples: int = 3,
+        max_nonfinite_steps: int = 3,
+        data: dict | None = None,
     ) -> None:
         """model: TransformerConfig fields (conf/model); optimizer / scheduler: `_partial_` Hydra
         configs (conf/optim); decoding: the search strategy of test and evaluate (conf/decoding);
-        val_decoding: the one of validation, when it should be cheaper (None = decoding)."""
+        val_decoding: the one of validation, when it should be cheaper (None = decoding).
+        max_nonfinite_steps: training stops after this many consecutive steps whose loss is NaN or
+        inf (such steps are skipped, not applied). data: what the run trained on ({"config": the
+        resolved data config, "fingerprints": per split and of the vocabularies}), kept in every
+        checkpoint for task=evaluate and resume."""
+        if max_nonfinite_steps < 1:
+            raise ConfigError(f"module.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
         super().__init__()
         model, optimizer, scheduler = plain(model), plain(optimizer), plain(scheduler)
-        decoding, val_decoding = plain(decoding) or DEFAULT_DECODING, plain(val_decoding)
+        decoding, val_decoding, data = plain(decoding) or DEFAULT_DECODING, plain(val_decoding), plain(data)
         self.save_hyperparameters()
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                                    pad_id=pad_id, **model))
@@ -63,6 +88,8 @@ class TranslationModule(L.LightningModule):
         self._eval_stats = torch.zeros(3, dtype=torch.float64)
         self.train_tokens, self.train_seconds = 0, 0.0
         self._batch_start = 0.0
+        self._nonfinite_steps = 0
+        self._rng_states: list[dict] | None = None  # from a checkpoint, restored when training starts
 
     # ------------------------------------------------------------------------------ set-up
     def set_decoding(self, decoding: dict, val_decoding: dict | None = None) -> None:
@@ -72,6 +99,11 @@ class TranslationModule(L.LightningModule):
         self.val_search = instantiate(self.hparams.val_decoding) if val_decoding else self.search
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if not torch.stack([torch.isfinite(p).all() for p in self.parameters()]).all():  # never save NaN weights
+            raise TrainingDiverged(f"train: the weights became NaN or inf at step {self.trainer.global_step} "
+                                   f"(lr {self._lr():.3g}); no checkpoint was written, the earlier ones are kept")
+        if self._trainer is not None and self._trainer.state.fn == "fit":
+            checkpoint["rng_states"] = self._gather_rng_states()
         if self.tokenizer is not None:
             checkpoint["tokenizer"] = self.tokenizer.to_dict()
         if "val" in self.eval_results:  # lets task=average rank epoch checkpoints (best_n)
@@ -83,6 +115,25 @@ class TranslationModule(L.LightningModule):
             if isinstance(saved, str):  # first checkpoints: one joint `tokenizers` JSON
                 saved = {"src": {"kind": "tokenizers", "data": saved}, "tgt": None}
             self.tokenizer = Vocabularies.from_dict(saved)
+        self._rng_states = checkpoint.get("rng_states")
+
+    def _gather_rng_states(self) -> list[dict]:
+        """The torch / CUDA / numpy / python RNG states of every rank, rank 0 first."""
+        states = collect_rng_states()
+        if dist.is_available() and dist.is_initialized():
+            gathered = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, states)
+            return gathered
+        return [states]
+
+    def on_train_start(self) -> None:
+        """Resume: put back this rank's RNG states, so dropout draws what it would have drawn."""
+        if self._rng_states and len(self._rng_states) == self.trainer.world_size:
+            restore_rng_states(self._rng_states[self.trainer.global_rank])
+        elif self._rng_states:
+            log.warning("the checkpoint's RNG states are from %d processes, this run has %d: not restored",
+                        len(self._rng_states), self.trainer.world_size)
+        self._rng_states = None
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
@@ -105,9 +156,25 @@ class TranslationModule(L.LightningModule):
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
         self._batch_start = time.perf_counter()
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def _lr(self) -> float:
+        return self.trainer.optimizers[0].param_groups[0]["lr"] if self.trainer.optimizers else float("nan")
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
         loss_sum, nll_sum, ntokens = self._losses(batch)
         loss, nll = loss_sum / ntokens, nll_sum / ntokens
+        nonfinite = self.trainer.strategy.reduce_boolean_decision(not bool(torch.isfinite(loss)), all=False)
+        if nonfinite:  # every rank skips this step together
+            self._nonfinite_steps += 1
+            step, lr = self.trainer.global_step, self._lr()
+            log.warning("train: loss is %s at step %d (lr %.3g): step skipped", loss.item(), step, lr)
+            if self._nonfinite_steps >= self.hparams.max_nonfinite_steps:
+                raise TrainingDiverged(
+                    f"train: loss {loss.item()} at step {step} (lr {lr:.3g}), {self._nonfinite_steps} steps in a "
+                    f"row (module.max_nonfinite_steps={self.hparams.max_nonfinite_steps}); training stopped, the "
+                    "checkpoints written before are kept"
+                )
+            return None
+        self._nonfinite_steps = 0
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/nll", nll)
         self.log("train/ppl", torch.exp(nll.detach()))

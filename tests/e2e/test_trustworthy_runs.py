@@ -1,0 +1,210 @@
+"""Runs that can be trusted: a new batch order every epoch, resume (end of epoch, mid-epoch, after
+kill -9, after a kill during a checkpoint write, after SIGTERM) that gives bit-identical weights,
+and a NaN loss that stops training without touching the checkpoints."""
+
+import io
+import json
+import math
+import os
+import signal
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from tests.conftest import compose_config
+from tests.e2e.test_run import run_py
+from transformer_mt.errors import TrainingDiverged
+from transformer_mt.tasks import run
+
+pytestmark = pytest.mark.slow
+EVERY = 4  # last.ckpt every EVERY steps
+SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
+         "~callbacks.epoch_checkpoint", f"callbacks.last_checkpoint.every_n_steps={EVERY}"]
+
+
+class StepRecorder(L.Callback):
+    """Appends [epoch, step, example ids] of every training batch to a JSON-lines file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps([trainer.current_epoch, trainer.global_step, batch["id"].tolist()]) + "\n")
+
+
+class Interrupt(L.Callback):
+    """Sends `signal_name` to its own process before optimizer step `step`; with `during_save`, kills
+    the process with SIGKILL half-way through writing the first checkpoint at or after `step`."""
+
+    def __init__(self, step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> None:
+        self.step, self.signal, self.during_save = step, getattr(signal, signal_name), during_save
+
+    def on_train_start(self, trainer, module) -> None:
+        if not self.during_save:
+            return
+        real_save = torch.save
+
+        def save_half_then_die(obj, f, *args, **kwargs):
+            if trainer.global_step < self.step:
+                return real_save(obj, f, *args, **kwargs)
+            buffer = io.BytesIO()
+            real_save(obj, buffer)
+            Path(f).write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        torch.save = save_half_then_die
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        if not self.during_save and trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signal)
+
+
+def record(path: Path) -> list[str]:
+    return [f"+callbacks.recorder._target_={__name__}.StepRecorder", f"+callbacks.recorder.path={path}"]
+
+
+def interrupt(step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> list[str]:
+    return [f"+callbacks.interrupt._target_={__name__}.Interrupt", f"+callbacks.interrupt.step={step}",
+            f"+callbacks.interrupt.signal_name={signal_name}", f"+callbacks.interrupt.during_save={during_save}"]
+
+
+def steps(path: Path) -> list[list]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    return torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def assert_bit_identical(a: Path, b: Path) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    different = [name for name in wa if not torch.equal(wa[name], wb[name])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, list[list], Path]:
+    """An uninterrupted 2-epoch run: its directory, its batches, its cache."""
+    root = tmp_path_factory.mktemp("reference")
+    cache = root / "cache"
+    run(compose_config(root / "run", [*SMALL, "trainer.max_epochs=2", *record(root / "steps.jsonl")], cache_dir=cache))
+    return root / "run", steps(root / "steps.jsonl"), cache
+
+
+def test_every_epoch_has_its_own_batch_order_from_seed_and_epoch(tmp_path):
+    """Batch ids of epochs 0, 1, 2 of a real `python run.py` process: each epoch sees every training
+    example once, in an order of its own, and that order is the sampler's for (seed, epoch)."""
+    cache = tmp_path / "cache"
+    result = run_py(*SMALL, "trainer.max_epochs=3", "trainer.limit_val_batches=0", *record(tmp_path / "steps.jsonl"),
+                    f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    by_epoch = {e: [ids for epoch, _, ids in steps(tmp_path / "steps.jsonl") if epoch == e] for e in range(3)}
+    assert len(by_epoch[0]) == len(by_epoch[1]) == len(by_epoch[2]) > 10
+    for batches in by_epoch.values():
+        assert sorted(i for ids in batches for i in ids) == list(range(600))
+    assert by_epoch[0] != by_epoch[1] != by_epoch[2] != by_epoch[0]
+    assert by_epoch[0][0] != by_epoch[1][0] != by_epoch[2][0]
+    # the same order again from the datamodule's sampler, given only (seed, epoch)
+    from hydra.utils import instantiate
+
+    datamodule = instantiate(compose_config(tmp_path / "again", SMALL, cache_dir=cache).data)
+    sampler = datamodule.train_dataloader().batch_sampler
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        assert list(sampler) == by_epoch[epoch]
+
+
+@pytest.mark.parametrize("same_directory", [False, True])
+def test_resume_from_an_end_of_epoch_last_checkpoint(reference, tmp_path, same_directory):
+    ref_dir, ref_steps, cache = reference
+    first = tmp_path / "first"
+    run(compose_config(first, [*SMALL, "trainer.max_epochs=1"], cache_dir=cache))
+    last = first / "checkpoints" / "last.ckpt"
+    steps_per_epoch = len(ref_steps) // 2
+    assert torch.load(last, weights_only=True)["global_step"] == steps_per_epoch
+    resumed = first if same_directory else tmp_path / "resumed"
+    metrics = run(compose_config(resumed, [*SMALL, "trainer.max_epochs=2", f"ckpt_path={last}",
+                                           *record(tmp_path / "rest.jsonl")], cache_dir=cache))
+    assert metrics["steps"] == 2 * steps_per_epoch and metrics["val/bleu_best"] is not None
+    assert steps(tmp_path / "rest.jsonl") == ref_steps[steps_per_epoch:]
+    assert_bit_identical(resumed / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
+
+
+def kill_and_resume(tmp_path: Path, cache: Path, how: list[str]) -> tuple[Path, int]:
+    """A 2-epoch run killed as `how` says, then resumed in its own directory from last.ckpt."""
+    result = run_py(*SMALL, "trainer.max_epochs=2", *how, f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    saved_step = torch.load(last, weights_only=True)["global_step"]  # loadable: never half-written
+    run(compose_config(tmp_path / "run", [*SMALL, "trainer.max_epochs=2", f"ckpt_path={last}",
+                                          *record(tmp_path / "rest.jsonl")], cache_dir=cache))
+    return tmp_path / "run", saved_step
+
+
+def test_kill_9_mid_step_and_during_a_checkpoint_write_then_resume_is_bit_identical(reference, tmp_path):
+    ref_dir, ref_steps, cache = reference
+    steps_per_epoch = len(ref_steps) // 2
+    # 1. SIGKILL before step 10 of epoch 0: last.ckpt holds step 8, at most EVERY steps are lost
+    run_dir, saved = kill_and_resume(tmp_path / "mid_step", cache, interrupt(10))
+    assert saved == 8
+    assert steps(tmp_path / "mid_step" / "rest.jsonl") == ref_steps[saved:]
+    assert_bit_identical(run_dir / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
+    # 2. SIGKILL half-way through writing last.ckpt at step 24 (epoch 1): the one of step 20 stays
+    assert 20 < steps_per_epoch + 4 < 24
+    run_dir, saved = kill_and_resume(tmp_path / "in_save", cache, interrupt(24, during_save=True))
+    assert saved == 20
+    assert steps(tmp_path / "in_save" / "rest.jsonl") == ref_steps[saved:]
+    assert_bit_identical(run_dir / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
+    assert not [p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]  # stale temp file removed
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_with_143_then_resume_is_bit_identical(reference, tmp_path):
+    ref_dir, ref_steps, cache = reference
+    result = run_py(*SMALL, "trainer.max_epochs=2", *interrupt(13, "SIGTERM"), f"hydra.run.dir={tmp_path}/run",
+                    f"paths.cache_dir={cache}")
+    assert result.returncode == 143, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert result.stderr.strip().splitlines()[-1] == \
+        f"stopped by SIGTERM at step 14; {last} holds step 14: resume with ckpt_path={last}"
+    assert not (tmp_path / "run" / "metrics.json").exists()
+    run(compose_config(tmp_path / "run", [*SMALL, "trainer.max_epochs=2", f"ckpt_path={last}"], cache_dir=cache))
+    assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
+
+
+def test_a_nan_loss_stops_training_and_keeps_the_earlier_checkpoints(reference, tmp_path):
+    _, _, cache = reference
+    result = run_py(*SMALL, "trainer.max_epochs=2", "optim.optimizer.lr=1e8",
+                    "callbacks.last_checkpoint.every_n_steps=2", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: train: ") and " at step " in last_line and "(lr " in last_line, last_line
+    assert "module.max_nonfinite_steps=3" in last_line or "weights became NaN or inf" in last_line
+    assert not (tmp_path / "run" / "metrics.json").exists()
+    saved = sorted((tmp_path / "run" / "checkpoints").glob("*.ckpt"))
+    assert saved, "the checkpoints written before the divergence are kept"
+    for checkpoint in saved:
+        assert all(torch.isfinite(t).all() for t in weights(checkpoint).values() if t.is_floating_point())
+
+
+def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, monkeypatch):
+    """Two NaN steps in a row are skipped (no gradients, so Adam changes no weight; the step counter
+    and schedule still advance, as Lightning counts them); the third stops training."""
+    from transformer_mt.training import module as module_py
+
+    real = module_py.label_smoothed_nll_loss
+    calls = {"n": 0}
+
+    def nan_from_step_3(*args, **kwargs):
+        loss, nll, ntokens = real(*args, **kwargs)
+        calls["n"] += 1
+        return (loss * math.nan, nll, ntokens) if calls["n"] >= 3 else (loss, nll, ntokens)
+
+    monkeypatch.setattr(module_py, "label_smoothed_nll_loss", nan_from_step_3)
+    with pytest.raises(TrainingDiverged, match=r"train: loss nan at step 4 \(lr .*\), 3 steps in a row"):
+        run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0"]))
