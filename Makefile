@@ -1,6 +1,9 @@
-# make run  : set up .venv if needed, then train model=tiny on the embedded toy corpus
-# make test : set up .venv if needed, then run the test suite
-# make lint : ruff
+# make run           : set up .venv if needed, then train model=tiny on the embedded toy corpus
+# make test          : set up .venv if needed, then run the test suite
+# make lint          : ruff
+# make clean         : remove caches only (.cache/, __pycache__/, .pytest_cache/, .ruff_cache/)
+# make clean-venv    : remove the virtual environment (VENV, default .venv)
+# make clean-outputs : remove every run directory under outputs/ (checkpoints, metrics); cannot be undone
 #
 # torch is installed first, as TORCH_SPEC (default: the CPU build of torch 2.13.0), and only
 # where .venv has no torch yet. GPU users: make run TORCH_SPEC=torch==2.13.0 TORCH_INDEX_URL=<a
@@ -13,7 +16,7 @@ ARGS ?=
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint clean
+.PHONY: install run test lint clean clean-venv clean-outputs
 
 install: $(VENV)/.installed
 
@@ -37,4 +40,11 @@ lint: install
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) outputs/*/
+	rm -rf .cache .pytest_cache .ruff_cache
+	find . \( -path ./.git -o -path ./.venv -o -path './$(VENV)' \) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+clean-venv:
+	rm -rf $(VENV)
+
+clean-outputs:
+	rm -rf outputs/*/

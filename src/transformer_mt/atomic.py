@@ -1,6 +1,7 @@
 """Write a file or build a folder so that it appears only when complete: a crash or an error
 never leaves half of one behind."""
 
+import errno
 import os
 import shutil
 import tempfile
@@ -9,16 +10,50 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process umask (os.umask can only be read by setting it: it is restored at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a written file's data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (a rename into it) to the disk, where folders can be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
-    """A temporary path next to `path` to write to; renamed to `path` when the block succeeds."""
+    """A temporary path next to `path` to write to; renamed to `path` when the block succeeds, with
+    the mode a plain open() would give (0o666 minus the umask) and its data flushed to the disk."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~current_umask())
+        fsync_file(Path(tmp))
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -33,7 +68,10 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
         yield tmp
-        if not path.exists():
+        try:
             tmp.rename(path)
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not path.is_dir():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

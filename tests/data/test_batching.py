@@ -103,3 +103,25 @@ def test_collate_shifts_the_target():
     assert batch["tgt_in"].tolist() == [[1, 7, 0], [1, 8, 9]]
     assert batch["tgt_out"].tolist() == [[7, 2, 0], [8, 9, 2]]
     assert batch["tgt_text"] == ["b", "d"]
+
+
+def test_lightning_set_epoch_reaches_the_batch_sampler_on_every_rank():
+    """Lightning calls set_epoch on `dataloader.sampler` and `batch_sampler.sampler` only; through
+    the EpochHook it reaches our batch sampler, so each epoch (and each DDP rank) gets a new order."""
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+    from torch.utils.data import DataLoader
+
+    sizes = [random.Random(i).randint(3, 30) for i in range(300)]
+    orders = {}
+    for rank in range(2):
+        sampler = TokenBudgetBatchSampler(sizes, 120, shuffle=True, seed=7, num_replicas=2, rank=rank)
+        loader = DataLoader(list(range(len(sizes))), batch_sampler=sampler)
+        for epoch in range(3):
+            _set_sampler_epoch(loader, epoch)
+            assert sampler.epoch == epoch
+            orders[rank, epoch] = list(sampler)
+    for epoch in range(3):
+        mine, theirs = orders[0, epoch], orders[1, epoch]
+        assert len(mine) == len(theirs)
+        assert {i for b in mine + theirs for i in b} == set(range(len(sizes)))
+    assert orders[0, 0] != orders[0, 1] != orders[0, 2] and orders[1, 0] != orders[1, 1]

@@ -95,3 +95,107 @@ def test_fingerprints_follow_the_content(tmp_path):
     write(tmp_path / "train.de", "c\n")
     assert corpus.fingerprint("train") != before
     assert TextFileCorpus(str(tmp_path), "de", "en").fingerprint("train") != corpus.fingerprint("train")
+
+
+# ------------------------------------------------------------------ unreadable and odd files
+def test_unreadable_file_is_a_data_error_naming_it(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from transformer_mt.data import corpus as corpus_module
+
+    write(tmp_path / "train.en", "a\n")
+    write(tmp_path / "train.de", "b\n")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(corpus_module, "open", denied, raising=False)
+    with pytest.raises(DataError) as err:
+        read_lines(tmp_path / "train.en")
+    assert str(err.value) == f"{tmp_path}/train.en: cannot read (Permission denied)"
+    with pytest.raises(DataError) as err:
+        TextFileCorpus(str(tmp_path), "en", "de").fingerprint("train")
+    assert str(err.value) == f"{tmp_path}/train.en: cannot read (Permission denied)"
+
+
+def test_empty_training_file_is_named(tmp_path):
+    write(tmp_path / "train.en", b"")
+    write(tmp_path / "train.de", "x\n")
+    with pytest.raises(DataError) as err:
+        TextFileCorpus(str(tmp_path), "en", "de").load("train")
+    assert str(err.value) == f"{tmp_path}/train.en: empty file"
+    write(tmp_path / "train.jsonl", b"")
+    with pytest.raises(DataError) as err:
+        TableCorpus(str(tmp_path), "en", "de", {"train": "train.jsonl"}).load("train")
+    assert str(err.value) == f"{tmp_path}/train.jsonl: empty file"
+
+
+def test_training_pairs_that_all_have_an_empty_side_name_both_files(tmp_path):
+    write(tmp_path / "train.en", "\n  \na\n")
+    write(tmp_path / "train.de", "x\ny\n\t\n")
+    with pytest.raises(DataError) as err:
+        TextFileCorpus(str(tmp_path), "en", "de").load("train")
+    assert str(err.value) == (f"{tmp_path}/train.en / {tmp_path}/train.de: "
+                              "no sentence pairs (every pair has an empty side)")
+    write(tmp_path / "train.tsv", "en\tde\n\tx\n")
+    with pytest.raises(DataError) as err:
+        TableCorpus(str(tmp_path), "en", "de", {"train": "train.tsv"}).load("train")
+    assert str(err.value) == f"{tmp_path}/train.tsv: no sentence pairs (every pair has an empty side)"
+
+
+def test_bare_cr_line_endings_are_refused_and_crlf_works(tmp_path):
+    write(tmp_path / "mac.txt", "one\rtwo\rthree\r")
+    with pytest.raises(DataError) as err:
+        read_lines(tmp_path / "mac.txt")
+    assert str(err.value) == (f"{tmp_path}/mac.txt:1: CR line ending (old Mac style); "
+                              "convert the file to LF or CRLF line endings")
+    write(tmp_path / "mixed.txt", "one\r\ntwo\r\nthree\rfour\r\n")
+    with pytest.raises(DataError, match=r"mixed\.txt:3: CR line ending"):
+        read_lines(tmp_path / "mixed.txt")
+    write(tmp_path / "dos.txt", "one\r\n\r\ntwo \r\nthree")
+    assert read_lines(tmp_path / "dos.txt") == ["one", "", "two ", "three"]
+
+
+def test_nul_byte_names_file_and_line(tmp_path):
+    write(tmp_path / "bin.txt", b"ok\nfine\nbad\x00byte\n\xff\n")
+    with pytest.raises(DataError) as err:
+        read_lines(tmp_path / "bin.txt")
+    assert str(err.value) == f"{tmp_path}/bin.txt:3: NUL byte (is this a binary file?)"
+
+
+def test_utf8_bom_is_dropped(tmp_path):
+    write(tmp_path / "test.en", "\ufeffa cat\r\nthe dog\r\n")
+    write(tmp_path / "test.de", "\ufeffeine Katze\nder Hund\n")
+    assert read_lines(tmp_path / "test.en") == ["a cat", "the dog"]
+    text = TextFileCorpus(str(tmp_path), "en", "de").load("test")
+    assert text.tgt == ["eine Katze", "der Hund"] and text.stats["whitespace_fixed"] == 0
+    write(tmp_path / "bad.txt", b"\xef\xbb\xbfok\nbad \xff\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 \(byte 0xff\)"):
+        read_lines(tmp_path / "bad.txt")
+
+
+# ------------------------------------------------------------------ locations of unfiltered pairs
+def test_locations_of_text_and_table_pairs(tmp_path):
+    write(tmp_path / "val.en", "a\n\nc\n")
+    write(tmp_path / "val.de", "x\ny\n\n")
+    files = TextFileCorpus(str(tmp_path), "en", "de", splits={"val": "val"})
+    assert files.location("val", 0) == f"{tmp_path}/val.en:1"
+    assert files.location("val", 2) == f"{tmp_path}/val.en:3"
+    write(tmp_path / "val.tsv", "en\tde\na\tx\nb\ty\n")
+    tsv = TableCorpus(str(tmp_path), "en", "de", {"val": "val.tsv"})
+    assert tsv.load("val").src[1] == "b" and tsv.location("val", 1) == f"{tmp_path}/val.tsv:3"
+    write(tmp_path / "test.jsonl", '{"en": "a", "de": "x"}\n{"en": "b", "de": "y"}\n')
+    jsonl = TableCorpus(str(tmp_path), "en", "de", {"test": "test.jsonl"})
+    assert jsonl.load("test").src[1] == "b" and jsonl.location("test", 1) == f"{tmp_path}/test.jsonl:2"
+
+
+def test_locations_of_hub_and_toy_pairs():
+    from transformer_mt.data.hub import HubCorpus
+
+    hub = HubCorpus("/data/iwslt", src_lang="de", tgt_lang="en", splits={"val": "validation", "test": "test"})
+    assert hub.location("val", 0) == "/data/iwslt split validation row 0"
+    assert hub.location("test", 41) == "/data/iwslt split test row 41"
+    toy = ToyCorpus(num_train=10, num_val=5, num_test=5)
+    assert toy.location("val", 0) == "toy corpus val sentence 1"
+    assert toy.location("test", 4) == "toy corpus test sentence 5"

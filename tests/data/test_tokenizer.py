@@ -66,3 +66,26 @@ def test_bad_options_name_the_key():
         TokenizerOptions(type="wordpiece")
     with pytest.raises(ConfigError, match="data.tokenizer.tgt_file"):
         TokenizerOptions(tgt_file="x.json")
+
+
+@pytest.mark.parametrize("kind", ["bpe", "sentencepiece"])
+def test_larger_vocabulary_than_asked_is_warned_with_both_numbers(kind, caplog):
+    if kind == "bpe":
+        vocab = build_vocabularies(EN, DE, TokenizerOptions(type="bpe", vocab_size=5))
+        got = vocab.src.vocab_size
+        assert got > 5
+        assert f"data.tokenizer.vocab_size=5, but the vocabulary has {got} tokens" in caplog.text
+        assert [r.levelname for r in caplog.records if "vocab_size=5" in r.getMessage()] == ["WARNING"]
+    else:
+        # sentencepiece refuses a size below its alphabet: a ConfigError naming the key
+        with pytest.raises(ConfigError) as err:
+            build_vocabularies(EN, DE, TokenizerOptions(type="sentencepiece", vocab_size=5))
+        message = str(err.value)
+        assert message.startswith("data.tokenizer.vocab_size=5 is rejected by sentencepiece: ")
+        assert "need at least " in message and "data.tokenizer.character_coverage" in message
+
+
+def test_exact_vocabulary_size_is_not_warned(caplog):
+    vocab = build_vocabularies(EN, DE, TokenizerOptions(type="bpe", vocab_size=120))
+    assert vocab.src.vocab_size == 120
+    assert "data.tokenizer.vocab_size" not in caplog.text

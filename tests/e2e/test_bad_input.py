@@ -32,9 +32,12 @@ def good_corpus(folder):
 
 
 def assert_nothing_half_written(tmp_path):
+    """No temporary entry in the cache; the run directory keeps only what was asked and why it
+    failed (config.yaml, .hydra/, run.log), as the README says."""
     cache = tmp_path / "cache"
     assert not cache.exists() or not any(p.name.startswith(".") for p in cache.iterdir())
-    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "metrics.json").exists()
+    run_dir = tmp_path / "run"
+    assert not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= {"config.yaml", ".hydra", "run.log"}
 
 
 def test_missing_file(tmp_path):
@@ -59,6 +62,17 @@ def test_invalid_utf8(tmp_path):
 def test_empty_training_set_after_filtering(tmp_path):
     good_corpus(tmp_path / "corpus")
     assert_clean_failure(files_run(tmp_path, "data.max_len=2"), "no training pairs left after filtering")
+    assert_nothing_half_written(tmp_path)
+
+
+def test_an_over_long_test_sentence_is_named_before_training(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "test.en", b"a small cat\n" + b"word " * 600 + b"\n")
+    write(tmp_path / "corpus", "test.de", b"eine kleine Katze\nWort\n")
+    result = files_run(tmp_path, "data.eval_max_tokens=256")
+    assert_clean_failure(result, f"{tmp_path}/corpus/test.en:2: ")
+    assert "tokens, more than the batch budget data.eval_max_tokens=256 (test sentences are never filtered)" \
+        in result.stderr
     assert_nothing_half_written(tmp_path)
 
 

@@ -179,7 +179,8 @@ def test_sigterm_saves_a_checkpoint_and_exits_with_143_then_resume_is_bit_identi
 def test_a_nan_loss_stops_training_and_keeps_the_earlier_checkpoints(reference, tmp_path):
     _, _, cache = reference
     result = run_py(*SMALL, "trainer.max_epochs=2", "optim.optimizer.lr=1e8",
-                    "callbacks.last_checkpoint.every_n_steps=2", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
+                    "callbacks.last_checkpoint.every_n_steps=2", f"hydra.run.dir={tmp_path}/run",
+                    f"paths.cache_dir={cache}")
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     last_line = result.stderr.strip().splitlines()[-1]

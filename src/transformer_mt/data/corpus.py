@@ -5,6 +5,7 @@ whitespace and runs of inner whitespace become one space. In the training split 
 empty side is dropped; validation and test are never filtered. Both are counted and logged.
 """
 
+import codecs
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 _SPACE = re.compile(r"\s+")
+_BARE_CR = re.compile(r"\r(?!\n)")
 
 
 @dataclass
@@ -34,20 +36,48 @@ class ParallelText:
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file, without line endings. Errors name the file (and line)."""
+    """All lines of a UTF-8 text file, without line endings (LF or CRLF; a leading BOM is dropped).
+
+    Errors name the file and line: unreadable, NUL bytes, invalid UTF-8, bare CR line endings.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
+    text = decode_text(read_bytes(path), str(path))
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the trailing newline ends the last line, it does not start a new one
-    return [line.rstrip("\r") for line in lines]
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; an OSError (permissions, I/O) becomes a DataError naming the file."""
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """UTF-8 text without a leading BOM; NUL bytes, invalid UTF-8 and bare CRs are `name:LINE:` errors."""
+    data = data.removeprefix(codecs.BOM_UTF8)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise DataError(f"{name}:{line_at(data, nul)}: NUL byte (is this a binary file?)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{name}:{line_at(data, err.start)}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
+    bare_cr = _BARE_CR.search(text)
+    if bare_cr:
+        raise DataError(f"{name}:{line_at(text, bare_cr.start())}: CR line ending (old Mac style); "
+                        "convert the file to LF or CRLF line endings")
+    return text
+
+
+def line_at(data: bytes | str, position: int) -> int:
+    """The line number (from 1) of the character or byte at `position`."""
+    return data.count(b"\n" if isinstance(data, bytes) else "\n", 0, position) + 1
 
 
 def clean(lines: list[str]) -> tuple[list[str], int]:
@@ -56,8 +86,10 @@ def clean(lines: list[str]) -> tuple[list[str], int]:
     return out, sum(a != b for a, b in zip(lines, out))
 
 
-def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool) -> ParallelText:
-    """Clean both sides and, for training, drop pairs with an empty side (counted)."""
+def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool,
+                  where: str | None = None) -> ParallelText:
+    """Clean both sides and, for training, drop pairs with an empty side (counted). With
+    `filter_empty`, no pair left is a DataError naming `where` (default: `name`)."""
     src, src_changed = clean(src)
     tgt, tgt_changed = clean(tgt)
     stats = {"pairs": len(src), "whitespace_fixed": src_changed + tgt_changed, "empty_dropped": 0}
@@ -65,6 +97,9 @@ def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool)
         keep = [i for i in range(len(src)) if src[i] and tgt[i]]
         stats["empty_dropped"] = len(src) - len(keep)
         src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        if not keep:
+            reason = " (every pair has an empty side)" if stats["pairs"] else ""
+            raise DataError(f"{where or name}: no sentence pairs{reason}")
     if stats["whitespace_fixed"] or stats["empty_dropped"]:
         log.info(
             "%s: %d pairs, whitespace normalized in %d lines, %d pairs with an empty side dropped",
@@ -86,10 +121,21 @@ def file_digest(*paths: Path, extra: str = "") -> str:
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such file")
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        try:
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as err:
+            raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
     return digest.hexdigest()
+
+
+def read_train_lines(path: Path, split: str) -> list[str]:
+    """read_lines, and for the training split an empty file is an error naming it."""
+    lines = read_lines(path)
+    if split == "train" and not lines:
+        raise DataError(f"{path}: empty file")
+    return lines
 
 
 class TextFileCorpus:
@@ -109,13 +155,18 @@ class TextFileCorpus:
 
     def load(self, split: str) -> ParallelText:
         src_path, tgt_path = self.paths(split)
-        src, tgt = read_lines(src_path), read_lines(tgt_path)
+        src, tgt = read_train_lines(src_path, split), read_train_lines(tgt_path, split)
         if len(src) != len(tgt):
             raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files must be aligned")
-        return prepare_split(src, tgt, f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train")
+        return prepare_split(src, tgt, f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train",
+                             where=f"{src_path} / {tgt_path}")
 
     def fingerprint(self, split: str) -> str:
         return file_digest(*self.paths(split), extra=f"text:{self.src_lang}:{self.tgt_lang}")
+
+    def location(self, split: str, index: int) -> str:
+        """Where pair `index` (from 0) of an unfiltered split comes from: SRC_PATH:LINE."""
+        return f"{self.paths(split)[0]}:{index + 1}"
 
 
 class TableCorpus:
@@ -141,7 +192,7 @@ class TableCorpus:
 
     def load(self, split: str) -> ParallelText:
         path = self.path(split)
-        lines = read_lines(path)
+        lines = read_train_lines(path, split)
         rows = self._tsv(path, lines) if self._format(path) == "tsv" else self._jsonl(path, lines)
         src, tgt = [r[0] for r in rows], [r[1] for r in rows]
         return prepare_split(src, tgt, str(path), filter_empty=split == "train")
@@ -186,3 +237,8 @@ class TableCorpus:
 
     def fingerprint(self, split: str) -> str:
         return file_digest(self.path(split), extra=f"table:{self.src_column}:{self.tgt_column}:{self.format}")
+
+    def location(self, split: str, index: int) -> str:
+        """Where pair `index` (from 0) of an unfiltered split comes from: PATH:LINE (TSV: after the header)."""
+        path = self.path(split)
+        return f"{path}:{index + (2 if self._format(path) == 'tsv' else 1)}"

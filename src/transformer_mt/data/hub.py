@@ -115,9 +115,15 @@ class HubCorpus:
                     raise DataError(f"data.corpus.src_lang / tgt_lang: {self.path} has no language {lang!r} "
                                     f"(it has {sorted(pairs[0])})")
             src, tgt = [p[self.src_lang] for p in pairs], [p[self.tgt_lang] for p in pairs]
-        return prepare_split(src, tgt, f"{self.path}/{split_name(self.splits, split)}", filter_empty=split == "train")
+        name = split_name(self.splits, split)
+        return prepare_split(src, tgt, f"{self.path}/{name}", filter_empty=split == "train",
+                             where=f"{self.path} split {name}")
 
     def fingerprint(self, split: str) -> str:
         ds = self.dataset(split)
         return (f"hub:{ds._fingerprint}:{self.translation_column}:{self.src_column}:{self.tgt_column}:"
                 f"{self.src_lang}:{self.tgt_lang}")
+
+    def location(self, split: str, index: int) -> str:
+        """Where pair `index` (from 0) of an unfiltered split comes from: PATH split NAME row INDEX."""
+        return f"{self.path} split {split_name(self.splits, split)} row {index}"

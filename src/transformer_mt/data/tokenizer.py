@@ -9,6 +9,7 @@ import base64
 import io
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -186,7 +187,7 @@ def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
     trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
                                   special_tokens=SPECIAL_TOKENS, show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
-    return warn_if_small(TextTokenizer("tokenizers", tokenizer), options.vocab_size)
+    return warn_about_size(TextTokenizer("tokenizers", tokenizer), options.vocab_size)
 
 
 def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
@@ -195,22 +196,41 @@ def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> Text
     if options.lowercase:
         rule = {"nmt_nfkc": "nmt_nfkc_cf", "identity": "nfkc_cf"}[rule]
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(line for line in lines if line), model_writer=model,
-        vocab_size=options.vocab_size, model_type=options.model_type,
-        character_coverage=options.character_coverage, normalization_rule_name=rule,
-        pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
-        hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
-        num_threads=os.cpu_count() or 1, minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(line for line in lines if line), model_writer=model,
+            vocab_size=options.vocab_size, model_type=options.model_type,
+            character_coverage=options.character_coverage, normalization_rule_name=rule,
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
+            hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1, minloglevel=2,
+        )
+    except RuntimeError as err:
+        raise sentencepiece_config_error(err, options.vocab_size) from None
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return warn_if_small(TextTokenizer("sentencepiece", processor), options.vocab_size)
+    return warn_about_size(TextTokenizer("sentencepiece", processor), options.vocab_size)
 
 
-def warn_if_small(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
-    if tokenizer.vocab_size < asked:
+def sentencepiece_config_error(err: RuntimeError, asked: int) -> Exception:
+    """A ConfigError naming data.tokenizer.vocab_size when sentencepiece rejects the size; else `err`."""
+    message = str(err)
+    if "Vocabulary size" not in message:
+        return err
+    needed = re.search(r"required_chars\. \d+ vs (\d+)", message)
+    at_least = f": the corpus's characters and the special tokens need at least {needed[1]}" if needed else ""
+    return ConfigError(f"data.tokenizer.vocab_size={asked} is rejected by sentencepiece{at_least} "
+                       f"(raise it, or lower data.tokenizer.character_coverage)")
+
+
+def warn_about_size(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
+    """Warn when the trained vocabulary is smaller or larger than data.tokenizer.vocab_size."""
+    got = tokenizer.vocab_size
+    if got < asked:
         log.warning("vocabulary has %d tokens, fewer than the %d asked for (data.tokenizer.vocab_size): "
-                    "the corpus is too small for more", tokenizer.vocab_size, asked)
+                    "the corpus is too small for more", got, asked)
+    elif got > asked:
+        log.warning("data.tokenizer.vocab_size=%d, but the vocabulary has %d tokens: the trainer keeps every "
+                    "character of the corpus (and the special tokens) whatever the size asked for", asked, got)
     return tokenizer
 
 

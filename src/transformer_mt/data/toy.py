@@ -95,3 +95,7 @@ class ToyCorpus:
             self._splits = self._generate()
         pairs = self._splits[split]
         return prepare_split([s for s, _ in pairs], [t for _, t in pairs], f"toy/{split}", filter_empty=False)
+
+    def location(self, split: str, index: int) -> str:
+        """Where pair `index` (from 0) of a split comes from: toy corpus SPLIT sentence INDEX+1."""
+        return f"toy corpus {split} sentence {index + 1}"

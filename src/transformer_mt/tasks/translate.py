@@ -2,15 +2,20 @@
 
 Lines come out in input order, one per input line (or `decoding.nbest` per line, as
 `line<TAB>score<TAB>translation`, also with task.scores=true). Empty lines give empty lines.
-Lines are read `task.buffer_size` at a time and batched by `task.max_tokens`; from a terminal
-each line is translated as soon as it is typed.
+Input that is not a terminal (a file, a pipe) is read and checked whole before anything is
+translated, so a bad line (invalid UTF-8, a NUL byte) stops the run with nothing written; from a
+terminal, or with an explicit `task.buffer_size`, lines are translated `task.buffer_size` (or 1) at
+a time as they arrive. Batches are made by `task.max_tokens`.
 """
 
+import codecs
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from omegaconf import DictConfig
@@ -52,23 +57,71 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     return results
 
 
-def read_chunks(stream: TextIO, size: int, name: str) -> Iterator[list[str]]:
-    """Lists of up to `size` lines (without line endings) as they arrive."""
+def decode_line(raw: bytes, name: str, number: int) -> str:
+    """One input line as text, without its LF / CRLF ending (and the first line without a BOM);
+    invalid UTF-8 and NUL bytes are DataErrors naming `name:number`."""
+    if number == 1:
+        raw = raw.removeprefix(codecs.BOM_UTF8)
+    if b"\0" in raw:
+        raise DataError(f"{name}:{number}: NUL byte (is this a binary file?)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{name}:{number}: invalid UTF-8 (byte {raw[err.start]:#04x})") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
+    """Lists of up to `size` lines (decoded, without line endings) as they arrive."""
     chunk, number = [], 0
-    while True:
-        try:
-            line = stream.readline()
-        except UnicodeDecodeError:
-            raise DataError(f"{name}:{number + 1}: invalid UTF-8") from None
-        if not line:
-            break
+    for raw in iter(stream.readline, b""):
         number += 1
-        chunk.append(line.rstrip("\n").rstrip("\r"))
+        chunk.append(decode_line(raw, name, number))
         if len(chunk) >= size:
             yield chunk
             chunk = []
     if chunk:
         yield chunk
+
+
+def read_all(stream: BinaryIO, name: str) -> list[str]:
+    """Every line of `stream`, all checked before any is translated."""
+    return [line for chunk in read_chunks(stream, 1 << 16, name) for line in chunk]
+
+
+def in_chunks(lines: list[str], size: int = 1000) -> Iterator[list[str]]:
+    """`lines` in lists of up to `size` (the translation loop's unit)."""
+    return (lines[i : i + size] for i in range(0, len(lines), size))
+
+
+def input_chunks(cfg: DictConfig) -> Iterator[list[str]]:
+    """The input in chunks to translate. A file, or stdin that is not a terminal (without an explicit
+    task.buffer_size), is read and checked whole first: a bad line stops the run before any output.
+    From a terminal, or with task.buffer_size, lines are translated as they arrive."""
+    if cfg.get("input"):
+        return in_chunks(read_lines(cfg.input))
+    size = cfg.task.buffer_size
+    if size is not None and size < 1:
+        raise ConfigError(f"task.buffer_size must be >= 1, got {size}")
+    if size is None and not sys.stdin.isatty():
+        return in_chunks(read_all(sys.stdin.buffer, "stdin"))
+    return read_chunks(sys.stdin.buffer, size or 1, "stdin")
+
+
+def check_output(path: str | None) -> None:
+    """A ConfigError naming output= when `path` cannot become a file: checked before translating."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"output={path}: is a directory")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"output={path}: cannot create it, {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"output={path}: cannot write in {parent} (permission denied)")
 
 
 @contextmanager
@@ -89,18 +142,13 @@ def pick_device(name: str) -> torch.device:
 
 def run(cfg: DictConfig) -> None:
     options = cfg.task
-    module = load_module(checkpoint_path(cfg))
+    ckpt = checkpoint_path(cfg)
+    check_output(cfg.get("output"))
+    chunks = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
+    module = load_module(ckpt)
     module.set_decoding(cfg.decoding)
     module.to(pick_device(options.device))
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
-    if cfg.get("input"):
-        lines = read_lines(cfg.input)  # whole file: a clear error before anything is written
-        chunks: Iterator[list[str]] = (lines[i : i + 1000] for i in range(0, len(lines), 1000))
-    else:
-        size = options.buffer_size or (1 if sys.stdin.isatty() else 1000)
-        if size < 1:
-            raise ConfigError(f"task.buffer_size must be >= 1, got {size}")
-        chunks = read_chunks(sys.stdin, size, "stdin")
     line_no = 0
     with open_output(cfg.get("output")) as out:
         for chunk in chunks:

@@ -1,0 +1,70 @@
+"""Bad training data through `python run.py`: empty files, empty sides, CR line endings, NUL bytes,
+a UTF-8 BOM, and a vocabulary size the trainer cannot honour. Errors come before any vocabulary is
+trained (no vocab-* entry in the cache)."""
+
+from tests.e2e.test_bad_input import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, write
+
+
+def assert_no_vocabulary(tmp_path) -> None:
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not [p.name for p in cache.iterdir() if p.name.startswith("vocab-")]
+
+
+def test_empty_training_file(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.de", b"")
+    assert_clean_failure(files_run(tmp_path), f"error: {tmp_path}/corpus/train.de: empty file")
+    assert_no_vocabulary(tmp_path)
+    assert_nothing_half_written(tmp_path)
+
+
+def test_training_lines_all_with_an_empty_side(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.en", b"\n  \n")
+    corpus = tmp_path / "corpus"
+    expected = f"error: {corpus}/train.en / {corpus}/train.de: no sentence pairs (every pair has an empty side)"
+    result = files_run(tmp_path)
+    assert_clean_failure(result, expected)
+    assert result.stderr.strip().splitlines()[-1] == expected
+    assert_no_vocabulary(tmp_path)
+    assert_nothing_half_written(tmp_path)
+
+
+def test_cr_line_endings(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.en", b"a small cat\rthe dog\r")
+    result = files_run(tmp_path)
+    assert_clean_failure(result, f"error: {tmp_path}/corpus/train.en:1: CR line ending (old Mac style); "
+                                 "convert the file to LF or CRLF line endings")
+    assert_no_vocabulary(tmp_path)
+    assert_nothing_half_written(tmp_path)
+
+
+def test_nul_byte(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    write(tmp_path / "corpus", "train.de", b"eine kleine Katze\nder\x00Hund\n")
+    assert_clean_failure(files_run(tmp_path), f"error: {tmp_path}/corpus/train.de:2: NUL byte (is this a binary file?)")
+    assert_no_vocabulary(tmp_path)
+    assert_nothing_half_written(tmp_path)
+
+
+def test_sentencepiece_vocab_size_below_its_alphabet(tmp_path):
+    good_corpus(tmp_path / "corpus")
+    result = files_run(tmp_path, "data.tokenizer.type=sentencepiece", "data.tokenizer.vocab_size=5")
+    assert_clean_failure(result, "error: data.tokenizer.vocab_size=5 is rejected by sentencepiece")
+    assert_no_vocabulary(tmp_path)
+    assert_nothing_half_written(tmp_path)
+
+
+def test_bom_and_crlf_train_and_a_larger_vocabulary_is_warned(tmp_path):
+    """BOMs are dropped (no token, no reference starts with one), CRLF works, vocab_size=5 warns."""
+    good_corpus(tmp_path / "corpus")
+    for split in ("train", "test"):
+        write(tmp_path / "corpus", f"{split}.en", "\ufeffa small cat\r\nthe dog\r\n".encode())
+        write(tmp_path / "corpus", f"{split}.de", "\ufeffeine kleine Katze\r\nder Hund\r\n".encode())
+    result = files_run(tmp_path, "data.tokenizer.vocab_size=5", "debug=fast")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "data.tokenizer.vocab_size=5, but the vocabulary has " in result.stderr
+    vocabulary = (tmp_path / "run" / "tokenizer" / "src.json").read_text(encoding="utf-8")
+    assert "\ufeff" not in vocabulary and "\\ufeff" not in vocabulary.lower() and "\r" not in vocabulary
+    assert '"▁eine"' in vocabulary or '"e"' in vocabulary  # the words themselves are there

@@ -1,0 +1,130 @@
+"""Config mistakes: one line naming the key, before any data work; checkpoints that cannot be resumed
+say why; evaluation uses the data a checkpoint was trained on."""
+
+import json
+import logging
+
+import pytest
+import torch
+
+from tests.conftest import compose_config
+from tests.e2e.test_bad_input import assert_clean_failure
+from tests.e2e.test_run import run_py
+from transformer_mt.errors import ConfigError, DataError, find_user_error
+from transformer_mt.tasks import run
+from transformer_mt.tasks.common import write_json
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.d_model=abc", "model.d_model='abc': must be an integer >= 1"),
+    ("model.dropout=-0.1", "model.dropout=-0.1: must be a number in [0, 1)"),
+    ("model.dropout=1.5", "model.dropout=1.5: must be a number in [0, 1)"),
+    ("model.heads=0", "model.heads=0: must be an integer >= 1"),
+    ("model.heads=3", "model.d_model=64 is not divisible by model.heads=3"),
+    ("+model.colour=red", "model: unexpected keyword argument 'colour'"),
+    ("optim.optimizer.lr=-1", "optim.optimizer.lr=-1: must be a number > 0"),
+    ("optim.scheduler.warmup_steps=0", "optim.scheduler.warmup_steps=0: must be an integer >= 1"),
+    ("trainer.max_epochs=abc", "trainer.max_epochs='abc': must be an integer >= -1"),
+    ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
+    ("data.tokenizer.vocab_size=4", "data.tokenizer.vocab_size=4: must be an integer >= 5"),
+    ("module.label_smoothing=1.0", "module.label_smoothing=1.0: must be a number in [0, 1)"),
+    ("callbacks.last_checkpoint.every_n_steps=0", "callbacks.last_checkpoint.every_n_steps must be an integer >= 1"),
+    ("trainer.precision=16-mixed", "trainer.precision=16-mixed: float16 needs a GPU"),
+    ("trainer.precision=abc", "trainer: Precision 'abc' is invalid"),
+])
+def test_a_bad_value_names_its_key_before_any_data_work(tmp_path, override, message):
+    with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError, perhaps wrapped by Hydra
+        run(compose_config(tmp_path, [override, "data.corpus.num_train=300"]))
+    assert isinstance(find_user_error(err.value), ConfigError)
+    assert message in str(find_user_error(err.value))
+    assert not (tmp_path / ".cache").exists()  # stopped before the data was touched
+
+
+def test_training_pairs_longer_than_the_batch_budget_name_both_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"data.max_len=128 keeps training pairs of \d+ tokens, more than the "
+                                          r"batch budget data.max_tokens=20: lower data.max_len"):
+        run(compose_config(tmp_path, ["data.max_tokens=20", "data.corpus.num_train=300"]))
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_a_gpu_trainer_without_a_gpu_stops_before_any_data_work(tmp_path):
+    result = run_py("trainer=gpu", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
+    assert_clean_failure(result, "trainer.accelerator=gpu: this machine has no GPU")
+    assert not (tmp_path / "cache").exists()
+    assert {p.name for p in (tmp_path / "run").iterdir()} <= {"config.yaml", ".hydra", "run.log"}
+
+
+def test_a_bad_trainer_value_from_the_command_line_is_one_line(tmp_path):
+    result = run_py("trainer.max_epochs=abc", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
+    assert_clean_failure(result, "trainer.max_epochs='abc': must be an integer >= -1")
+
+
+def test_metrics_json_is_valid_json_with_nan_as_null(tmp_path):
+    write_json(tmp_path / "m.json", {"loss": float("nan"), "bleu": [1.0, float("inf")], "ok": 2.5})
+    assert json.loads((tmp_path / "m.json").read_text()) == {"loss": None, "bleu": [1.0, None], "ok": 2.5}
+
+
+# ------------------------------------------------------------------- checkpoints and their data
+SMALL = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trained")
+    metrics = run(compose_config(out, SMALL))
+    return out, metrics
+
+
+def fails(tmp_path, overrides, error=ConfigError):
+    with pytest.raises(Exception) as err:
+        run(compose_config(tmp_path, overrides))
+    assert isinstance(find_user_error(err.value), error), err.value
+    return str(find_user_error(err.value))
+
+
+def test_resume_refuses_a_weights_only_checkpoint(trained, tmp_path):
+    out, _ = trained
+    epoch = out / "checkpoints" / "epochs" / "epoch000.ckpt"
+    message = fails(tmp_path, [*SMALL, f"ckpt_path={epoch}"])
+    assert message == (f"ckpt_path={epoch}: a weights-only checkpoint (no optimizer state, no training position); "
+                       "it can be evaluated, translated or averaged, not resumed: resume from checkpoints/last.ckpt")
+
+
+def test_resume_refuses_another_model_size(trained, tmp_path):
+    out, _ = trained
+    last = out / "checkpoints" / "last.ckpt"
+    message = fails(tmp_path, [*SMALL, "model.d_model=32", f"ckpt_path={last}"])
+    assert message.startswith(f"model.d_model=32, but ckpt_path={last} was trained with model.d_model=64")
+
+
+def test_resume_refuses_other_training_data(trained, tmp_path):
+    out, _ = trained
+    last = out / "checkpoints" / "last.ckpt"
+    message = fails(tmp_path, [*SMALL, "data.corpus.num_train=200", f"ckpt_path={last}"], DataError)
+    assert message.startswith(f"ckpt_path={last} was trained on other data (ToyCorpus(mode=reorder, num_train=300")
+    assert "resume with the data options of that run" in message
+
+
+def test_a_file_that_is_not_our_checkpoint_is_one_line(tmp_path):
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.ckpt")
+    result = run_py("task=evaluate", f"ckpt_path={tmp_path}/other.ckpt", f"hydra.run.dir={tmp_path}/run")
+    assert_clean_failure(result, f"ckpt_path={tmp_path}/other.ckpt: not a transformer-mt checkpoint")
+
+
+def test_evaluate_without_data_options_uses_the_checkpoints_data(trained, tmp_path):
+    """The run tested on 7 toy sentences; evaluating with no data= scores those 7, not the default 300."""
+    out, metrics = trained
+    result = run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt"]))
+    assert result["test/bleu"] == metrics["test/bleu"]
+    assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 7
+
+
+def test_evaluate_on_other_data_says_so_before_scoring(trained, tmp_path, caplog):
+    out, _ = trained
+    with caplog.at_level(logging.WARNING):
+        run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt",
+                                      "data.corpus.num_test=9"]))
+    warning = [r.getMessage() for r in caplog.records if "was trained on other data" in r.getMessage()]
+    assert warning and "scoring the test split of ToyCorpus(mode=reorder, num_train=10000" in warning[0]
+    assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 9

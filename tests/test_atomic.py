@@ -1,0 +1,105 @@
+"""atomic_file / atomic_dir: the final mode, flushing to disk, and two processes building one folder."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from transformer_mt.atomic import atomic_dir, atomic_file
+
+
+@pytest.fixture
+def umask():
+    """Set the umask for one test, restore it afterwards."""
+    previous = os.umask(0o022)
+    os.umask(previous)
+    yield os.umask
+    os.umask(previous)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_file_gets_the_mode_of_a_plain_open(tmp_path, umask, mask, mode):
+    umask(mask)
+    with atomic_file(tmp_path / "sub" / "out.txt") as tmp:
+        tmp.write_text("done\n")
+    with open(tmp_path / "plain.txt", "w") as f:
+        f.write("done\n")
+    assert stat.S_IMODE((tmp_path / "sub" / "out.txt").stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == mode
+    assert os.umask(mask) == mask  # the umask is left as it was
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["out.txt"]
+
+
+def test_atomic_file_flushes_the_data_before_the_rename(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst) -> None:
+        events.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    with atomic_file(tmp_path / "out.txt") as tmp:
+        tmp.write_text("done\n")
+    assert [kind for kind, _ in events] == ["fsync", "replace", "fsync"]
+    assert Path(events[0][1]).name.startswith(".out.txt.")  # the temporary file, before the rename
+    assert events[2][1] == str(tmp_path)  # then the folder's entry
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+
+
+def test_atomic_file_error_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError), atomic_file(tmp_path / "out.txt") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_dir_keeps_the_folder_another_process_made_first(tmp_path):
+    target = tmp_path / "vocab-x"
+    with atomic_dir(target) as tmp:
+        (tmp / "src.json").write_text("ours")
+        target.mkdir()  # the other process finished first
+        (target / "src.json").write_text("winner")
+    assert (target / "src.json").read_text() == "winner"
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab-x"]  # our temporary folder is gone
+
+
+def test_atomic_dir_race_between_check_and_rename(tmp_path, monkeypatch):
+    """The other process renames its folder into place just before ours (after any exists() check)."""
+    target = tmp_path / "vocab-x"
+    real_rename = Path.rename
+
+    def rename_after_the_winner(self, dest):
+        if Path(dest) == target and not target.exists():
+            winner = tmp_path / ".vocab-x.winner"
+            winner.mkdir()
+            (winner / "src.json").write_text("winner")
+            real_rename(winner, target)
+        return real_rename(self, dest)
+
+    monkeypatch.setattr(Path, "rename", rename_after_the_winner)
+    with atomic_dir(target) as tmp:
+        (tmp / "src.json").write_text("ours")
+    assert (target / "src.json").read_text() == "winner"
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab-x"]
+
+
+def test_atomic_dir_other_rename_errors_are_raised(tmp_path):
+    target = tmp_path / "vocab-x"
+    target.write_text("a file where the folder should go")
+    with pytest.raises(NotADirectoryError), atomic_dir(target) as tmp:
+        (tmp / "src.json").write_text("ours")
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab-x"] and target.is_file()
+
+
+def test_atomic_dir_renames_into_place(tmp_path):
+    with atomic_dir(tmp_path / "a" / "ids") as tmp:
+        (tmp / "data").write_text("x")
+    assert (tmp_path / "a" / "ids" / "data").read_text() == "x"
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["ids"]

@@ -1,0 +1,47 @@
+"""Checkpoint writes: atomic (a failure half-way leaves the previous file whole), staged beside the
+destination and not in $TMPDIR (which may be another filesystem)."""
+
+import os
+import tempfile
+
+import pytest
+import torch
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.training.checkpointing import AtomicCheckpointIO, LastCheckpoint
+
+
+class BreaksWhilePickled:
+    def __reduce__(self):
+        raise RuntimeError("killed while writing")
+
+
+def test_a_save_that_fails_half_way_leaves_the_previous_checkpoint_loadable(tmp_path):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"step": 1, "w": torch.arange(100_000.0)}, path)
+    with pytest.raises(RuntimeError, match="killed while writing"):
+        io.save_checkpoint({"step": 2, "w": torch.arange(100_000.0), "later": BreaksWhilePickled()}, path)
+    assert torch.load(path, weights_only=True)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_the_temporary_file_is_beside_the_checkpoint_not_in_tmpdir(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("TMPDIR", str(elsewhere))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (renamed.append((src, dst)), real_replace(src, dst))[1])
+    AtomicCheckpointIO().save_checkpoint({"step": 3}, tmp_path / "ckpt" / "last.ckpt")
+    (src, dst), = renamed
+    assert os.path.dirname(src) == os.path.dirname(dst) == str(tmp_path / "ckpt")
+    assert not list(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("kwargs, key", [({"every_n_steps": 0}, "every_n_steps"),
+                                         ({"every_n_minutes": -1}, "every_n_minutes")])
+def test_last_checkpoint_triggers_are_checked(tmp_path, kwargs, key):
+    with pytest.raises(ConfigError, match=f"callbacks.last_checkpoint.{key} must be"):
+        LastCheckpoint(str(tmp_path), **kwargs)
