@@ -41,13 +41,12 @@ def test_resume_mid_epoch_continues_with_the_remaining_batches(tmp_path):
     whole = batches(tmp_path / "whole.jsonl")
     assert len(whole) > 8
     stop = 5
-    mid_epoch_checkpoint = ["+callbacks.mid._target_=lightning.pytorch.callbacks.ModelCheckpoint",
-                            f"+callbacks.mid.dirpath={tmp_path}/mid", "+callbacks.mid.filename=step5",
-                            f"+callbacks.mid.every_n_train_steps={stop}", "+callbacks.mid.save_top_k=-1"]
+    mid_epoch_checkpoint = ["+callbacks@callbacks.steps=step_checkpoint", f"callbacks.steps.every_n_train_steps={stop}"]
     interrupted = [*SMALL, *recorder(tmp_path / "first.jsonl"), f"trainer.max_steps={stop + 2}", *mid_epoch_checkpoint]
     run(compose_config(tmp_path / "first", interrupted, cache_dir=cache))
     assert batches(tmp_path / "first.jsonl") == whole[: stop + 2]
-    resumed = [*SMALL, *recorder(tmp_path / "rest.jsonl"), f"ckpt_path={tmp_path}/mid/step5.ckpt"]
+    step_checkpoint = tmp_path / "first" / "checkpoints" / "steps" / "step0000005.ckpt"  # passed as written
+    resumed = [*SMALL, *recorder(tmp_path / "rest.jsonl"), f"ckpt_path={step_checkpoint}"]
     run(compose_config(tmp_path / "rest", resumed, cache_dir=cache))
     assert batches(tmp_path / "rest.jsonl") == whole[stop:]
 
