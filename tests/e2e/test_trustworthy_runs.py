@@ -132,6 +132,9 @@ def test_resume_from_an_end_of_epoch_last_checkpoint(reference, tmp_path, same_d
     assert metrics["steps"] == 2 * steps_per_epoch and metrics["val/bleu_best"] is not None
     assert steps(tmp_path / "rest.jsonl") == ref_steps[steps_per_epoch:]
     assert_bit_identical(resumed / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
+    if same_directory:  # the curve of the first part is kept beside the new one
+        first_curve = (first / "csv" / "metrics.part1.csv").read_text()
+        assert "val/bleu" in first_curve and (first / "csv" / "metrics.csv").is_file()
 
 
 def kill_and_resume(tmp_path: Path, cache: Path, how: list[str]) -> tuple[Path, int]:
@@ -209,3 +212,11 @@ def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, monkeypatch):
     monkeypatch.setattr(module_py, "label_smoothed_nll_loss", nan_from_step_3)
     with pytest.raises(TrainingDiverged, match=r"train: loss nan at step 4 \(lr .*\), 3 steps in a row"):
         run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0"]))
+
+
+def test_last_checkpoint_holds_the_final_state_when_max_steps_stops_mid_epoch(tmp_path):
+    """last.ckpt is the latest state also at the end of training, not the last monitored improvement."""
+    metrics = run(compose_config(tmp_path, [*SMALL, "trainer.max_steps=7", "trainer.limit_val_batches=0",
+                                            "callbacks.last_checkpoint.every_n_steps=null"]))
+    assert metrics["steps"] == 7
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 7

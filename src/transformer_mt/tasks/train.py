@@ -81,8 +81,19 @@ def stopped_by_sigterm(trainer: L.Trainer) -> None:
     sys.exit(SIGTERM_EXIT_STATUS)
 
 
+def keep_earlier_curves(output_dir: Path) -> None:
+    """Resumed into its own run directory, a run keeps the curves logged so far: Lightning's CSV
+    logger would delete csv/metrics.csv, so it is renamed to csv/metrics.partN.csv first."""
+    curves = output_dir / "csv" / "metrics.csv"
+    if curves.is_file():
+        part = 1 + sum(1 for _ in curves.parent.glob("metrics.part*.csv"))
+        curves.rename(curves.with_name(f"metrics.part{part}.csv"))
+
+
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "model", "module", "optim", "trainer", "data"))
+    if cfg.get("ckpt_path"):
+        keep_earlier_curves(Path(cfg.paths.output_dir))
     trainer = build_trainer(cfg)
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
