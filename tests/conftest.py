@@ -57,3 +57,21 @@ def toy_run(tmp_path_factory) -> tuple[Path, dict]:
 
     out = tmp_path_factory.mktemp("toy_run")
     return out, run(compose_config(out, []))
+
+
+# one epoch on 300 toy pairs, tested on 7 sentences: a checkpoint for the tests that need any
+SMALL_RUN = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> tuple[Path, dict]:
+    """`python run.py SMALL_RUN` (it need not translate well): its run directory and metrics."""
+    from transformer_mt.tasks import run
+
+    out = tmp_path_factory.mktemp("small_run")
+    return out, run(compose_config(out, SMALL_RUN))
+
+
+@pytest.fixture
+def small_checkpoint(small_run) -> Path:
+    return small_run[0] / "checkpoints" / "last.ckpt"

@@ -2,6 +2,8 @@
 a UTF-8 BOM, and a vocabulary size the trainer cannot honour. Errors come before any vocabulary is
 trained (no vocab-* entry in the cache)."""
 
+import pytest
+
 from tests.e2e.test_bad_input import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, write
 
 
@@ -10,40 +12,20 @@ def assert_no_vocabulary(tmp_path) -> None:
     assert not cache.exists() or not [p.name for p in cache.iterdir() if p.name.startswith("vocab-")]
 
 
-def test_empty_training_file(tmp_path):
-    good_corpus(tmp_path / "corpus")
-    write(tmp_path / "corpus", "train.de", b"")
-    assert_clean_failure(files_run(tmp_path), f"error: {tmp_path}/corpus/train.de: empty file")
-    assert_no_vocabulary(tmp_path)
-    assert_nothing_half_written(tmp_path)
-
-
-def test_training_lines_all_with_an_empty_side(tmp_path):
-    good_corpus(tmp_path / "corpus")
-    write(tmp_path / "corpus", "train.en", b"\n  \n")
+@pytest.mark.parametrize("name, content, expected", [
+    ("train.de", b"", "{corpus}/train.de: empty file"),
+    ("train.en", b"\n  \n", "{corpus}/train.en / {corpus}/train.de: no sentence pairs (every pair has an empty side)"),
+    ("train.en", b"a small cat\rthe dog\r",
+     "{corpus}/train.en:1: CR line ending (old Mac style); convert the file to LF or CRLF line endings"),
+    ("train.de", b"eine kleine Katze\nder\x00Hund\n", "{corpus}/train.de:2: NUL byte (is this a binary file?)"),
+])
+def test_bad_training_file_is_one_line_before_any_vocabulary(tmp_path, name, content, expected):
     corpus = tmp_path / "corpus"
-    expected = f"error: {corpus}/train.en / {corpus}/train.de: no sentence pairs (every pair has an empty side)"
+    good_corpus(corpus)
+    write(corpus, name, content)
     result = files_run(tmp_path)
-    assert_clean_failure(result, expected)
-    assert result.stderr.strip().splitlines()[-1] == expected
-    assert_no_vocabulary(tmp_path)
-    assert_nothing_half_written(tmp_path)
-
-
-def test_cr_line_endings(tmp_path):
-    good_corpus(tmp_path / "corpus")
-    write(tmp_path / "corpus", "train.en", b"a small cat\rthe dog\r")
-    result = files_run(tmp_path)
-    assert_clean_failure(result, f"error: {tmp_path}/corpus/train.en:1: CR line ending (old Mac style); "
-                                 "convert the file to LF or CRLF line endings")
-    assert_no_vocabulary(tmp_path)
-    assert_nothing_half_written(tmp_path)
-
-
-def test_nul_byte(tmp_path):
-    good_corpus(tmp_path / "corpus")
-    write(tmp_path / "corpus", "train.de", b"eine kleine Katze\nder\x00Hund\n")
-    assert_clean_failure(files_run(tmp_path), f"error: {tmp_path}/corpus/train.de:2: NUL byte (is this a binary file?)")
+    assert_clean_failure(result, expected.format(corpus=corpus))
+    assert result.stderr.strip().splitlines()[-1] == "error: " + expected.format(corpus=corpus)
     assert_no_vocabulary(tmp_path)
     assert_nothing_half_written(tmp_path)
 

@@ -1,11 +1,8 @@
 """Bad input: one clear line naming the file / line / key, exit status 1, no traceback, nothing
 written half-way."""
 
-import pytest
 
-from tests.conftest import compose_config
 from tests.e2e.test_run import run_py
-from transformer_mt.tasks import run
 
 
 def assert_clean_failure(result, expected: str) -> None:
@@ -82,14 +79,6 @@ def test_hub_name_offline(tmp_path, monkeypatch):
     assert_clean_failure(result, "data.corpus.path=wmt14: the Hugging Face hub cannot be reached")
     assert "data=files" in result.stderr
     assert_nothing_half_written(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def small_checkpoint(tmp_path_factory):
-    out = tmp_path_factory.mktemp("small")
-    run(compose_config(out, ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10",
-                             "data.corpus.num_test=10"]))
-    return out / "checkpoints" / "last.ckpt"
 
 
 def test_tokenizer_file_that_does_not_match_the_checkpoint(tmp_path, small_checkpoint):

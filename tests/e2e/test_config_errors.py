@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from tests.conftest import compose_config
+from tests.conftest import SMALL_RUN, compose_config
 from tests.e2e.test_bad_input import assert_clean_failure
 from tests.e2e.test_run import run_py
 from transformer_mt.errors import ConfigError, DataError, find_user_error
@@ -66,14 +66,7 @@ def test_metrics_json_is_valid_json_with_nan_as_null(tmp_path):
 
 
 # ------------------------------------------------------------------- checkpoints and their data
-SMALL = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("trained")
-    metrics = run(compose_config(out, SMALL))
-    return out, metrics
+SMALL = SMALL_RUN
 
 
 def fails(tmp_path, overrides, error=ConfigError):
@@ -83,23 +76,23 @@ def fails(tmp_path, overrides, error=ConfigError):
     return str(find_user_error(err.value))
 
 
-def test_resume_refuses_a_weights_only_checkpoint(trained, tmp_path):
-    out, _ = trained
+def test_resume_refuses_a_weights_only_checkpoint(small_run, tmp_path):
+    out, _ = small_run
     epoch = out / "checkpoints" / "epochs" / "epoch000.ckpt"
     message = fails(tmp_path, [*SMALL, f"ckpt_path={epoch}"])
     assert message == (f"ckpt_path={epoch}: a weights-only checkpoint (no optimizer state, no training position); "
                        "it can be evaluated, translated or averaged, not resumed: resume from checkpoints/last.ckpt")
 
 
-def test_resume_refuses_another_model_size(trained, tmp_path):
-    out, _ = trained
+def test_resume_refuses_another_model_size(small_run, tmp_path):
+    out, _ = small_run
     last = out / "checkpoints" / "last.ckpt"
     message = fails(tmp_path, [*SMALL, "model.d_model=32", f"ckpt_path={last}"])
     assert message.startswith(f"model.d_model=32, but ckpt_path={last} was trained with model.d_model=64")
 
 
-def test_resume_refuses_other_training_data(trained, tmp_path):
-    out, _ = trained
+def test_resume_refuses_other_training_data(small_run, tmp_path):
+    out, _ = small_run
     last = out / "checkpoints" / "last.ckpt"
     message = fails(tmp_path, [*SMALL, "data.corpus.num_train=200", f"ckpt_path={last}"], DataError)
     assert message.startswith(f"ckpt_path={last} was trained on other data (ToyCorpus(mode=reorder, num_train=300")
@@ -112,16 +105,16 @@ def test_a_file_that_is_not_our_checkpoint_is_one_line(tmp_path):
     assert_clean_failure(result, f"ckpt_path={tmp_path}/other.ckpt: not a transformer-mt checkpoint")
 
 
-def test_evaluate_without_data_options_uses_the_checkpoints_data(trained, tmp_path):
+def test_evaluate_without_data_options_uses_the_checkpoints_data(small_run, tmp_path):
     """The run tested on 7 toy sentences; evaluating with no data= scores those 7, not the default 300."""
-    out, metrics = trained
+    out, metrics = small_run
     result = run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt"]))
     assert result["test/bleu"] == metrics["test/bleu"]
     assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 7
 
 
-def test_evaluate_on_other_data_says_so_before_scoring(trained, tmp_path, caplog):
-    out, _ = trained
+def test_evaluate_on_other_data_says_so_before_scoring(small_run, tmp_path, caplog):
+    out, _ = small_run
     with caplog.at_level(logging.WARNING):
         run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt",
                                       "data.corpus.num_test=9"]))

@@ -12,16 +12,11 @@ from tests.conftest import ROOT, compose_config
 from tests.e2e.test_bad_input import assert_clean_failure
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks import run
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A model trained for 1 epoch on 300 toy pairs (it need not translate well)."""
-    out = tmp_path_factory.mktemp("translate_input")
-    run(compose_config(out, ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10",
-                             "data.corpus.num_test=10"]))
-    return out / "checkpoints" / "last.ckpt"
+@pytest.fixture
+def checkpoint(small_checkpoint):
+    return small_checkpoint
 
 
 def translate(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace:
