@@ -25,13 +25,15 @@ SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num
 
 
 class StepRecorder(L.Callback):
-    """Appends [epoch, step, example ids] of every training batch to a JSON-lines file."""
+    """Appends [epoch, step, example ids] of every training batch to a JSON-lines file (under DDP,
+    one file per rank: PATH.RANK)."""
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        with self.path.open("a") as f:
+        path = self.path if trainer.world_size == 1 else Path(f"{self.path}.{trainer.global_rank}")
+        with path.open("a") as f:
             f.write(json.dumps([trainer.current_epoch, trainer.global_step, batch["id"].tolist()]) + "\n")
 
 
@@ -220,3 +222,29 @@ def test_last_checkpoint_holds_the_final_state_when_max_steps_stops_mid_epoch(tm
                                             "callbacks.last_checkpoint.every_n_steps=null"]))
     assert metrics["steps"] == 7
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 7
+
+
+def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_identical(tmp_path):
+    """Two processes (trainer=ddp_cpu): per epoch the ranks' batches are disjoint and cover the data,
+    each epoch in another order; a resume from the end-of-epoch last.ckpt gives the same weights."""
+    cache, ddp = tmp_path / "cache", ["trainer=ddp_cpu", f"paths.cache_dir={tmp_path}/cache"]
+    result = run_py(*SMALL, *ddp, "trainer.max_epochs=2", *record(tmp_path / "whole.jsonl"),
+                    f"hydra.run.dir={tmp_path}/whole", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [steps(Path(f"{tmp_path}/whole.jsonl.{rank}")) for rank in range(2)]
+    for epoch in range(2):
+        shares = [[ids for e, _, ids in rank if e == epoch] for rank in ranks]
+        assert len(shares[0]) == len(shares[1]) > 4
+        seen = [i for share in shares for ids in share for i in ids]
+        assert set(seen) == set(range(600)) and len(seen) - 600 <= max(map(len, shares[0] + shares[1]))
+    assert [ids for e, _, ids in ranks[0] if e == 0] != [ids for e, _, ids in ranks[0] if e == 1]
+    result = run_py(*SMALL, *ddp, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/first", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_py(*SMALL, *ddp, "trainer.max_epochs=2", f"ckpt_path={tmp_path}/first/checkpoints/last.ckpt",
+                    *record(tmp_path / "rest.jsonl"), f"hydra.run.dir={tmp_path}/rest", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in range(2):
+        assert steps(Path(f"{tmp_path}/rest.jsonl.{rank}")) == [s for s in ranks[rank] if s[0] == 1]
+    assert_bit_identical(tmp_path / "rest" / "checkpoints" / "last.ckpt",
+                         tmp_path / "whole" / "checkpoints" / "last.ckpt")
+    assert cache.is_dir()
