@@ -4,6 +4,8 @@
 # make clean         : remove caches only (.cache/, __pycache__/, .pytest_cache/, .ruff_cache/)
 # make clean-venv    : remove the virtual environment (VENV, default .venv)
 # make clean-outputs : remove every run directory under outputs/ (checkpoints, metrics); cannot be undone
+# make test-floors   : the lowest supported versions (pyproject's >= bounds, pinned) in .venv-floors,
+#                      then the tests that are not marked slow
 #
 # torch is installed first, as TORCH_SPEC (default: the CPU build of torch 2.13.0), and only
 # where .venv has no torch yet. GPU users: make run TORCH_SPEC=torch==2.13.0 TORCH_INDEX_URL=<a
@@ -16,7 +18,9 @@ ARGS ?=
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint clean clean-venv clean-outputs
+FLOORS_VENV ?= .venv-floors
+
+.PHONY: install run test lint clean clean-venv clean-outputs test-floors
 
 install: $(VENV)/.installed
 
@@ -48,3 +52,14 @@ clean-venv:
 
 clean-outputs:
 	rm -rf outputs/*/
+
+test-floors:
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOORS_VENV)/bin/python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+		print('\n'.join(d.replace('>=', '==') for d in p['dependencies'] + p['optional-dependencies']['dev']))" \
+		> $(FLOORS_VENV)/floors.txt
+	$(FLOORS_VENV)/bin/python -m pip install --quiet -r $(FLOORS_VENV)/floors.txt \
+		$(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL))
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(FLOORS_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
