@@ -45,3 +45,39 @@ def test_the_temporary_file_is_beside_the_checkpoint_not_in_tmpdir(tmp_path, mon
 def test_last_checkpoint_triggers_are_checked(tmp_path, kwargs, key):
     with pytest.raises(ConfigError, match=f"callbacks.last_checkpoint.{key} must be"):
         LastCheckpoint(str(tmp_path), **kwargs)
+
+
+class FakeTrainer:
+    """What LastCheckpoint reads of a Trainer, and a record of its saves."""
+
+    def __init__(self) -> None:
+        self.global_step, self.received_sigterm, self.world_size, self.fast_dev_run = 0, False, 1, False
+        self.is_global_zero, self.saved = True, []
+
+    def save_checkpoint(self, path) -> None:
+        self.saved.append(self.global_step)
+
+
+def test_last_checkpoint_is_written_every_n_steps_every_m_minutes_and_on_sigterm(tmp_path, monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr("transformer_mt.training.checkpointing.time.monotonic", lambda: clock["now"])
+    callback, trainer = LastCheckpoint(str(tmp_path), every_n_steps=5, every_n_minutes=10), FakeTrainer()
+    callback.on_train_start(trainer, None)
+
+    def step(seconds: float) -> None:
+        clock["now"] += seconds
+        trainer.global_step += 1
+        callback.on_train_batch_end(trainer, None, None, None, 0)
+
+    for _ in range(7):
+        step(1.0)  # steps 1-7, a second each: saved at step 5 only
+    assert trainer.saved == [5]
+    step(599.0)  # step 8: 10 minutes after the save of step 5
+    assert trainer.saved == [5, 8]
+    step(1.0)
+    trainer.received_sigterm = True
+    step(1.0)  # step 10 is due anyway; step 11 is saved because of the signal
+    step(1.0)
+    assert trainer.saved == [5, 8, 10, 11]
+    callback.on_train_epoch_end(trainer, None)
+    assert trainer.saved[-1] == 11 and len(trainer.saved) == 5
