@@ -127,6 +127,7 @@ def run(cfg: DictConfig) -> dict:
         return {}
     best_score = checkpoint_cb.best_model_score if best else None
     extra = {
+        **module.eval_results.get("val", {}).get("metrics", {}),  # the last validation
         "val/bleu_best": float(best_score) if best_score is not None else None,
         "best_checkpoint": best,
         "num_parameters": module.model.num_parameters(),
