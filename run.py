@@ -1,4 +1,4 @@
-"""Entry point: `python run.py [task=train|evaluate] [group=option ...] [key=value ...]`."""
+"""Entry point: `python run.py [task=train|evaluate|translate|average|report] [group=option ...] [key=value ...]`."""
 
 import os
 import sys
@@ -7,23 +7,18 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from transformer_mt.multirun import child_argv
+
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig):
-    from transformer_mt.errors import find_user_error
-    from transformer_mt.tasks import run
+def main(cfg: DictConfig) -> float | None:
+    from transformer_mt.tasks import main as run_job
 
-    try:
-        return run(cfg)
-    except Exception as err:
-        user_error = find_user_error(err)
-        if user_error is None:
-            raise
-        print(f"error: {user_error}", file=sys.stderr)
-        sys.exit(1)
+    return run_job(cfg)
 
 
 if __name__ == "__main__":
+    sys.argv = child_argv(sys.argv, os.environ)  # a DDP rank of a multirun job runs that job
     main()

@@ -1,10 +1,53 @@
 """Tasks: one Hydra config in, one job out. `cfg.task._target_` names the task's `run`."""
 
+import logging
+import math
+import sys
+from contextlib import nullcontext
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
+
+from transformer_mt.errors import find_user_error
+from transformer_mt.multirun import announce_job, isolated_job, record_failure
+
+log = logging.getLogger(__name__)
+
+
+def main(cfg: DictConfig) -> float | None:
+    """run.py's job: run the task and return `cfg.optimized_metric` of its metrics (what a sweeper
+    such as Optuna optimizes; None when the task has no such metric).
+
+    A user's mistake in a single run is one line on stderr and exit status 1. In a multirun, a
+    failed job's reason goes to `error.txt` in its run directory and the error is raised to Hydra,
+    which records the job as failed and goes on with the sweep (Optuna marks the trial failed)."""
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if multirun:
+        announce_job(HydraConfig.get().overrides.task, str(cfg.paths.output_dir))
+    try:
+        with isolated_job() if multirun else nullcontext():
+            metrics = run(cfg)
+    except Exception as err:
+        user_error = find_user_error(err)
+        if multirun:
+            log.error("job failed: %s", record_failure(cfg.paths.output_dir, user_error or err))
+            raise
+        if user_error is None:
+            raise
+        print(f"error: {user_error}", file=sys.stderr)
+        sys.exit(1)
+    return optimized_value(cfg, metrics)
+
+
+def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
+    """The value of `cfg.optimized_metric` in the job's metrics, if it has a finite one."""
+    key = cfg.get("optimized_metric")
+    value = (metrics or {}).get(key) if key else None
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def run(cfg: DictConfig):
