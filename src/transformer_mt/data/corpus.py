@@ -43,7 +43,11 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    text = decode_text(read_bytes(path), str(path))
+    return text_lines(decode_text(read_bytes(path), str(path)))
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of `text` without their LF / CRLF endings."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the trailing newline ends the last line, it does not start a new one
@@ -58,19 +62,21 @@ def read_bytes(path: Path) -> bytes:
         raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
-def decode_text(data: bytes, name: str) -> str:
-    """UTF-8 text without a leading BOM; NUL bytes, invalid UTF-8 and bare CRs are `name:LINE:` errors."""
+def decode_text(data: bytes, name: str, first_line: int = 1) -> str:
+    """UTF-8 text without a leading BOM; NUL bytes, invalid UTF-8 and bare CRs are `name:LINE:` errors
+    (LINE counted from `first_line`, for text that starts inside a stream)."""
     data = data.removeprefix(codecs.BOM_UTF8)
     nul = data.find(b"\0")
     if nul >= 0:
-        raise DataError(f"{name}:{line_at(data, nul)}: NUL byte (is this a binary file?)")
+        raise DataError(f"{name}:{line_at(data, nul) + first_line - 1}: NUL byte (is this a binary file?)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DataError(f"{name}:{line_at(data, err.start)}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
+        line = line_at(data, err.start) + first_line - 1
+        raise DataError(f"{name}:{line}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
     bare_cr = _BARE_CR.search(text)
     if bare_cr:
-        raise DataError(f"{name}:{line_at(text, bare_cr.start())}: CR line ending (old Mac style); "
+        raise DataError(f"{name}:{line_at(text, bare_cr.start()) + first_line - 1}: CR line ending (old Mac style); "
                         "convert the file to LF or CRLF line endings")
     return text
 

@@ -76,7 +76,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         self._vocab: Vocabularies | None = None
         self._given_vocab = False
-        self._keys: dict[str, str] = {}  # cache keys, computed once (they hash whole corpora)
+        self._keys: dict[str, str] = {}  # cache keys, computed once
+        self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split): hashes whole files, so once
         self._saved_to_run_dir = False
         self.datasets: dict[str, TranslationDataset] = {}
         self._samplers: dict[str, TokenBudgetBatchSampler] = {}
@@ -105,7 +106,7 @@ class TranslationDataModule(L.LightningDataModule):
                 files = [self.options.file, self.options.tgt_file]
                 file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
                                 for f in files]
-                corpus = None if self.options.file else self.corpus.fingerprint("train")
+                corpus = None if self.options.file else self._corpus_fingerprint("train")
                 self._keys["vocab"] = digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
         return self._keys["vocab"]
 
@@ -141,7 +142,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _ids_folder(self, split: str) -> Path:
         if split not in self._keys:
             filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-            self._keys[split] = digest(CACHE_VERSION, self._vocab_key(), self.corpus.fingerprint(split), split,
+            self._keys[split] = digest(CACHE_VERSION, self._vocab_key(), self._corpus_fingerprint(split), split,
                                        filters)
         return self.cache_dir / f"ids-{self._keys[split]}"
 
@@ -188,12 +189,15 @@ class TranslationDataModule(L.LightningDataModule):
 
     def fingerprint(self, split: str) -> str | None:
         """A digest of the corpus's `split` (None when the corpus has no such split)."""
-        if f"corpus:{split}" not in self._keys:
-            try:
-                self._keys[f"corpus:{split}"] = digest(self.corpus.fingerprint(split))
-            except DataError:  # a corpus without this split (e.g. no test files)
-                self._keys[f"corpus:{split}"] = None
-        return self._keys[f"corpus:{split}"]
+        try:
+            return digest(self._corpus_fingerprint(split))
+        except DataError:  # a corpus without this split (e.g. no test files)
+            return None
+
+    def _corpus_fingerprint(self, split: str) -> str:
+        if split not in self._corpus_fingerprints:
+            self._corpus_fingerprints[split] = self.corpus.fingerprint(split)
+        return self._corpus_fingerprints[split]
 
     def _encode(self, text: ParallelText, train: bool) -> datasets.Dataset:
         datasets.disable_progress_bars()

@@ -8,7 +8,6 @@ terminal, or with an explicit `task.buffer_size`, lines are translated `task.buf
 a time as they arrive. Batches are made by `task.max_tokens`.
 """
 
-import codecs
 import logging
 import os
 import sys
@@ -22,7 +21,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
-from transformer_mt.data.corpus import clean, read_lines
+from transformer_mt.data.corpus import clean, decode_text, read_lines, text_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.common import checkpoint_path
 from transformer_mt.tasks.evaluate import load_module
@@ -57,26 +56,12 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     return results
 
 
-def decode_line(raw: bytes, name: str, number: int) -> str:
-    """One input line as text, without its LF / CRLF ending (and the first line without a BOM);
-    invalid UTF-8 and NUL bytes are DataErrors naming `name:number`."""
-    if number == 1:
-        raw = raw.removeprefix(codecs.BOM_UTF8)
-    if b"\0" in raw:
-        raise DataError(f"{name}:{number}: NUL byte (is this a binary file?)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{name}:{number}: invalid UTF-8 (byte {raw[err.start]:#04x})") from None
-    return text.removesuffix("\n").removesuffix("\r")
-
-
 def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
     """Lists of up to `size` lines (decoded, without line endings) as they arrive."""
     chunk, number = [], 0
     for raw in iter(stream.readline, b""):
         number += 1
-        chunk.append(decode_line(raw, name, number))
+        chunk.extend(text_lines(decode_text(raw, name, first_line=number)))  # one line: raw is not empty
         if len(chunk) >= size:
             yield chunk
             chunk = []
@@ -85,8 +70,8 @@ def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
 
 
 def read_all(stream: BinaryIO, name: str) -> list[str]:
-    """Every line of `stream`, all checked before any is translated."""
-    return [line for chunk in read_chunks(stream, 1 << 16, name) for line in chunk]
+    """Every line of `stream`, all checked (as files are) before any is translated."""
+    return text_lines(decode_text(stream.read(), name))
 
 
 def in_chunks(lines: list[str], size: int = 1000) -> Iterator[list[str]]:

@@ -44,27 +44,26 @@ class LastCheckpoint(Checkpoint):
             raise ConfigError(f"callbacks.last_checkpoint.every_n_minutes must be > 0 or null, got {every_n_minutes!r}")
         self.path = Path(dirpath) / filename
         self.every_n_steps, self.every_n_minutes = every_n_steps, every_n_minutes
-        self._saved_step, self._seen_step, self._saved_at = -1, -1, time.monotonic()
+        self._saved_step, self._saved_at = -1, time.monotonic()
 
     @property
     def state_key(self) -> str:
         return f"LastCheckpoint[{self.path.name}]"
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        self._saved_step = self._seen_step = trainer.global_step
+        self._saved_step = trainer.global_step
         self._saved_at = time.monotonic()
         if trainer.is_global_zero and self.path.parent.is_dir():  # left by a process killed while writing
             for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
                 stale.unlink(missing_ok=True)
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
-        step, stepped = trainer.global_step, trainer.global_step != self._seen_step
-        self._seen_step = step
+        step = trainer.global_step
         urgent = trainer.received_sigterm or (
             self.every_n_minutes is not None and time.monotonic() - self._saved_at >= 60 * self.every_n_minutes)
         if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together
             urgent = trainer.strategy.reduce_boolean_decision(urgent, all=False)
-        due = stepped and self.every_n_steps is not None and step % self.every_n_steps == 0
+        due = self.every_n_steps is not None and step % self.every_n_steps == 0
         if (due or urgent) and step != self._saved_step:
             self.save(trainer)
 

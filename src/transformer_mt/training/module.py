@@ -17,7 +17,7 @@ from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.errors import ConfigError, TrainingDiverged
+from transformer_mt.errors import TrainingDiverged
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.training.loss import label_smoothed_nll_loss
@@ -72,8 +72,6 @@ class TranslationModule(L.LightningModule):
         inf (such steps are skipped, not applied). data: what the run trained on ({"config": the
         resolved data config, "fingerprints": per split and of the vocabularies}), kept in every
         checkpoint for task=evaluate and resume."""
-        if max_nonfinite_steps < 1:
-            raise ConfigError(f"module.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
         super().__init__()
         model, optimizer, scheduler = plain(model), plain(optimizer), plain(scheduler)
         decoding, val_decoding, data = plain(decoding) or DEFAULT_DECODING, plain(val_decoding), plain(data)
