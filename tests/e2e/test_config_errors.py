@@ -29,6 +29,10 @@ from transformer_mt.tasks.common import write_json
     ("data.tokenizer.vocab_size=4", "data.tokenizer.vocab_size=4: must be an integer >= 5"),
     ("module.label_smoothing=1.0", "module.label_smoothing=1.0: must be a number in [0, 1)"),
     ("callbacks.last_checkpoint.every_n_steps=0", "callbacks.last_checkpoint.every_n_steps must be an integer >= 1"),
+    ("callbacks.dashboard.attention_layer=2", "callbacks.dashboard.attention_layer=2: the model has 2 decoder layers"),
+    ("callbacks.dashboard.attention_heads=max", "callbacks.dashboard.attention_heads='max': must be mean or all"),
+    ("callbacks.dashboard.num_sentences=-1", "callbacks.dashboard.num_sentences=-1: must be an integer >= 0"),
+    ("callbacks.training_health.peak_flops=0", "callbacks.training_health.peak_flops=0: must be a number > 0"),
     ("trainer.precision=16-mixed", "trainer.precision=16-mixed: float16 needs a GPU"),
     ("trainer.precision=abc", "trainer: Precision 'abc' is invalid"),
 ])

@@ -134,7 +134,7 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
                     f"+callbacks.sabotage.marker={tmp_path}/m", "+callbacks.sabotage.fail_job=1")
     assert result.returncode != 0  # Hydra's basic sweeper reports the failure after running every job
     assert (sweep / "2" / "metrics.json").is_file()
-    run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
+    report = run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
     lines = (sweep / "report.md").read_text().splitlines()
     assert lines[2].split(" | ")[:3] == ["| job", "model.heads", "status"]
     body = [line.split(" | ") for line in lines[4:]]
@@ -145,3 +145,4 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
     assert body[2][-1] == f"{metrics['test/bleu']:.2f} |"
     assert len((sweep / "report.csv").read_text().splitlines()) == 4
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report["curves"] == 2 and (sweep / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -134,6 +134,9 @@ def test_resume_from_an_end_of_epoch_last_checkpoint(reference, tmp_path, same_d
     assert metrics["steps"] == 2 * steps_per_epoch and metrics["val/bleu_best"] is not None
     assert steps(tmp_path / "rest.jsonl") == ref_steps[steps_per_epoch:]
     assert_bit_identical(resumed / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
+    # the learning curve restarts from the checkpoint's history: both validations are on it
+    curve = (resumed / "plots" / "curves.csv").read_text().splitlines()
+    assert [int(line.split(",")[0]) for line in curve if ",val/bleu," in line] == [steps_per_epoch, 2 * steps_per_epoch]
     if same_directory:  # the curve of the first part is kept beside the new one
         first_curve = (first / "csv" / "metrics.part1.csv").read_text()
         assert "val/bleu" in first_curve and (first / "csv" / "metrics.csv").is_file()

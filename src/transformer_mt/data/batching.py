@@ -42,7 +42,8 @@ class TranslationDataset(Dataset):
 
 class Collator:
     """Pads a list of examples into src (B, S), tgt_in = BOS + y (B, T), tgt_out = y + EOS (B, T);
-    num_tokens counts the real (unpadded) source and target tokens, known without a device sync."""
+    num_tokens counts the real (unpadded) source and target tokens, num_src_tokens the source ones,
+    both known without a device sync."""
 
     def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
@@ -60,6 +61,7 @@ class Collator:
             "tgt_in": self.pad([[self.bos_id, *e["tgt"]] for e in examples]),
             "tgt_out": self.pad([[*e["tgt"], self.eos_id] for e in examples]),
             "num_tokens": sum(len(e["src"]) + len(e["tgt"]) + 1 for e in examples),
+            "num_src_tokens": sum(len(e["src"]) for e in examples),
         }
         if "tgt_text" in examples[0]:
             batch["src_text"] = [e["src_text"] for e in examples]

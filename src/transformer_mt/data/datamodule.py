@@ -46,8 +46,7 @@ def _vocab_from_json(serialized: str) -> Vocabularies:
 def _encode_batch(batch: dict, vocab_json: str) -> dict:
     """datasets.map worker: token ids and lengths of a batch of pairs."""
     vocab = _vocab_from_json(vocab_json)
-    eos = vocab.src.special_ids["eos_id"]
-    src = [ids + [eos] for ids in vocab.src.encode(batch["src_text"])]
+    src = vocab.encode_sources(batch["src_text"])
     tgt = vocab.tgt.encode(batch["tgt_text"])
     return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 

@@ -90,6 +90,12 @@ class TextTokenizer:
         specials = set(self.special_ids.values()) - {self.special_ids["unk_id"]}
         return self.model.decode([[i for i in seq if i not in specials] for seq in ids])
 
+    def tokens(self, ids: list[int]) -> list[str]:
+        """The subword string of each id (for plots)."""
+        if self.kind == "tokenizers":
+            return [self.model.id_to_token(i) for i in ids]
+        return [self.model.id_to_piece(i) for i in ids]
+
     # ------------------------------------------------------------------------- serialization
     def to_dict(self) -> dict[str, str]:
         """Plain strings, for checkpoints (loadable with weights_only=True)."""
@@ -146,6 +152,11 @@ class Vocabularies:
     def special_ids(self) -> dict[str, int]:
         """pad_id (shared), and the target's bos_id / eos_id / unk_id (what decoding emits)."""
         return {"pad_id": self.src.special_ids["pad_id"], **{k: self.tgt.special_ids[k] for k in ID_NAMES[1:]}}
+
+    def encode_sources(self, lines: list[str]) -> list[list[int]]:
+        """The model's input ids of each source line: its tokens, then EOS."""
+        eos = self.src.special_ids["eos_id"]
+        return [ids + [eos] for ids in self.src.encode(lines)]
 
     def to_dict(self) -> dict:
         return {"src": self.src.to_dict(), "tgt": None if self.joint else self.tgt.to_dict()}

@@ -47,3 +47,12 @@ def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, flo
         "bleu_signature": bleu_signature(),
         "chrf_signature": chrf_signature(),
     }
+
+
+_SENTENCE_BLEU = BLEU(tokenize="13a", smooth_method="exp", effective_order=True)
+
+
+def sentence_bleu(hypothesis: str, reference: str) -> float:
+    """sacreBLEU's sentence-level BLEU (13a, exponential smoothing, effective order): for tables of
+    single translations, never for corpus scores."""
+    return _SENTENCE_BLEU.sentence_score(hypothesis, [reference]).score

@@ -73,6 +73,11 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
             TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **OmegaConf.to_container(cfg.model, resolve=True))
         except TypeError as err:  # a key that is no model option
             raise ConfigError(f"model: {err}".replace("TransformerConfig.__init__() got an ", "")) from None
+        layer = OmegaConf.select(cfg, "callbacks.dashboard.attention_layer", default=None)
+        layers = cfg.model.num_decoder_layers
+        if isinstance(layer, int) and not -layers <= layer < layers:
+            raise ConfigError(f"callbacks.dashboard.attention_layer={layer}: the model has {layers} decoder layers "
+                              f"(0 to {layers - 1}, or -1 for the last)")
     if "trainer" in groups:
         check_device(cfg.trainer)
 

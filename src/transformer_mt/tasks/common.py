@@ -8,6 +8,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from rich.console import Console
@@ -23,7 +24,8 @@ def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: boo
     """The Trainer of `cfg.trainer` with the loggers of `cfg.logger` and callbacks of `cfg.callbacks`;
     a value the Trainer rejects is reported as a config error naming `trainer`."""
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
-    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg] if with_logger else False
+    loggers = [instantiate(lg, **wandb_names(cfg, lg)) for lg in (cfg.get("logger") or {}).values() if lg] \
+        if with_logger else False
     try:
         return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     except Exception as err:
@@ -34,6 +36,22 @@ def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: boo
             cause = cause.__cause__
         message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         raise ConfigError(f"trainer: {message}") from err
+
+
+def wandb_names(cfg: DictConfig, logger: DictConfig) -> dict[str, str]:
+    """A wandb run's name and group where its config leaves them null: the name is the job's
+    command-line overrides (or its run directory's name), the group the sweep (experiment preset and
+    multirun directory) or, for a single run, the experiment preset."""
+    if not str(logger.get("_target_", "")).endswith("WandbLogger") or not HydraConfig.initialized():
+        return {}
+    hydra = HydraConfig.get()
+    overrides = [o for o in hydra.overrides.task if not o.lstrip("+~").startswith(("hydra.", "paths."))]
+    experiment = hydra.runtime.choices.get("experiment")
+    group = experiment
+    if hydra.mode == RunMode.MULTIRUN:
+        group = "/".join(part for part in (experiment, Path(hydra.sweep.dir).name) if part)
+    names = {"name": " ".join(overrides) or Path(cfg.paths.output_dir).name, "group": group}
+    return {key: value for key, value in names.items() if logger.get(key) is None and value}
 
 
 def overridden_keys() -> set[str]:

@@ -5,7 +5,8 @@
 Reads every job directory of the sweep (`0/`, `1/`, ...: its `.hydra/overrides.yaml` and
 `metrics.json`) and writes into the sweep directory `report.md` (the varied settings, parameters,
 training time, val perplexity, val BLEU, test BLEU; the base row marked), `report.csv` (the same
-rows) and `report.png` (val and test BLEU against the varied setting). A job without metrics is
+rows), `report.png` (val and test BLEU against the varied setting) and `curves.png` (train loss,
+val loss and val BLEU against the step, one line per job, from each job's `plots/curves.csv`). A job without metrics is
 listed as failed (with the reason from its `error.txt`) or as running / killed, never dropped.
 The base row is the job whose varied settings equal the sweep's own config (`multirun.yaml`).
 """
@@ -17,9 +18,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.multirun import FAILURE_FILE
+from transformer_mt.training.curves import read_curves
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +101,6 @@ def write_csv(path: Path, table: list[dict[str, str]]) -> None:
 
 def write_plot(path: Path, title: str, jobs: list[dict], varied: list[str], table: list[dict[str, str]]) -> None:
     """Val and test BLEU of the finished jobs against the varied setting(s), in job order."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     done = [(job, row) for job, row in zip(jobs, table) if job["status"] == "done"]
@@ -117,9 +117,20 @@ def write_plot(path: Path, title: str, jobs: list[dict], varied: list[str], tabl
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    plots.save(fig, path, dpi=120)
+
+
+def write_curves(path: Path, title: str, sweep_dir: Path, jobs: list[dict], varied: list[str]) -> int:
+    """The learning curves of every job that has them in one figure; returns how many jobs had them."""
+    runs = {}
+    for job in jobs:
+        curves = sweep_dir / str(job["job"]) / "plots" / "curves.csv"
+        if curves.is_file():
+            label = ", ".join(f"{k}={job['settings'].get(k, '')}" for k in varied) or f"job {job['job']}"
+            runs[label] = read_curves(curves)
+    if runs:
+        plots.save(plots.curves_figure(runs, title), path)
+    return len(runs)
 
 
 def run(cfg: DictConfig) -> dict:
@@ -132,6 +143,9 @@ def run(cfg: DictConfig) -> dict:
     write_markdown(sweep_dir / "report.md", title, table)
     write_csv(sweep_dir / "report.csv", table)
     write_plot(sweep_dir / "report.png", title, jobs, varied, table)
+    curves = write_curves(sweep_dir / "curves.png", title, sweep_dir, jobs, varied)
     print((sweep_dir / "report.md").read_text(encoding="utf-8"))
-    log.info("report of %d jobs written to %s/report.{md,csv,png}", len(jobs), sweep_dir)
-    return {"jobs": len(jobs), "done": sum(job["status"] == "done" for job in jobs), "report": str(sweep_dir)}
+    log.info("report of %d jobs written to %s/report.{md,csv,png}, learning curves of %d jobs to curves.png",
+             len(jobs), sweep_dir, curves)
+    return {"jobs": len(jobs), "done": sum(job["status"] == "done" for job in jobs), "curves": curves,
+            "report": str(sweep_dir)}

@@ -90,6 +90,15 @@ def keep_earlier_curves(output_dir: Path) -> None:
         curves.rename(curves.with_name(f"metrics.part{part}.csv"))
 
 
+def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule) -> None:
+    """The resolved run config, the parameter count and the run directory as every logger's
+    hyper-parameters (wandb config, TensorBoard hparams, csv/hparams.yaml)."""
+    config = {key: plain(cfg[key]) for key in cfg if key != "hydra"}
+    params = {**config, "num_parameters": module.model.num_parameters(), "run_dir": str(cfg.paths.output_dir)}
+    for logger in trainer.loggers:
+        logger.log_hyperparams(params)
+
+
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "model", "module", "optim", "trainer", "data"))
     if cfg.get("ckpt_path"):
@@ -109,6 +118,7 @@ def run(cfg: DictConfig) -> dict:
         check_resumable(resume, checkpoint, cfg, fingerprints)
     datamodule.check_splits(["train", "val", cfg.data.split])
     module = build_module(cfg, vocab, data_record(cfg, fingerprints))
+    log_config(trainer, cfg, module)
     started = time.perf_counter()
     try:
         try:

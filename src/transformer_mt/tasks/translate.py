@@ -40,8 +40,8 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     results: list[NBest] = [[("", 0.0)] * n for _ in lines]
     if not todo:
         return results
-    eos, max_positions = module.tokenizer.src.special_ids["eos_id"], module.model.config.max_positions
-    src = [ids + [eos] for ids in module.tokenizer.src.encode([cleaned[i] for i in todo])]
+    max_positions = module.model.config.max_positions
+    src = module.tokenizer.encode_sources([cleaned[i] for i in todo])
     for i, ids in zip(todo, src):
         if len(ids) >= max_positions:
             raise DataError(f"input line {first_line + i}: {len(ids)} tokens, more than the model's "

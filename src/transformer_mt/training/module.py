@@ -75,7 +75,7 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         model, optimizer, scheduler = plain(model), plain(optimizer), plain(scheduler)
         decoding, val_decoding, data = plain(decoding) or DEFAULT_DECODING, plain(val_decoding), plain(data)
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole run config (tasks/train.py)
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                                    pad_id=pad_id, **model))
         self.search = instantiate(decoding)
@@ -141,10 +141,7 @@ class TranslationModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
 
     def on_fit_start(self) -> None:
-        n = self.model.num_parameters()
-        log.info("model: %s parameters", f"{n:,}")
-        for logger in self.loggers:
-            logger.log_hyperparams({"num_parameters": n})
+        log.info("model: %s parameters", f"{self.model.num_parameters():,}")
 
     # ---------------------------------------------------------------------------- training
     def _losses(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,106 @@
+"""What the dashboards cost: the same training run with the dashboard callbacks (translation
+tables, attention heatmaps, learning curves, training health; logger=many) and without them
+(logger=csv, those callbacks removed), in one process, one after the other.
+
+    python experiments/benchmarks/dashboard_overhead.py                      # the toy default job
+    DATA_DIR=/path/to/data python experiments/benchmarks/dashboard_overhead.py \\
+        experiment=multi30k_small trainer.max_time=null trainer.max_epochs=2 trainer.limit_train_batches=100
+
+Extra arguments are Hydra overrides for both runs. Prints the time the callbacks spent per
+validation, the validation and training time, and the ratio of the two runs' fit times.
+"""
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lightning as L
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+from transformer_mt.tasks import common, train  # noqa: E402
+from transformer_mt.training.curves import LearningCurves  # noqa: E402
+from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
+
+OFF = ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves", "~callbacks.training_health"]
+TIMER = "+callbacks.validation_clock._target_=__main__.ValidationClock"
+
+
+class ValidationClock(L.Callback):
+    """Sums the wall time of the validation loops (listed last, so its end includes the others' hooks)."""
+
+    def __init__(self) -> None:
+        self.seconds, self._start = 0.0, 0.0
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def configure(output_dir: Path, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(output_dir)
+        cfg.hydra.runtime.output_dir = str(output_dir)
+        cfg.hydra.job.num = 0
+    HydraConfig().set_config(cfg)
+    return cfg
+
+
+def timed_run(output_dir: Path, overrides: list[str]) -> dict:
+    """Train once; the fit and validation times and the dashboard callbacks' own timings."""
+    trainers = []
+    build = common.build_trainer
+
+    def keep(*args, **kwargs):
+        trainers.append(build(*args, **kwargs))
+        return trainers[-1]
+
+    train.build_trainer = keep
+    try:
+        started = time.perf_counter()
+        metrics = train.run(configure(output_dir, [*overrides, TIMER]))
+        total = time.perf_counter() - started
+    finally:
+        train.build_trainer = build
+    trainer = trainers[0]
+    clock = next(c for c in trainer.callbacks if isinstance(c, ValidationClock))
+    dashboard = next((c for c in trainer.callbacks if isinstance(c, TranslationDashboard)), None)
+    curves = next((c for c in trainer.callbacks if isinstance(c, LearningCurves)), None)
+    return {"total": total, "train": metrics["train_seconds"], "validate": clock.seconds,
+            "validations": len(dashboard.seconds) if dashboard else None, "steps": metrics["steps"],
+            "dashboard": dashboard.seconds if dashboard else [], "curves": curves.seconds if curves else []}
+
+
+def main(overrides: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        on = timed_run(Path(tmp) / "on", ["logger=many", *overrides])
+        off = timed_run(Path(tmp) / "off", [*OFF, *overrides])
+    n = on["validations"]
+    dash, curves = sum(on["dashboard"]), sum(on["curves"])
+    print(f"overrides: {' '.join(overrides) or '(none: the toy default job)'}; {on['steps']} steps, {n} validations")
+    print("| | with dashboards | without | ratio |\n| --- | ---: | ---: | ---: |")
+    rows = (("train", "fit (train + validation), s"), ("validate", "validation loops (with their callbacks), s"),
+            ("total", "whole run incl. test, s"))
+    for key, name in rows:
+        print(f"| {name} | {on[key]:.1f} | {off[key]:.1f} | {on[key] / off[key]:.3f} |")
+    print(f"\ntables + heatmaps per validation: {dash / n:.3f} s; curves per write: "
+          f"{curves / max(len(on['curves']), 1):.3f} s ({len(on['curves'])} writes)")
+    print(f"callbacks' own time / fit time (with dashboards): {(dash + curves) / on['train']:.3%}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

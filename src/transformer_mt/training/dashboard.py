@@ -1,0 +1,176 @@
+"""What the loggers show besides scalar curves, as a Lightning callback: a table of fixed
+validation translations and cross-attention heatmaps after every validation, the test
+translations and the sacreBLEU signatures at the end, and optionally the best checkpoint as a
+wandb artifact. wandb gets tables and images, TensorBoard text and images; the heatmaps of the
+last validation are also kept as PNGs in `plot_dir/attention/`.
+"""
+
+import logging
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+
+from transformer_mt import plots
+from transformer_mt.errors import ConfigError
+from transformer_mt.evaluation.metrics import sentence_bleu
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["id", "source", "reference", "hypothesis", "sentence BLEU"]
+
+
+def table_rows(rows: list[tuple[int, str, str, str]]) -> list[list]:
+    """Evaluation rows (id, source, reference, hypothesis) with each hypothesis' sentence BLEU."""
+    return [[i, src, ref, hyp, round(sentence_bleu(hyp, ref), 2)] for i, src, ref, hyp in rows]
+
+
+def markdown_table(columns: list[str], data: list[list]) -> str:
+    """A Markdown table (TensorBoard renders text summaries as Markdown)."""
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in data])
+
+
+def log_table(loggers: list[Logger], key: str, data: list[list], step: int) -> None:
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            logger.log_table(key=key, columns=COLUMNS, data=data, step=step)
+        elif isinstance(logger, TensorBoardLogger):
+            logger.experiment.add_text(key, markdown_table(COLUMNS, data), global_step=step)
+
+
+def log_figures(loggers: list[Logger], key: str, figures: list, paths: list[Path], captions: list[str],
+                step: int) -> None:
+    for logger in loggers:
+        for fig, path, caption in zip(figures, paths, captions):  # one key each: the sizes differ
+            if isinstance(logger, WandbLogger):
+                logger.log_image(key=f"{key}/{caption}", images=[str(path)], step=step)
+            elif isinstance(logger, TensorBoardLogger):
+                logger.experiment.add_figure(f"{key}/{caption}", fig, global_step=step, close=False)
+
+
+@torch.no_grad()
+def cross_attention_maps(model, src: torch.Tensor, tgt_in: torch.Tensor, pad_id: int, layer: int,
+                         heads: str) -> list[torch.Tensor]:
+    """Cross-attention probabilities of one decoder layer for each sentence of a padded batch, as
+    (panels, T, S) with padded target rows and padded source columns cut off; panels = the heads,
+    or their mean (heads="mean")."""
+    weights = model.attention_weights(src, tgt_in)["cross"][layer].float().cpu()  # (B, H, T, S)
+    src_len, tgt_len = (src != pad_id).sum(1).tolist(), (tgt_in != pad_id).sum(1).tolist()
+    maps = [w[:, :t, :s] for w, s, t in zip(weights, src_len, tgt_len)]
+    return [m.mean(0, keepdim=True) for m in maps] if heads == "mean" else maps
+
+
+class TranslationDashboard(Callback):
+    """num_sentences: the validation sentences shown after every validation (the first ones of the
+    split, the same every time); num_attention: how many of them get a cross-attention heatmap, of
+    decoder layer `attention_layer` (python index: -1 = the last), with `attention_heads` = mean (one
+    panel) or all (one panel per head); every_n_validations: how often; test_table: the test
+    translations as a table at the end; upload_best_checkpoint: best.ckpt as a wandb artifact
+    (type model) at the end of training."""
+
+    def __init__(self, plot_dir: str, num_sentences: int = 8, num_attention: int = 2, attention_layer: int = -1,
+                 attention_heads: str = "mean", every_n_validations: int = 1, test_table: bool = True,
+                 upload_best_checkpoint: bool = False) -> None:
+        if attention_heads not in ("mean", "all"):
+            raise ConfigError(f"callbacks.dashboard.attention_heads={attention_heads!r}: must be mean or all")
+        for key, value in (("num_sentences", num_sentences), ("num_attention", num_attention)):
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"callbacks.dashboard.{key}={value!r}: must be an integer >= 0")
+        if not isinstance(every_n_validations, int) or every_n_validations < 1:
+            raise ConfigError(f"callbacks.dashboard.every_n_validations={every_n_validations!r}: must be an "
+                              "integer >= 1")
+        self.plot_dir = Path(plot_dir)
+        self.num_sentences, self.num_attention = num_sentences, min(num_attention, num_sentences)
+        self.attention_layer, self.attention_heads = attention_layer, attention_heads
+        self.every_n_validations, self.test_table = every_n_validations, test_table
+        self.upload_best_checkpoint = upload_best_checkpoint
+        self.validations = 0
+        self.seconds: list[float] = []  # time spent per validation shown, for the record
+
+    # ------------------------------------------------------------------------------ validation
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero or "val" not in pl_module.eval_results:
+            return
+        self.validations += 1
+        if (self.validations - 1) % self.every_n_validations:
+            return
+        started = time.perf_counter()
+        rows = pl_module.eval_results["val"]["rows"][: self.num_sentences]
+        log_table(trainer.loggers, "val/translations", table_rows(rows), trainer.global_step)
+        if self.num_attention:
+            self.show_attention(trainer, pl_module, rows[: self.num_attention])
+        self.seconds.append(time.perf_counter() - started)
+        log.info("dashboard: %d translations and %d heatmaps in %.2f s", len(rows),
+                 min(len(rows), self.num_attention), self.seconds[-1])
+
+    def show_attention(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: list) -> None:
+        """Decode the sentences again to get the model's own output tokens, then plot where each
+        output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
+        vocab, hp = pl_module.tokenizer, pl_module.hparams
+        src_ids = vocab.encode_sources([src for _, src, _, _ in rows])
+        pad = lambda seqs: torch.nn.utils.rnn.pad_sequence(  # noqa: E731
+            [torch.tensor(s) for s in seqs], batch_first=True, padding_value=hp.pad_id).to(pl_module.device)
+        src = pad(src_ids)
+        was_training = pl_module.model.training
+        pl_module.model.eval()
+        with torch.inference_mode(False), torch.no_grad():
+            hyps = [nbest[0].tokens for nbest in pl_module.val_search(pl_module.model, src, hp.bos_id, hp.eos_id)]
+            maps = cross_attention_maps(pl_module.model, src, pad([[hp.bos_id, *h] for h in hyps]), hp.pad_id,
+                                        self.attention_layer, self.attention_heads)
+        pl_module.model.train(was_training)
+        folder = self.plot_dir / "attention"
+        layer = self.attention_layer % pl_module.model.config.num_decoder_layers
+        figures, paths, captions = [], [], []
+        for (i, _, _, _), ids, hyp, weights in zip(rows, src_ids, hyps, maps):
+            titles = ["mean of heads"] if self.attention_heads == "mean" else [f"head {h}" for h in range(len(weights))]
+            fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, hp.eos_id]),
+                                         titles, f"sentence {i}, decoder layer {layer}, step {trainer.global_step}")
+            path = folder / f"sentence{i}.png"
+            plots.save(fig, path, close=False)
+            figures.append(fig)
+            paths.append(path)
+            captions.append(f"sentence{i}")
+        log_figures(trainer.loggers, "val/attention", figures, paths, captions, trainer.global_step)
+        for fig in figures:
+            plots.close(fig)
+
+    # ----------------------------------------------------------------------------- the end
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The test metrics and sacreBLEU signatures in the run's summary, the translations as a table."""
+        if not trainer.is_global_zero or "test" not in pl_module.eval_results:
+            return
+        results = pl_module.eval_results["test"]
+        summary = {**results["metrics"], "test/bleu_signature": results["bleu_signature"],
+                   "test/chrf_signature": results["chrf_signature"]}
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                logger.experiment.summary.update(summary)
+            elif isinstance(logger, TensorBoardLogger):
+                text = "\n".join(f"- **{k}**: {v:.4g}" if isinstance(v, float) else f"- **{k}**: `{v}`"
+                                 for k, v in summary.items())
+                logger.experiment.add_text("test/summary", text, global_step=trainer.global_step)
+        if self.test_table:
+            log_table(trainer.loggers, "test/translations", table_rows(results["rows"]), trainer.global_step)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not (self.upload_best_checkpoint and trainer.is_global_zero):
+            return
+        best = trainer.checkpoint_callback
+        path = best.best_model_path if isinstance(best, ModelCheckpoint) else ""
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and path:
+                import wandb
+
+                score = best.best_model_score
+                artifact = wandb.Artifact(f"model-{logger.experiment.id}", type="model", metadata={
+                    "monitor": best.monitor, "score": None if score is None else float(score),
+                    "step": trainer.global_step})
+                artifact.add_file(path, name="best.ckpt")
+                logger.experiment.log_artifact(artifact, aliases=["best", "latest"])

@@ -1,0 +1,81 @@
+"""Training health for the loggers: gradient norm before clipping, padding, model FLOPs
+utilization (MFU) and GPU memory, logged by a Lightning callback at the trainer's log interval."""
+
+import time
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model.flops import training_flops
+
+# Dense bf16 / fp16 tensor-core peak FLOP/s per GPU (vendor data sheets), and the fp32 peak without
+# tensor cores; looked up by a name contained in torch.cuda.get_device_name(), first match wins.
+PEAK_FLOPS: list[tuple[str, float, float]] = [  # name, 16-bit peak, 32-bit peak
+    ("H100 PCIe", 756e12, 51e12),
+    ("H100 NVL", 835e12, 60e12),
+    ("H100", 989e12, 67e12),
+    ("H200", 989e12, 67e12),
+    ("H20", 148e12, 44e12),
+    ("A100", 312e12, 19.5e12),
+    ("L40S", 362e12, 91.6e12),
+    ("L4", 121e12, 30.3e12),
+    ("A10", 125e12, 31.2e12),
+    ("V100", 125e12, 15.7e12),
+    ("T4", 65e12, 8.1e12),
+]
+
+
+def known_peak_flops(device_name: str, precision: str) -> float | None:
+    """The peak FLOP/s of a known GPU at a Lightning precision ("bf16-mixed", "32-true", ...)."""
+    for name, peak16, peak32 in PEAK_FLOPS:
+        if name in device_name:
+            return peak16 if precision.startswith(("bf16", "16", "half")) else peak32
+    return None
+
+
+class TrainingHealth(Callback):
+    """Logs train/grad_norm (total 2-norm before clipping), train/padding (the padded fraction of
+    the batch's source and target slots), train/tflops (model TFLOP/s of this process, from the
+    architecture: transformer_mt.model.flops), train/mfu (that over the device's peak) and, on
+    CUDA, train/gpu_mem_gb (max allocated).
+
+    peak_flops: the peak FLOP/s of one device at the run's precision; None looks the GPU up in
+    PEAK_FLOPS (no MFU on a CPU or an unknown GPU unless it is given).
+    """
+
+    def __init__(self, peak_flops: float | None = None) -> None:
+        if peak_flops is not None and not (isinstance(peak_flops, int | float) and peak_flops > 0):
+            raise ConfigError(f"callbacks.training_health.peak_flops={peak_flops!r}: must be a number > 0 or null")
+        self.peak_flops = float(peak_flops) if peak_flops is not None else None
+        self._start = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.peak_flops is None and trainer.strategy.root_device.type == "cuda":
+            name = torch.cuda.get_device_name(trainer.strategy.root_device)
+            self.peak_flops = known_peak_flops(name, str(trainer.precision))
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
+        """Gradients are complete (and unscaled under fp16) here, and not yet clipped."""
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        if grads:
+            pl_module.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict,
+                             batch_idx: int) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
+                           batch_idx: int) -> None:
+        seconds = max(time.perf_counter() - self._start, 1e-9)
+        rows = batch["src"].size(0)
+        src_tokens, tgt_tokens = batch["num_src_tokens"], batch["num_tokens"] - batch["num_src_tokens"]
+        slots = batch["src"].numel() + batch["tgt_in"].numel()
+        pl_module.log("train/padding", 1.0 - batch["num_tokens"] / slots)
+        flops = training_flops(pl_module.model.config, src_tokens, tgt_tokens, src_tokens / rows, tgt_tokens / rows)
+        pl_module.log("train/tflops", flops / seconds / 1e12)
+        if self.peak_flops:
+            pl_module.log("train/mfu", flops / seconds / self.peak_flops)
+        if trainer.strategy.root_device.type == "cuda":
+            pl_module.log("train/gpu_mem_gb", torch.cuda.max_memory_allocated(trainer.strategy.root_device) / 2**30)
