@@ -21,7 +21,8 @@ def attention_figure(weights, src_tokens: list[str], tgt_tokens: list[str], titl
     cols = min(panels, 4)
     rows = (panels + cols - 1) // cols
     width, height = 1.2 + 0.28 * s, 1.0 + 0.25 * t
-    fig, axes = plt.subplots(rows, cols, figsize=(max(3.5, width) * cols, max(2.8, height) * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(3.5, width) * cols, max(2.8, height) * rows), squeeze=False,
+                             layout="constrained")
     for k, ax in enumerate(axes.flat):
         if k >= panels:
             ax.axis("off")
@@ -56,13 +57,12 @@ def curves_figure(runs: dict[str, dict[str, list[tuple[int, float]]]], title: st
     return fig
 
 
-def save(fig: Figure, path: Path, dpi: int = 110, close: bool = True) -> None:
-    """Write the figure as a PNG (whole or not at all); close it unless told not to."""
+def save(fig: Figure, path: Path, dpi: int = 100) -> None:
+    """Write the figure as a PNG (whole or not at all) and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
-    if close:
-        plt.close(fig)
+        fig.savefig(tmp, format="png", dpi=dpi)
+    plt.close(fig)
 
 
 def close(fig: Figure) -> None:

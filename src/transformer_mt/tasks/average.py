@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.common import read_checkpoint
+from transformer_mt.tasks.common import checkpoint_tokenizer, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,8 @@ def average_checkpoints(paths: list[Path]) -> dict:
     if not paths:
         raise ConfigError("task=average needs at least one checkpoint")
     first = read_checkpoint(paths[0])
-    for key in ("state_dict", "hyper_parameters", "tokenizer"):
-        if key not in first:
-            raise ConfigError(f"{paths[0]}: not a transformer-mt checkpoint (no {key!r})")
+    if checkpoint_tokenizer(first) is None:
+        raise ConfigError(f"{paths[0]}: not a transformer-mt checkpoint (no tokenizer)")
     sums = {k: v.double() if v.is_floating_point() else v for k, v in first["state_dict"].items()}
     for path in paths[1:]:
         other = read_checkpoint(path)
@@ -64,7 +63,7 @@ def check_compatible(first_path: Path, first: dict, path: Path, other: dict) -> 
     if ha != hb:
         keys = sorted(k for k in set(ha) | set(hb or {}) if ha.get(k) != (hb or {}).get(k))
         raise ConfigError(f"{path}: model.{keys[0]} differs from {first_path}'s")
-    if first.get("tokenizer") != other.get("tokenizer"):
+    if checkpoint_tokenizer(first) != checkpoint_tokenizer(other):
         raise ConfigError(f"{path}: its tokenizer differs from {first_path}'s")
 
 

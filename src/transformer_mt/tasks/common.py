@@ -93,6 +93,33 @@ def read_checkpoint(path: Path) -> dict:
     return checkpoint
 
 
+def checkpoint_tokenizer(checkpoint: dict) -> dict | None:
+    """The vocabularies of a checkpoint as plain data: the module's `tokenizer` hyper-parameter, or
+    where checkpoints written before it kept them (a top-level "tokenizer": that dict, or in the
+    first checkpoints one joint `tokenizers` JSON string)."""
+    saved = checkpoint.get("hyper_parameters", {}).get("tokenizer") or checkpoint.get("tokenizer")
+    if isinstance(saved, str):
+        saved = {"src": {"kind": "tokenizers", "data": saved}, "tgt": None}
+    return saved
+
+
+def load_module(path: Path, decoding: dict | DictConfig | None = None):
+    """A ready TranslationModule (eval mode, on the CPU) from a checkpoint, loaded with
+    weights_only=True; with `decoding`, it searches with that strategy instead of its own."""
+    from transformer_mt.training.module import TranslationModule, plain
+
+    checkpoint = read_checkpoint(path)  # a clear error for an unreadable file before Lightning tries
+    overrides = {}
+    if "tokenizer" not in checkpoint["hyper_parameters"]:  # written before the tokenizer was a hyper-parameter
+        overrides["tokenizer"] = checkpoint_tokenizer(checkpoint)
+        if overrides["tokenizer"] is None:
+            raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
+    if decoding is not None:
+        overrides["decoding"] = plain(decoding)
+    module = TranslationModule.load_from_checkpoint(path, map_location="cpu", weights_only=True, **overrides)
+    return module.eval()
+
+
 def finite_or_none(value):
     """JSON has no NaN or infinity: such numbers become null (recursively)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -12,19 +12,18 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.common import (
     build_trainer,
     checkpoint_path,
     describe_corpus,
+    load_module,
     overridden_keys,
     print_summary,
     read_checkpoint,
     write_results,
 )
-from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +52,12 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
     return data
 
 
-def load_module(path: Path) -> TranslationModule:
-    """A TranslationModule and its tokenizer from a checkpoint, loaded with weights_only=True."""
-    read_checkpoint(path)  # a clear error for an unreadable file before Lightning tries
-    module = TranslationModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
-    if module.tokenizer is None:
-        raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
-    return module.eval()
-
-
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     path = checkpoint_path(cfg)
     record = read_checkpoint(path)["hyper_parameters"].get("data")
-    module = load_module(path)
-    module.set_decoding(cfg.decoding)
+    module = load_module(path, cfg.decoding)
     data = data_config(cfg, record, path)
     check_config(OmegaConf.create({"data": data}), ("data",))
     datamodule = instantiate(data)

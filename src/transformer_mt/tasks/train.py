@@ -22,6 +22,7 @@ from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.common import (
     build_trainer,
     checkpoint_path,
+    checkpoint_tokenizer,
     describe_corpus,
     print_summary,
     read_checkpoint,
@@ -40,11 +41,9 @@ SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM, what a shell reports for a process S
 def build_module(cfg: DictConfig, vocab: Vocabularies, data: dict | None = None) -> TranslationModule:
     """cfg.module plus what only the data knows: vocabulary sizes, special ids, the data record."""
     ids = vocab.special_ids()
-    module = instantiate(cfg.module, src_vocab_size=vocab.src.vocab_size, tgt_vocab_size=vocab.tgt.vocab_size,
-                         pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], data=data,
-                         _recursive_=False)
-    module.tokenizer = vocab
-    return module
+    return instantiate(cfg.module, src_vocab_size=vocab.src.vocab_size, tgt_vocab_size=vocab.tgt.vocab_size,
+                       pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], tokenizer=vocab.to_dict(),
+                       data=data, _recursive_=False)
 
 
 def data_record(cfg: DictConfig, fingerprints: dict) -> dict:
@@ -111,7 +110,7 @@ def run(cfg: DictConfig) -> dict:
     if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies, not new ones
         resume = checkpoint_path(cfg)
         checkpoint = read_checkpoint(resume)
-        datamodule.set_vocabularies(Vocabularies.from_dict(checkpoint["tokenizer"]))
+        datamodule.set_vocabularies(Vocabularies.from_dict(checkpoint_tokenizer(checkpoint)))
     vocab = datamodule.prepare_vocabularies()
     fingerprints = datamodule.fingerprints()
     if checkpoint is not None:

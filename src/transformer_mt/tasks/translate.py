@@ -23,8 +23,7 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, decode_text, read_lines, text_lines
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.tasks.common import checkpoint_path
-from transformer_mt.tasks.evaluate import load_module
+from transformer_mt.tasks.common import checkpoint_path, load_module
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -130,8 +129,7 @@ def run(cfg: DictConfig) -> None:
     ckpt = checkpoint_path(cfg)
     check_output(cfg.get("output"))
     chunks = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
-    module = load_module(ckpt)
-    module.set_decoding(cfg.decoding)
+    module = load_module(ckpt, cfg.decoding)
     module.to(pick_device(options.device))
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0

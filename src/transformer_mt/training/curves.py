@@ -1,7 +1,8 @@
 """Learning curves in the run directory, for those who use no dashboard: `plot_dir/curves.csv`
-(step, metric, value) and `plot_dir/curves.png` (train loss, val loss, val BLEU against the step),
-rewritten after every validation and at the end of training. The history is part of the
-callback's checkpoint state, so a resumed run draws the whole curve."""
+(step, metric, value), rewritten after every validation, and `plot_dir/curves.png` (train loss,
+val loss, val BLEU against the step), drawn at the end of training (`task=report` draws a
+sweep's). The history is part of the callback's checkpoint state, so a resumed run draws the whole
+curve."""
 
 import csv
 import time
@@ -67,12 +68,13 @@ class LearningCurves(Callback):
             return
         self.record_train_loss(trainer.global_step)
         self.history += [(trainer.global_step, key, float(results["metrics"][key])) for key in VAL_KEYS]
-        self.write(trainer)
+        self.write(trainer, plot=False)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.write(trainer)
+        self.write(trainer, plot=True)
 
-    def write(self, trainer: L.Trainer) -> None:
+    def write(self, trainer: L.Trainer, plot: bool) -> None:
+        """curves.csv, and with plot curves.png (drawing takes a few tenths of a second)."""
         if not trainer.is_global_zero or not self.history:
             return
         started = time.perf_counter()
@@ -80,6 +82,9 @@ class LearningCurves(Callback):
             writer = csv.writer(f)
             writer.writerow(["step", "metric", "value"])
             writer.writerows(self.history)
+        if not plot:
+            self.seconds.append(time.perf_counter() - started)
+            return
         series: dict[str, list[tuple[int, float]]] = {}
         for step, key, value in self.history:
             series.setdefault(key, []).append((step, value))

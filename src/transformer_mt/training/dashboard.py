@@ -45,14 +45,17 @@ def log_table(loggers: list[Logger], key: str, data: list[list], step: int) -> N
             logger.experiment.add_text(key, markdown_table(COLUMNS, data), global_step=step)
 
 
-def log_figures(loggers: list[Logger], key: str, figures: list, paths: list[Path], captions: list[str],
-                step: int) -> None:
+def log_images(loggers: list[Logger], key: str, paths: list[Path], captions: list[str], step: int) -> None:
+    """PNG files as images, each under key/caption (their sizes differ); drawn once, read back."""
+    import matplotlib.image
+
     for logger in loggers:
-        for fig, path, caption in zip(figures, paths, captions):  # one key each: the sizes differ
+        for path, caption in zip(paths, captions):
             if isinstance(logger, WandbLogger):
                 logger.log_image(key=f"{key}/{caption}", images=[str(path)], step=step)
             elif isinstance(logger, TensorBoardLogger):
-                logger.experiment.add_figure(f"{key}/{caption}", fig, global_step=step, close=False)
+                pixels = matplotlib.image.imread(path)  # (H, W, RGBA) floats in [0, 1]
+                logger.experiment.add_image(f"{key}/{caption}", pixels, global_step=step, dataformats="HWC")
 
 
 @torch.no_grad()
@@ -127,19 +130,15 @@ class TranslationDashboard(Callback):
         pl_module.model.train(was_training)
         folder = self.plot_dir / "attention"
         layer = self.attention_layer % pl_module.model.config.num_decoder_layers
-        figures, paths, captions = [], [], []
+        paths, captions = [], []
         for (i, _, _, _), ids, hyp, weights in zip(rows, src_ids, hyps, maps):
             titles = ["mean of heads"] if self.attention_heads == "mean" else [f"head {h}" for h in range(len(weights))]
             fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, hp.eos_id]),
                                          titles, f"sentence {i}, decoder layer {layer}, step {trainer.global_step}")
-            path = folder / f"sentence{i}.png"
-            plots.save(fig, path, close=False)
-            figures.append(fig)
-            paths.append(path)
+            paths.append(folder / f"sentence{i}.png")
             captions.append(f"sentence{i}")
-        log_figures(trainer.loggers, "val/attention", figures, paths, captions, trainer.global_step)
-        for fig in figures:
-            plots.close(fig)
+            plots.save(fig, paths[-1])
+        log_images(trainer.loggers, "val/attention", paths, captions, trainer.global_step)
 
     # ----------------------------------------------------------------------------- the end
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

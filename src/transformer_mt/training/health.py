@@ -1,5 +1,6 @@
 """Training health for the loggers: gradient norm before clipping, padding, model FLOPs
-utilization (MFU) and GPU memory, logged by a Lightning callback at the trainer's log interval."""
+utilization (MFU) and GPU memory, logged by a Lightning callback at the trainer's log interval
+(and computed only on the batches whose values are logged)."""
 
 import time
 
@@ -56,8 +57,16 @@ class TrainingHealth(Callback):
             name = torch.cuda.get_device_name(trainer.strategy.root_device)
             self.peak_flops = known_peak_flops(name, str(trainer.precision))
 
+    @staticmethod
+    def logging_now(trainer: L.Trainer) -> bool:
+        """Whether this batch's logged values reach the loggers (every trainer.log_every_n_steps):
+        the figures are computed only then."""
+        return getattr(trainer._logger_connector, "should_update_logs", True)
+
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
         """Gradients are complete (and unscaled under fp16) here, and not yet clipped."""
+        if not self.logging_now(trainer):
+            return
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
             pl_module.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
@@ -68,6 +77,8 @@ class TrainingHealth(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
                            batch_idx: int) -> None:
+        if not self.logging_now(trainer):
+            return
         seconds = max(time.perf_counter() - self._start, 1e-9)
         rows = batch["src"].size(0)
         src_tokens, tgt_tokens = batch["num_src_tokens"], batch["num_tokens"] - batch["num_src_tokens"]

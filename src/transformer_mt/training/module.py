@@ -1,7 +1,7 @@
 """TranslationModule: the Transformer, its loss and schedule, and decode-and-score evaluation.
 
-Built from plain hyper-parameters only (dicts, numbers, strings), so `load_from_checkpoint`
-rebuilds it, also with `weights_only=True`. The tokenizer travels inside the checkpoint.
+Built whole from plain hyper-parameters (dicts, numbers, strings), the tokenizer and the decoding
+config included, so `load_from_checkpoint` rebuilds it, also with `weights_only=True`.
 """
 
 import logging
@@ -24,7 +24,6 @@ from transformer_mt.training.loss import label_smoothed_nll_loss
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DECODING = {"_target_": "transformer_mt.decoding.GreedySearch", "max_len_a": 1.2, "max_len_b": 10}
 Row = tuple[int, str, str, str]  # example id, source, reference, hypothesis
 
 
@@ -56,31 +55,34 @@ class TranslationModule(L.LightningModule):
         pad_id: int,
         bos_id: int,
         eos_id: int,
+        tokenizer: dict,
         optimizer: dict,
+        decoding: dict,
         scheduler: dict | None = None,
         label_smoothing: float = 0.1,
-        decoding: dict | None = None,
         val_decoding: dict | None = None,
         num_samples: int = 3,
         max_nonfinite_steps: int = 3,
         data: dict | None = None,
     ) -> None:
-        """model: TransformerConfig fields (conf/model); optimizer / scheduler: `_partial_` Hydra
-        configs (conf/optim); decoding: the search strategy of test and evaluate (conf/decoding);
-        val_decoding: the one of validation, when it should be cheaper (None = decoding).
+        """model: TransformerConfig fields (conf/model); tokenizer: the vocabularies as plain data
+        (`Vocabularies.to_dict()`); optimizer / scheduler: `_partial_` Hydra configs (conf/optim);
+        decoding: the search strategy of test, evaluate and translate (conf/decoding; give another
+        to `load_from_checkpoint(path, decoding=...)`); val_decoding: the one of validation, when it
+        should be cheaper (None = decoding).
         max_nonfinite_steps: training stops after this many consecutive steps whose loss is NaN or
         inf (such steps are skipped, not applied). data: what the run trained on ({"config": the
         resolved data config, "fingerprints": per split and of the vocabularies}), kept in every
         checkpoint for task=evaluate and resume."""
         super().__init__()
-        model, optimizer, scheduler = plain(model), plain(optimizer), plain(scheduler)
-        decoding, val_decoding, data = plain(decoding) or DEFAULT_DECODING, plain(val_decoding), plain(data)
+        model, optimizer, scheduler, tokenizer = plain(model), plain(optimizer), plain(scheduler), plain(tokenizer)
+        decoding, val_decoding, data = plain(decoding), plain(val_decoding), plain(data)
         self.save_hyperparameters(logger=False)  # the loggers get the whole run config (tasks/train.py)
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                                    pad_id=pad_id, **model))
+        self.tokenizer = Vocabularies.from_dict(tokenizer)
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
-        self.tokenizer: Vocabularies | None = None  # set by the task or restored from a checkpoint
         self.eval_results: dict[str, dict] = {}  # per stage: metrics and the ordered rows
         self._eval_rows: list[Row] = []
         self._eval_stats = torch.zeros(3, dtype=torch.float64)
@@ -90,29 +92,16 @@ class TranslationModule(L.LightningModule):
         self._rng_states: list[dict] | None = None  # from a checkpoint, restored when training starts
 
     # ------------------------------------------------------------------------------ set-up
-    def set_decoding(self, decoding: dict, val_decoding: dict | None = None) -> None:
-        """Decode with another search strategy (task=evaluate / translate decoding=...)."""
-        self.hparams.decoding, self.hparams.val_decoding = plain(decoding), plain(val_decoding)
-        self.search = instantiate(self.hparams.decoding)
-        self.val_search = instantiate(self.hparams.val_decoding) if val_decoding else self.search
-
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if not torch.stack([torch.isfinite(p).all() for p in self.parameters()]).all():  # never save NaN weights
             raise TrainingDiverged(f"train: the weights became NaN or inf at step {self.trainer.global_step} "
                                    f"(lr {self._lr():.3g}); no checkpoint was written, the earlier ones are kept")
         if self._trainer is not None and self._trainer.state.fn == "fit":
             checkpoint["rng_states"] = self._gather_rng_states()
-        if self.tokenizer is not None:
-            checkpoint["tokenizer"] = self.tokenizer.to_dict()
         if "val" in self.eval_results:  # lets task=average rank epoch checkpoints (best_n)
             checkpoint["val_bleu"] = float(self.eval_results["val"]["metrics"]["val/bleu"])
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "tokenizer" in checkpoint:
-            saved = checkpoint["tokenizer"]
-            if isinstance(saved, str):  # first checkpoints: one joint `tokenizers` JSON
-                saved = {"src": {"kind": "tokenizers", "data": saved}, "tgt": None}
-            self.tokenizer = Vocabularies.from_dict(saved)
         self._rng_states = checkpoint.get("rng_states")
 
     def _gather_rng_states(self) -> list[dict]:
@@ -203,8 +192,6 @@ class TranslationModule(L.LightningModule):
         self._eval_rows.extend(zip(batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps))
 
     def _eval_start(self) -> None:
-        if self.tokenizer is None:
-            raise RuntimeError("TranslationModule.tokenizer is not set: it comes from the datamodule or checkpoint")
         self._eval_rows, self._eval_stats = [], torch.zeros(3, dtype=torch.float64, device=self.device)
 
     def _eval_end(self, stage: str) -> None:
