@@ -1,0 +1,180 @@
+"""Our Transformer as a Hugging Face `MarianMTModel` (and back).
+
+Marian in `transformers` is the paper's post-norm Transformer with sinusoidal positions, scaled
+embeddings, and one vocabulary shared by the source, target and output layers: ours with
+`tie_embeddings=all`. The layouts differ in three places, which the conversion makes agree:
+- positions: our table interleaves sin and cos features (sin at 2i, cos at 2i+1, the paper's
+  formula); Marian's puts all sines first, then all cosines. The model is exported with its
+  d_model features permuted (every weight that reads or writes the residual stream, the LayerNorms
+  and the embeddings) so that our table becomes Marian's; the permuted model computes the same
+  function.
+- attention: our fused Q, K, V (self) and K, V (cross) projections are split into Marian's q_proj,
+  k_proj, v_proj.
+- the start token: our decoder starts from BOS (Marian's OPUS models from <pad>):
+  `decoder_start_token_id` is set to our BOS, and generation bans <pad> as our searches do.
+"""
+
+import torch
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model import TransformerConfig
+
+
+def check_representable(config: TransformerConfig) -> None:
+    """A model Marian cannot express is refused with the config key and value that stand in the way."""
+    if config.norm_first:
+        raise ConfigError("model.norm_first=true: Marian models are post-norm; only a post-norm model "
+                          "(model.norm_first=false) can be exported with format=hf")
+    if config.positional != "sinusoidal":
+        raise ConfigError(f"model.positional={config.positional}: Marian models have sinusoidal positions; "
+                          "format=hf needs model.positional=sinusoidal")
+    if config.d_k * config.heads != config.d_model:
+        raise ConfigError(f"model.d_k={config.d_k}: Marian's heads are d_model / heads = "
+                          f"{config.d_model // config.heads} wide; format=hf needs model.d_k=null")
+    if config.tie_embeddings != "all":
+        raise ConfigError(f"model.tie_embeddings={config.tie_embeddings}: Marian shares one vocabulary between "
+                          "source, target and output layer; format=hf needs model.tie_embeddings=all")
+    if config.activation not in ("relu", "gelu"):
+        raise ConfigError(f"model.activation={config.activation}: format=hf supports relu and gelu")
+
+
+def marian_order(d_model: int) -> torch.Tensor:
+    """Feature m of Marian's residual stream is our feature order[m]: our sines (even features), then
+    our cosines (odd features)."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def marian_config(config: TransformerConfig, bos_id: int, eos_id: int):
+    from transformers import MarianConfig
+
+    return MarianConfig(
+        vocab_size=config.tgt_vocab_size, decoder_vocab_size=config.tgt_vocab_size, d_model=config.d_model,
+        encoder_layers=config.num_encoder_layers, decoder_layers=config.num_decoder_layers,
+        encoder_attention_heads=config.heads, decoder_attention_heads=config.heads,
+        encoder_ffn_dim=config.d_ff, decoder_ffn_dim=config.d_ff, activation_function=config.activation,
+        max_position_embeddings=config.max_positions, scale_embedding=True, dropout=config.dropout,
+        attention_dropout=config.attention_dropout, activation_dropout=config.activation_dropout,
+        pad_token_id=config.pad_id, eos_token_id=eos_id, bos_token_id=bos_id, decoder_start_token_id=bos_id,
+        forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )
+
+
+def to_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Our Transformer's state_dict (`model.` prefix removed) as MarianMTModel's, features permuted."""
+    order, d = marian_order(config.d_model), config.d_model
+    out: dict[str, torch.Tensor] = {}
+
+    def reads(w):  # a Linear reading the residual stream: permute its input features
+        return w[:, order]
+
+    def writes(w):  # a Linear (or bias) writing to it: permute its outputs
+        return w[order]
+
+    def norm(ours, theirs):
+        out[f"{theirs}.weight"], out[f"{theirs}.bias"] = writes(state[f"{ours}.weight"]), writes(state[f"{ours}.bias"])
+
+    def attention(ours, theirs, fused, parts):
+        w, b = state[f"{ours}.{fused}.weight"], state[f"{ours}.{fused}.bias"]
+        for name, wi, bi in zip(parts, w.split(d), b.split(d)):
+            out[f"{theirs}.{name}.weight"], out[f"{theirs}.{name}.bias"] = reads(wi), bi
+        out[f"{theirs}.out_proj.weight"] = writes(state[f"{ours}.out_proj.weight"])
+        out[f"{theirs}.out_proj.bias"] = writes(state[f"{ours}.out_proj.bias"])
+
+    def ffn(ours, theirs):
+        out[f"{theirs}.fc1.weight"], out[f"{theirs}.fc1.bias"] = reads(state[f"{ours}.linear1.weight"]), \
+            state[f"{ours}.linear1.bias"]
+        out[f"{theirs}.fc2.weight"] = writes(state[f"{ours}.linear2.weight"])
+        out[f"{theirs}.fc2.bias"] = writes(state[f"{ours}.linear2.bias"])
+
+    embedding = reads(state["src_embed.weight"])
+    for name in ("model.shared", "model.encoder.embed_tokens", "model.decoder.embed_tokens", "lm_head"):
+        out[f"{name}.weight"] = embedding
+    for i in range(config.num_encoder_layers):
+        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
+        norm(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
+        ffn(f"{ours}.ffn", theirs)
+        norm(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+    for i in range(config.num_decoder_layers):
+        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
+        norm(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
+        q = f"{ours}.cross_attn.q_proj"
+        out[f"{theirs}.encoder_attn.q_proj.weight"] = reads(state[f"{q}.weight"])
+        out[f"{theirs}.encoder_attn.q_proj.bias"] = state[f"{q}.bias"]
+        attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn", "kv_proj", ("k_proj", "v_proj"))
+        norm(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
+        ffn(f"{ours}.ffn", theirs)
+        norm(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def to_marian(model, bos_id: int, eos_id: int):
+    """A MarianMTModel (eval mode) that computes what `model` (our Transformer) computes."""
+    from transformers import MarianMTModel
+
+    check_representable(model.config)
+    marian = MarianMTModel(marian_config(model.config, bos_id, eos_id))
+    state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    missing, unexpected = marian.load_state_dict(to_marian_state(state, model.config), strict=False)
+    missing = [k for k in missing if not k.endswith(("embed_positions.weight", "final_logits_bias"))]
+    if missing or unexpected:
+        raise RuntimeError(f"Marian layout mismatch: missing {missing[:4]}, unexpected {unexpected[:4]}")
+    marian.final_logits_bias.zero_()
+    return marian.eval()
+
+
+def save_tokenizer(vocab, folder, max_positions: int) -> None:
+    """The vocabulary as a tokenizer `AutoTokenizer.from_pretrained(folder)` loads: a fast tokenizer
+    (ours is a `tokenizers` JSON) or a MarianTokenizer (ours is sentencepiece), adding EOS after
+    every sentence as our data pipeline does, and detokenizing as ours (no extra clean-up)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    from transformer_mt.data.tokenizer import BOS, EOS, PAD, UNK
+
+    if not vocab.joint:
+        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
+    text = vocab.src
+    eos = text.special_ids["eos_id"]
+    specials = dict(bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD, model_max_length=max_positions,
+                    clean_up_tokenization_spaces=False)
+    if text.kind == "tokenizers":
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = Tokenizer.from_str(text.model.to_str())
+        tokenizer.post_processor = TemplateProcessing(single=f"$A {EOS}", pair=f"$A $B {EOS}",
+                                                      special_tokens=[(EOS, eos)])
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials).save_pretrained(folder)
+        return
+    from transformers import MarianTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spm_file, vocab_file = Path(tmp) / "spm.model", Path(tmp) / "vocab.json"
+        text.save(spm_file)
+        pieces = {text.model.id_to_piece(i): i for i in range(text.vocab_size)}
+        vocab_file.write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
+        MarianTokenizer(str(spm_file), str(spm_file), str(vocab_file), **specials).save_pretrained(folder)
+
+
+def export_hf(module, folder) -> None:
+    """A folder MarianMTModel / AutoTokenizer / pipeline("translation") load: weights, config,
+    generation config (our search's beam size and length penalty, <pad> banned) and tokenizer."""
+    from transformers import GenerationConfig
+
+    config, hp = module.model.config, module.hparams
+    check_representable(config)
+    save_tokenizer(module.tokenizer, folder, config.max_positions)
+    marian = to_marian(module.model, hp.bos_id, hp.eos_id)
+    decoding = hp.decoding
+    marian.generation_config = GenerationConfig(
+        decoder_start_token_id=hp.bos_id, bos_token_id=hp.bos_id, eos_token_id=hp.eos_id, pad_token_id=hp.pad_id,
+        bad_words_ids=[[hp.pad_id]], num_beams=int(decoding.get("beam_size", 1)),
+        length_penalty=float(decoding.get("length_penalty", 1.0)), max_length=config.max_positions,
+        forced_eos_token_id=None,
+    )
+    marian.save_pretrained(folder)

@@ -1,0 +1,50 @@
+"""task=export: a checkpoint as a Hugging Face Marian folder or a CTranslate2 model directory.
+
+    python run.py task=export ckpt_path=PATH format=hf [output=DIR]
+    python run.py task=export ckpt_path=PATH format=ct2 quantization=int8 [output=DIR]
+
+The folder is filled beside its destination and renamed into place when complete, so a refused
+model or a failure leaves nothing half-written. `transformers` / `ctranslate2` come with the
+`export` extra (`pip install -e ".[export]"`).
+"""
+
+import importlib.util
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer_mt.atomic import atomic_dir
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.common import checkpoint_path, load_module
+
+log = logging.getLogger(__name__)
+
+NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}
+
+
+def run(cfg: DictConfig) -> dict:
+    fmt = cfg.get("format")
+    if fmt not in NEEDS:
+        raise ConfigError(f"format={fmt}: must be hf (Hugging Face Marian) or ct2 (CTranslate2)")
+    if importlib.util.find_spec(NEEDS[fmt]) is None:
+        raise ConfigError(f"format={fmt} needs the {NEEDS[fmt]} package: pip install -e '.[export]'")
+    path = checkpoint_path(cfg)
+    output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / fmt
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise ConfigError(f"output={output}: already exists; name a new folder")
+    module = load_module(path)
+    if fmt == "hf":
+        from transformer_mt.interop.marian import check_representable, export_hf
+
+        check_representable(module.model.config)
+        with atomic_dir(output) as tmp:
+            export_hf(module, tmp)
+    else:
+        from transformer_mt.interop.ctranslate2 import export_ct2
+
+        with atomic_dir(output) as tmp:
+            export_ct2(module, tmp, str(cfg.get("quantization") or "none"))
+    log.info("exported %s as %s to %s", path, fmt, output)
+    print(output)
+    return {"output": str(output), "format": fmt}

@@ -1,0 +1,157 @@
+"""task=export: the exported models compute what ours computes. On the trained toy checkpoint,
+Hugging Face `generate` and CTranslate2 (float32) give our greedy outputs token for token on the
+whole toy test set; teacher-forced logits agree within 1e-4; beam 4 agrees on >= 99% of sentences;
+int8 CTranslate2 stays within 0.5 BLEU."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import compose_config
+from tests.e2e.test_run import run_py
+from transformer_mt.decoding import BeamSearch, GreedySearch
+from transformer_mt.decoding.search import max_lengths
+from transformer_mt.errors import ConfigError
+from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.interop.marian import check_representable
+from transformer_mt.model import TransformerConfig
+from transformer_mt.tasks import run
+from transformer_mt.tasks.common import load_module
+
+transformers = pytest.importorskip("transformers", reason="the export extra: pip install -e '.[export]'")
+ctranslate2 = pytest.importorskip("ctranslate2", reason="the export extra: pip install -e '.[export]'")
+
+
+@pytest.fixture(scope="module")
+def toy(toy_run, tmp_path_factory):
+    """The trained toy checkpoint, our module, the toy test set, and its hf / ct2 / ct2-int8 exports."""
+    out = tmp_path_factory.mktemp("export")
+    ckpt = toy_run[0] / "checkpoints" / "best.ckpt"
+    for fmt, extra in (("hf", []), ("ct2", []), ("ct2_int8", ["quantization=int8"])):
+        run(compose_config(out / f"run_{fmt}", ["task=export", f"ckpt_path={ckpt}", f"format={fmt[:3]}",
+                                                 f"output={out / fmt}", *extra]))
+    cfg = compose_config(out / "data", [])
+    from hydra.utils import instantiate
+
+    test = instantiate(cfg.data.corpus).load("test")
+    return {"dir": out, "module": load_module(ckpt), "src": test.src, "ref": test.tgt}
+
+
+def batches(items: list, size: int = 100):
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def ours(module, sources: list[str], search) -> list[list[int]]:
+    """Our search's best token ids for each source sentence (EOS excluded)."""
+    out = []
+    for chunk in batches(sources):
+        src = pad(module.tokenizer.encode_sources(chunk), module.hparams.pad_id)
+        out += [nbest[0].tokens for nbest in search(module.model, src, module.hparams.bos_id, module.hparams.eos_id)]
+    return out
+
+
+def pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
+
+
+def strip(seq: list[int], eos: int, pad_id: int) -> list[int]:
+    """HF generate's output without the start token, EOS and what follows."""
+    seq = seq[1:]
+    return seq[: seq.index(eos)] if eos in seq else [t for t in seq if t != pad_id]
+
+
+def hf_generate(folder: Path, sources: list[str], **options) -> tuple[list[list[int]], list[str]]:
+    model = transformers.MarianMTModel.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    ids, texts = [], []
+    for chunk in batches(sources):
+        enc = tokenizer(chunk, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            out = model.generate(**enc, do_sample=False, **options)
+        ids += [strip(row, model.config.eos_token_id, model.config.pad_token_id) for row in out.tolist()]
+        texts += tokenizer.batch_decode(out, skip_special_tokens=True)
+    return ids, texts
+
+
+def test_hf_tokenizer_encodes_and_decodes_as_ours(toy):
+    module, sources = toy["module"], toy["src"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(toy["dir"] / "hf")
+    assert tokenizer(sources)["input_ids"] == module.tokenizer.encode_sources(sources)  # EOS appended too
+    ids = module.tokenizer.tgt.encode(toy["ref"])
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == module.tokenizer.tgt.decode(ids)
+
+
+def test_hf_greedy_is_token_identical_and_logits_agree(toy):
+    module, sources = toy["module"], toy["src"]
+    mine = ours(module, sources, GreedySearch(max_len_a=1.2, max_len_b=10))
+    limit = int(max_lengths(pad(module.tokenizer.encode_sources(sources), 0), 0, 1.2, 10, 256).max())
+    theirs, texts = hf_generate(toy["dir"] / "hf", sources, num_beams=1, max_new_tokens=limit + 1)
+    assert theirs == mine  # all 300 sentences
+    assert texts == module.tokenizer.tgt.decode(mine)
+
+    model = transformers.MarianMTModel.from_pretrained(toy["dir"] / "hf").eval()
+    hp = module.hparams
+    src = pad(module.tokenizer.encode_sources(sources[:64]), hp.pad_id)
+    tgt_in = pad([[hp.bos_id, *t] for t in module.tokenizer.tgt.encode(toy["ref"][:64])], hp.pad_id)
+    with torch.no_grad():
+        expected = module.model(src, tgt_in)
+        got = model(input_ids=src, attention_mask=(src != hp.pad_id).long(), decoder_input_ids=tgt_in).logits
+    real = tgt_in != hp.pad_id
+    torch.testing.assert_close(got[real], expected[real], rtol=0, atol=1e-4)
+
+
+def test_hf_beam_4_agrees_on_99_percent(toy):
+    module, sources = toy["module"], toy["src"]
+    mine = ours(module, sources, BeamSearch(beam_size=4, length_penalty=0.6, max_len_a=1.2, max_len_b=10))
+    theirs, _ = hf_generate(toy["dir"] / "hf", sources, num_beams=4, length_penalty=0.6, early_stopping=True,
+                            max_new_tokens=60)
+    same = sum(a == b for a, b in zip(mine, theirs))
+    assert same >= 0.99 * len(sources), f"{same} of {len(sources)}"
+
+
+def ct2_translate(folder: Path, module, sources: list[str], **options) -> list[list[int]]:
+    translator = ctranslate2.Translator(str(folder), device="cpu", compute_type="default")
+    vocab = module.tokenizer
+    tokens = [vocab.src.tokens(ids) for ids in vocab.src.encode(sources)]  # CTranslate2 adds EOS itself
+    results = translator.translate_batch(tokens, **options)
+    return [[vocab.tgt.model.token_to_id(t) for t in r.hypotheses[0]] for r in results]
+
+
+def test_ct2_float32_greedy_is_token_identical_and_int8_keeps_bleu(toy):
+    module, sources, refs = toy["module"], toy["src"], toy["ref"]
+    mine = ours(module, sources, GreedySearch(max_len_a=1.2, max_len_b=10))
+    assert ct2_translate(toy["dir"] / "ct2", module, sources, beam_size=1, max_decoding_length=200) == mine
+    int8 = ct2_translate(toy["dir"] / "ct2_int8", module, sources, beam_size=1, max_decoding_length=200)
+    bleu = corpus_scores(module.tokenizer.tgt.decode(mine), refs)["bleu"]
+    bleu_int8 = corpus_scores(module.tokenizer.tgt.decode(int8), refs)["bleu"]
+    assert abs(bleu - bleu_int8) <= 0.5, (bleu, bleu_int8)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(norm_first=True), "model.norm_first=true: Marian models are post-norm"),
+    (dict(positional="learned"), "model.positional=learned: Marian models have sinusoidal positions"),
+    (dict(d_k=8), "model.d_k=8: Marian's heads are d_model / heads = 16 wide"),
+    (dict(tie_embeddings="decoder"), "model.tie_embeddings=decoder: Marian shares one vocabulary"),
+])
+def test_what_marian_cannot_express_is_refused_by_name(change, message):
+    config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=64, heads=4, **change)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        check_representable(config)
+
+
+def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
+    run_py("model=tiny", "model.norm_first=true", "trainer.max_steps=2", "trainer.limit_val_batches=1",
+           "data.corpus.num_train=200", "data.corpus.num_val=4", "data.corpus.num_test=4",
+           f"hydra.run.dir={tmp_path}/train", f"paths.cache_dir={tmp_path}/cache")
+    ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
+    result = run_py("task=export", f"ckpt_path={ckpt}", "format=hf", f"output={tmp_path}/hf",
+                    f"hydra.run.dir={tmp_path}/export")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: model.norm_first=true: Marian models are")
+    assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf.*"))
+    result = run_py("task=export", f"ckpt_path={ckpt}", "format=ct2", f"output={tmp_path}/ct2",
+                    f"hydra.run.dir={tmp_path}/export2")  # CTranslate2 has pre-norm Transformers
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "ct2" / "model.bin").is_file()
