@@ -116,7 +116,7 @@ def ct2_translate(folder: Path, module, sources: list[str], **options) -> list[l
     vocab = module.tokenizer
     tokens = [vocab.src.tokens(ids) for ids in vocab.src.encode(sources)]  # CTranslate2 adds EOS itself
     results = translator.translate_batch(tokens, **options)
-    return [[vocab.tgt.model.token_to_id(t) for t in r.hypotheses[0]] for r in results]
+    return [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
 
 
 def test_ct2_float32_greedy_is_token_identical_and_int8_keeps_bleu(toy):

@@ -7,6 +7,7 @@ spacing, so hypotheses are scored as plain text.
 
 import base64
 import io
+import json
 import logging
 import os
 import re
@@ -58,13 +59,43 @@ class TokenizerOptions:
         return asdict(self)
 
 
+class MarianPieces:
+    """A Marian (OPUS-MT) vocabulary: sentencepiece cuts the text into pieces, and a piece list
+    (vocab.json) numbers them, one list shared by the source and target sides. It has no <s>: the
+    decoder starts from <pad>, whose embedding is zero."""
+
+    def __init__(self, spm_proto: bytes, pieces: list[str]) -> None:
+        self.proto, self.pieces = spm_proto, list(pieces)
+        self.spm = spm.SentencePieceProcessor(model_proto=spm_proto)
+        self.ids = {piece: i for i, piece in enumerate(self.pieces)}
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        unk = self.ids[UNK]
+        return [[self.ids.get(p, unk) for p in self.spm.encode(line, out_type=str)] for line in lines]
+
+    def decode(self, ids: list[list[int]], skip: set[int]) -> list[str]:
+        return [self.spm.decode_pieces([self.pieces[i] for i in seq if i not in skip]) for seq in ids]
+
+    def to_json(self) -> str:
+        return json.dumps({"marian": {"spm": base64.b64encode(self.proto).decode("ascii"), "pieces": self.pieces}},
+                          ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "MarianPieces":
+        data = json.loads(text)["marian"]
+        return cls(base64.b64decode(data["spm"]), data["pieces"])
+
+
 class TextTokenizer:
-    """One vocabulary, as a `tokenizers.Tokenizer` ("tokenizers") or a sentencepiece model."""
+    """One vocabulary, as a `tokenizers.Tokenizer` ("tokenizers"), a sentencepiece model, or a
+    Marian piece list ("marian", MarianPieces)."""
 
     def __init__(self, kind: str, model) -> None:
         self.kind, self.model = kind, model
         if kind == "tokenizers":
             ids = [model.token_to_id(tok) for tok in SPECIAL_TOKENS]
+        elif kind == "marian":
+            ids = [model.ids.get(PAD), model.ids.get(PAD), model.ids.get(EOS), model.ids.get(UNK)]
         else:
             ids = [model.pad_id(), model.bos_id(), model.eos_id(), model.unk_id()]
             ids = [None if i < 0 else i for i in ids]
@@ -75,6 +106,8 @@ class TextTokenizer:
 
     @property
     def vocab_size(self) -> int:
+        if self.kind == "marian":
+            return len(self.model.pieces)
         return self.model.get_vocab_size() if self.kind == "tokenizers" else self.model.get_piece_size()
 
     def encode(self, lines: list[str]) -> list[list[int]]:
@@ -88,34 +121,55 @@ class TextTokenizer:
         if self.kind == "tokenizers":
             return self.model.decode_batch(ids, skip_special_tokens=True)
         specials = set(self.special_ids.values()) - {self.special_ids["unk_id"]}
+        if self.kind == "marian":
+            return self.model.decode(ids, specials)
         return self.model.decode([[i for i in seq if i not in specials] for seq in ids])
 
     def tokens(self, ids: list[int]) -> list[str]:
-        """The subword string of each id (for plots)."""
+        """The subword string of each id (for plots and CTranslate2)."""
         if self.kind == "tokenizers":
             return [self.model.id_to_token(i) for i in ids]
+        if self.kind == "marian":
+            return [self.model.pieces[i] for i in ids]
         return [self.model.id_to_piece(i) for i in ids]
+
+    def token_id(self, token: str) -> int:
+        """The id of a subword string (unknown ones: <unk>)."""
+        if self.kind == "tokenizers":
+            found = self.model.token_to_id(token)
+        elif self.kind == "marian":
+            found = self.model.ids.get(token)
+        else:
+            found = self.model.piece_to_id(token)
+        return self.special_ids["unk_id"] if found is None else found
 
     # ------------------------------------------------------------------------- serialization
     def to_dict(self) -> dict[str, str]:
         """Plain strings, for checkpoints (loadable with weights_only=True)."""
         if self.kind == "tokenizers":
             return {"kind": self.kind, "data": self.model.to_str()}
+        if self.kind == "marian":
+            return {"kind": self.kind, "data": self.model.to_json()}
         return {"kind": self.kind, "data": base64.b64encode(self.model.serialized_model_proto()).decode("ascii")}
 
     @classmethod
     def from_dict(cls, data: dict[str, str]) -> "TextTokenizer":
         if data["kind"] == "tokenizers":
             return cls("tokenizers", Tokenizer.from_str(data["data"]))
+        if data["kind"] == "marian":
+            return cls("marian", MarianPieces.from_json(data["data"]))
         return cls("sentencepiece", spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
 
     @property
     def suffix(self) -> str:
-        return ".json" if self.kind == "tokenizers" else ".model"
+        return {"tokenizers": ".json", "marian": ".marian"}.get(self.kind, ".model")
 
     def save(self, path: Path) -> None:
         """Write atomically: a crash never leaves a half-written tokenizer file."""
-        payload = self.model.to_str().encode() if self.kind == "tokenizers" else self.model.serialized_model_proto()
+        if self.kind == "sentencepiece":
+            payload = self.model.serialized_model_proto()
+        else:
+            payload = (self.model.to_str() if self.kind == "tokenizers" else self.model.to_json()).encode()
         with atomic_file(path) as tmp:
             tmp.write_bytes(payload)
 
@@ -126,6 +180,8 @@ class TextTokenizer:
         if not path.is_file():
             raise DataError(f"{path}: no such tokenizer file")
         data = path.read_bytes()
+        if data.lstrip()[:10] == b'{"marian":':
+            return cls("marian", MarianPieces.from_json(data.decode("utf-8")))
         if data.lstrip()[:1] == b"{":
             try:
                 return cls("tokenizers", Tokenizer.from_str(data.decode("utf-8")))

@@ -9,7 +9,6 @@ CTranslate2 takes the subword tokens of a sentence as they come from the tokeniz
 
 from pathlib import Path
 
-from transformer_mt.data.tokenizer import BOS, EOS, UNK
 from transformer_mt.errors import ConfigError
 
 QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")
@@ -23,7 +22,8 @@ def build_spec(model, vocab):
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "
                           f"{c.d_model // c.heads} wide; format=ct2 needs model.d_k=null")
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[c.activation]
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[c.activation]
     spec = transformer_spec.TransformerSpec.from_config((c.num_encoder_layers, c.num_decoder_layers), c.heads,
                                                         pre_norm=c.norm_first, activation=activation)
     w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
@@ -43,7 +43,7 @@ def build_spec(model, vocab):
 
     spec.encoder.embeddings[0].weight = w["src_embed.weight"]
     spec.decoder.embeddings.weight = w["tgt_embed.weight"]
-    linear(spec.decoder.projection, "output_proj", bias=False)
+    linear(spec.decoder.projection, "output_proj", bias=c.output_bias)
     positions(spec.encoder.position_encodings, "src_pos")
     positions(spec.decoder.position_encodings, "tgt_pos")
     if c.norm_first:
@@ -70,8 +70,10 @@ def build_spec(model, vocab):
         linear(layer.ffn.linear_1, f"{ours}.ffn.linear2")
         norm(layer.ffn.layer_norm, f"{ours}.ffn_block.norm")
     spec.config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default
-    spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = BOS, EOS, UNK
-    spec.config.decoder_start_token = BOS
+    ids = vocab.special_ids()  # a Marian vocabulary starts the decoder from <pad>
+    spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = vocab.tgt.tokens(
+        [ids["bos_id"], ids["eos_id"], ids["unk_id"]])
+    spec.config.decoder_start_token = spec.config.bos_token
     spec.config.add_source_eos = True
     spec.register_source_vocabulary(vocab.src.tokens(list(range(vocab.src.vocab_size))))
     spec.register_target_vocabulary(vocab.tgt.tokens(list(range(vocab.tgt.vocab_size))))

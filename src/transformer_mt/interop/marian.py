@@ -34,8 +34,8 @@ def check_representable(config: TransformerConfig) -> None:
     if config.tie_embeddings != "all":
         raise ConfigError(f"model.tie_embeddings={config.tie_embeddings}: Marian shares one vocabulary between "
                           "source, target and output layer; format=hf needs model.tie_embeddings=all")
-    if config.activation not in ("relu", "gelu"):
-        raise ConfigError(f"model.activation={config.activation}: format=hf supports relu and gelu")
+    if config.activation not in ("relu", "gelu", "swish"):
+        raise ConfigError(f"model.activation={config.activation}: format=hf supports relu, gelu and swish")
 
 
 def marian_order(d_model: int) -> torch.Tensor:
@@ -89,6 +89,8 @@ def to_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -
     embedding = reads(state["src_embed.weight"])
     for name in ("model.shared", "model.encoder.embed_tokens", "model.decoder.embed_tokens", "lm_head"):
         out[f"{name}.weight"] = embedding
+    bias = state.get("output_proj.bias")
+    out["final_logits_bias"] = (torch.zeros(config.tgt_vocab_size) if bias is None else bias)[None]
     for i in range(config.num_encoder_layers):
         ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
         attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
@@ -117,10 +119,9 @@ def to_marian(model, bos_id: int, eos_id: int):
     marian = MarianMTModel(marian_config(model.config, bos_id, eos_id))
     state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     missing, unexpected = marian.load_state_dict(to_marian_state(state, model.config), strict=False)
-    missing = [k for k in missing if not k.endswith(("embed_positions.weight", "final_logits_bias"))]
+    missing = [k for k in missing if not k.endswith("embed_positions.weight")]
     if missing or unexpected:
         raise RuntimeError(f"Marian layout mismatch: missing {missing[:4]}, unexpected {unexpected[:4]}")
-    marian.final_logits_bias.zero_()
     return marian.eval()
 
 
@@ -137,6 +138,18 @@ def save_tokenizer(vocab, folder, max_positions: int) -> None:
 
     from transformer_mt.data.tokenizer import BOS, EOS, PAD, UNK
 
+    if vocab.src.kind == "marian":  # as it came: source.spm, target.spm, vocab.json
+        from transformers import MarianTokenizer
+
+        with tempfile.TemporaryDirectory() as tmp:
+            source, target, pieces = Path(tmp) / "source.spm", Path(tmp) / "target.spm", Path(tmp) / "vocab.json"
+            source.write_bytes(vocab.src.model.proto)
+            target.write_bytes(vocab.tgt.model.proto)
+            ids = {piece: i for i, piece in enumerate(vocab.src.model.pieces)}
+            pieces.write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
+            MarianTokenizer(str(source), str(target), str(pieces), unk_token=UNK, eos_token=EOS, pad_token=PAD,
+                            model_max_length=max_positions).save_pretrained(folder)
+        return
     if not vocab.joint:
         raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
     text = vocab.src
@@ -178,3 +191,132 @@ def export_hf(module, folder) -> None:
         forced_eos_token_id=None,
     )
     marian.save_pretrained(folder)
+
+
+# ------------------------------------------------------------------------------------ import
+def from_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """MarianMTModel's state_dict as our Transformer's (the inverse of to_marian_state)."""
+    inverse = torch.argsort(marian_order(config.d_model))
+    out: dict[str, torch.Tensor] = {}
+
+    def reads(w):
+        return w[:, inverse]
+
+    def writes(w):
+        return w[inverse]
+
+    def norm(theirs, ours):
+        out[f"{ours}.weight"], out[f"{ours}.bias"] = writes(state[f"{theirs}.weight"]), writes(state[f"{theirs}.bias"])
+
+    def attention(theirs, ours, fused, parts):
+        out[f"{ours}.{fused}.weight"] = torch.cat([reads(state[f"{theirs}.{p}.weight"]) for p in parts])
+        out[f"{ours}.{fused}.bias"] = torch.cat([state[f"{theirs}.{p}.bias"] for p in parts])
+        out[f"{ours}.out_proj.weight"] = writes(state[f"{theirs}.out_proj.weight"])
+        out[f"{ours}.out_proj.bias"] = writes(state[f"{theirs}.out_proj.bias"])
+
+    def ffn(theirs, ours):
+        out[f"{ours}.linear1.weight"], out[f"{ours}.linear1.bias"] = reads(state[f"{theirs}.fc1.weight"]), \
+            state[f"{theirs}.fc1.bias"]
+        out[f"{ours}.linear2.weight"] = writes(state[f"{theirs}.fc2.weight"])
+        out[f"{ours}.linear2.bias"] = writes(state[f"{theirs}.fc2.bias"])
+
+    embedding = reads(state["model.shared.weight"])
+    for name in ("src_embed", "tgt_embed", "output_proj"):
+        out[f"{name}.weight"] = embedding
+    out["output_proj.bias"] = state["final_logits_bias"].reshape(-1)
+    for i in range(config.num_encoder_layers):
+        theirs, ours = f"model.encoder.layers.{i}", f"encoder_layers.{i}"
+        attention(f"{theirs}.self_attn", f"{ours}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
+        norm(f"{theirs}.self_attn_layer_norm", f"{ours}.attn_block.norm")
+        ffn(theirs, f"{ours}.ffn")
+        norm(f"{theirs}.final_layer_norm", f"{ours}.ffn_block.norm")
+    for i in range(config.num_decoder_layers):
+        theirs, ours = f"model.decoder.layers.{i}", f"decoder_layers.{i}"
+        attention(f"{theirs}.self_attn", f"{ours}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
+        norm(f"{theirs}.self_attn_layer_norm", f"{ours}.self_block.norm")
+        out[f"{ours}.cross_attn.q_proj.weight"] = reads(state[f"{theirs}.encoder_attn.q_proj.weight"])
+        out[f"{ours}.cross_attn.q_proj.bias"] = state[f"{theirs}.encoder_attn.q_proj.bias"]
+        attention(f"{theirs}.encoder_attn", f"{ours}.cross_attn", "kv_proj", ("k_proj", "v_proj"))
+        norm(f"{theirs}.encoder_attn_layer_norm", f"{ours}.cross_block.norm")
+        ffn(theirs, f"{ours}.ffn")
+        norm(f"{theirs}.final_layer_norm", f"{ours}.ffn_block.norm")
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def marian_architecture(config, folder) -> dict:
+    """Our model keys for a MarianConfig; what we cannot represent is refused with the reason."""
+    where = f"model.init_from={folder}"
+    problems = [
+        (not config.share_encoder_decoder_embeddings, "its source and target embeddings are separate"),
+        (not config.scale_embedding, "its embeddings are not scaled by sqrt(d_model)"),
+        (config.encoder_attention_heads != config.decoder_attention_heads, "encoder and decoder head counts differ"),
+        (config.encoder_ffn_dim != config.decoder_ffn_dim, "encoder and decoder FFN widths differ"),
+        (config.activation_function not in ("relu", "gelu", "swish", "silu"),
+         f"activation {config.activation_function!r} (we have relu, gelu, swish)"),
+        (config.d_model % config.encoder_attention_heads != 0, "d_model is not a multiple of the head count"),
+        (getattr(config, "decoder_vocab_size", None) not in (None, config.vocab_size), "a separate target vocabulary"),
+    ]
+    for bad, reason in problems:
+        if bad:
+            raise ConfigError(f"{where}: a Marian model we cannot represent: {reason}")
+    return {"num_encoder_layers": config.encoder_layers, "num_decoder_layers": config.decoder_layers,
+            "d_model": config.d_model, "d_ff": config.encoder_ffn_dim, "heads": config.encoder_attention_heads,
+            "d_k": None, "activation": "swish" if config.activation_function == "silu" else config.activation_function,
+            "norm_first": False, "positional": "sinusoidal", "max_positions": config.max_position_embeddings,
+            "tie_embeddings": "all", "output_bias": True}
+
+
+def marian_vocabularies(folder):
+    """The folder's tokenizer as our Vocabularies: OPUS-MT's source.spm / target.spm / vocab.json
+    (kind marian), or a `tokenizers` JSON (tokenizer.json, as our export writes it)."""
+    import json
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from transformer_mt.data.tokenizer import MarianPieces, TextTokenizer, Vocabularies
+
+    folder = Path(folder)
+    if (folder / "vocab.json").is_file() and (folder / "source.spm").is_file():
+        ids = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+        pieces = [piece for piece, _ in sorted(ids.items(), key=lambda item: item[1])]
+        if [ids[p] for p in pieces] != list(range(len(pieces))):
+            raise ConfigError(f"model.init_from={folder}: vocab.json does not number its pieces 0..{len(pieces) - 1}")
+        target = folder / "target.spm" if (folder / "target.spm").is_file() else folder / "source.spm"
+        src = TextTokenizer("marian", MarianPieces((folder / "source.spm").read_bytes(), pieces))
+        tgt = TextTokenizer("marian", MarianPieces(target.read_bytes(), pieces))
+        return Vocabularies(src, tgt)
+    if (folder / "tokenizer.json").is_file():
+        return Vocabularies(TextTokenizer("tokenizers", Tokenizer.from_file(str(folder / "tokenizer.json"))))
+    raise ConfigError(f"model.init_from={folder}: no tokenizer (source.spm + vocab.json, or tokenizer.json)")
+
+
+def read_marian(folder) -> tuple[dict, dict[str, torch.Tensor], "object"]:
+    """A local Marian folder (as downloaded from the hub) as (our model keys, our state_dict, our
+    Vocabularies)."""
+    from pathlib import Path
+
+    from transformers import MarianConfig, MarianMTModel
+
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"model.init_from={folder}: no config.json there (a local Marian model folder)")
+    config = MarianConfig.from_pretrained(folder)
+    if config.model_type != "marian":
+        raise ConfigError(f"model.init_from={folder}: a {config.model_type!r} model, not a Marian one")
+    architecture = marian_architecture(config, folder)
+    vocab = marian_vocabularies(folder)
+    if vocab.src.vocab_size != config.vocab_size:
+        raise ConfigError(f"model.init_from={folder}: the tokenizer has {vocab.src.vocab_size} pieces, the model "
+                          f"{config.vocab_size}")
+    if vocab.special_ids()["pad_id"] != config.pad_token_id:
+        raise ConfigError(f"model.init_from={folder}: <pad> is {vocab.special_ids()['pad_id']} in the tokenizer, "
+                          f"{config.pad_token_id} in config.json")
+    marian = MarianMTModel.from_pretrained(folder).eval()
+    if not torch.equal(marian.lm_head.weight, marian.model.shared.weight):
+        raise ConfigError(f"model.init_from={folder}: a Marian model we cannot represent: its output layer is not "
+                          "tied to the embeddings")
+    ours = TransformerConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.vocab_size,
+                             pad_id=config.pad_token_id, **architecture)
+    state = {k: v.detach().float() for k, v in marian.state_dict().items()}
+    return architecture, from_marian_state(state, ours), vocab

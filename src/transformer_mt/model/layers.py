@@ -9,7 +9,7 @@ from torch import nn
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.attention import MultiHeadAttention
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
 class FeedForward(nn.Module):

@@ -40,6 +40,7 @@ class TransformerConfig:
     positional: str = "sinusoidal"  # sinusoidal | learned
     max_positions: int = 1024
     tie_embeddings: str = "all"  # all: src = tgt = output; decoder: tgt = output; none
+    output_bias: bool = False  # a bias on the output layer (Marian / OPUS-MT models have one)
 
     def __post_init__(self) -> None:
         if self.d_k is None:
@@ -78,7 +79,7 @@ class Transformer(nn.Module):
         # pre-norm needs a LayerNorm on the outputs of the stacks; post-norm already ends with one
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
-        self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=c.output_bias)
         self.reset_parameters()
         if c.tie_embeddings in ("all", "decoder"):
             self.output_proj.weight = self.tgt_embed.weight
@@ -108,8 +109,10 @@ class Transformer(nn.Module):
 
     def causal_mask(self, tgt: torch.Tensor) -> torch.Tensor | None:
         """Decoder self-attention mask: None (plain causal) when tgt has no padding, else
-        causal AND key-not-padding as a (B, 1, T, T) boolean mask."""
+        causal AND key-not-padding as a (B, 1, T, T) boolean mask. Position 0 holds the start
+        token, never padding (Marian models start from the <pad> token)."""
         key_ok = tgt != self.config.pad_id
+        key_ok[:, 0] = True
         if bool(key_ok.all()):
             return None
         t = tgt.size(1)

@@ -8,6 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import TransformerConfig
+from transformer_mt.training.module import architecture
 
 _ABSENT = object()
 
@@ -70,7 +71,7 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
             raise ConfigError(f"{key}={value!r}: must be {what}")
     if "model" in groups:
         try:
-            TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **OmegaConf.to_container(cfg.model, resolve=True))
+            TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **architecture(cfg.model))
         except TypeError as err:  # a key that is no model option
             raise ConfigError(f"model: {err}".replace("TransformerConfig.__init__() got an ", "")) from None
         layer = OmegaConf.select(cfg, "callbacks.dashboard.attention_layer", default=None)

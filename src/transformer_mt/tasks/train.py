@@ -8,16 +8,18 @@ is then prepared and checked, so a bad test sentence stops it before training, n
 import logging
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.common import (
     build_trainer,
@@ -30,7 +32,7 @@ from transformer_mt.tasks.common import (
 )
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.checkpointing import LastCheckpoint
-from transformer_mt.training.module import plain
+from transformer_mt.training.module import architecture, plain
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,19 @@ def build_module(cfg: DictConfig, vocab: Vocabularies, data: dict | None = None)
                        data=data, _recursive_=False)
 
 
+def start_from_marian(cfg: DictConfig, datamodule) -> dict:
+    """model.init_from: the Marian folder's architecture replaces cfg.model's (dropouts stay), its
+    vocabulary becomes the run's; returns its weights as our state_dict."""
+    from transformer_mt.interop.marian import read_marian
+
+    keys, state, vocab = read_marian(Path(cfg.model.init_from))
+    with open_dict(cfg):
+        cfg.model.update(keys)
+    log.info("model.init_from=%s: %s", cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in keys.items()))
+    datamodule.set_vocabularies(vocab)
+    return state
+
+
 def data_record(cfg: DictConfig, fingerprints: dict) -> dict:
     """What a checkpoint keeps of the data it was trained on."""
     config = {k: v for k, v in plain(cfg.data).items() if k not in RUN_SPECIFIC_DATA_KEYS}
@@ -58,7 +73,9 @@ def check_resumable(path: Path, checkpoint: dict, cfg: DictConfig, fingerprints:
         raise ConfigError(f"ckpt_path={path}: a weights-only checkpoint (no optimizer state, no training "
                           "position); it can be evaluated, translated or averaged, not resumed: resume from "
                           "checkpoints/last.ckpt")
-    saved, current = checkpoint["hyper_parameters"]["model"], plain(cfg.model)
+    defaults = {f.name: f.default for f in fields(TransformerConfig)}
+    saved = {**defaults, **checkpoint["hyper_parameters"]["model"]}  # keys added since it was written: defaults
+    current = {**defaults, **architecture(cfg.model)}
     for key in sorted(set(saved) | set(current)):
         if saved.get(key) != current.get(key):
             raise ConfigError(f"model.{key}={current.get(key)}, but ckpt_path={path} was trained with "
@@ -106,17 +123,21 @@ def run(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
     datamodule = instantiate(cfg.data)
-    resume, checkpoint = None, None
+    resume, checkpoint, init_weights = None, None, None
     if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies, not new ones
         resume = checkpoint_path(cfg)
         checkpoint = read_checkpoint(resume)
         datamodule.set_vocabularies(Vocabularies.from_dict(checkpoint_tokenizer(checkpoint)))
+    elif cfg.model.get("init_from"):  # fine-tune a Marian model: its architecture, vocabulary and weights
+        init_weights = start_from_marian(cfg, datamodule)
     vocab = datamodule.prepare_vocabularies()
     fingerprints = datamodule.fingerprints()
     if checkpoint is not None:
         check_resumable(resume, checkpoint, cfg, fingerprints)
     datamodule.check_splits(["train", "val", cfg.data.split])
     module = build_module(cfg, vocab, data_record(cfg, fingerprints))
+    if init_weights is not None:
+        module.model.load_state_dict(init_weights)
     log_config(trainer, cfg, module)
     started = time.perf_counter()
     try:

@@ -65,7 +65,8 @@ def cross_attention_maps(model, src: torch.Tensor, tgt_in: torch.Tensor, pad_id:
     (panels, T, S) with padded target rows and padded source columns cut off; panels = the heads,
     or their mean (heads="mean")."""
     weights = model.attention_weights(src, tgt_in)["cross"][layer].float().cpu()  # (B, H, T, S)
-    src_len, tgt_len = (src != pad_id).sum(1).tolist(), (tgt_in != pad_id).sum(1).tolist()
+    # position 0 is the start token, never padding (Marian models start from <pad>)
+    src_len, tgt_len = (src != pad_id).sum(1).tolist(), (1 + (tgt_in[:, 1:] != pad_id).sum(1)).tolist()
     maps = [w[:, :t, :s] for w, s, t in zip(weights, src_len, tgt_len)]
     return [m.mean(0, keepdim=True) for m in maps] if heads == "mean" else maps
 

@@ -32,6 +32,12 @@ def plain(value):
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
+def architecture(model) -> dict:
+    """The TransformerConfig keys of a model config (conf/model): without `init_from`, which says
+    where the weights come from, not what the model is."""
+    return {k: v for k, v in plain(model).items() if k != "init_from"}
+
+
 def collect_rng_states() -> dict:
     """This process's torch / CUDA / numpy / python RNG states as plain data (weights_only loads it)."""
     states = _collect_rng_states(include_cuda=torch.cuda.is_available())
@@ -65,17 +71,18 @@ class TranslationModule(L.LightningModule):
         max_nonfinite_steps: int = 3,
         data: dict | None = None,
     ) -> None:
-        """model: TransformerConfig fields (conf/model); tokenizer: the vocabularies as plain data
-        (`Vocabularies.to_dict()`); optimizer / scheduler: `_partial_` Hydra configs (conf/optim);
-        decoding: the search strategy of test, evaluate and translate (conf/decoding; give another
-        to `load_from_checkpoint(path, decoding=...)`); val_decoding: the one of validation, when it
-        should be cheaper (None = decoding).
+        """model: TransformerConfig fields (conf/model; `init_from` is ignored); tokenizer: the
+        vocabularies as plain data (`Vocabularies.to_dict()`); optimizer / scheduler: `_partial_`
+        Hydra configs (conf/optim); decoding: the search strategy of test, evaluate and translate
+        (conf/decoding; give another to `load_from_checkpoint(path, decoding=...)`); val_decoding:
+        the one of validation, when it should be cheaper (None = decoding).
         max_nonfinite_steps: training stops after this many consecutive steps whose loss is NaN or
         inf (such steps are skipped, not applied). data: what the run trained on ({"config": the
         resolved data config, "fingerprints": per split and of the vocabularies}), kept in every
         checkpoint for task=evaluate and resume."""
         super().__init__()
-        model, optimizer, scheduler, tokenizer = plain(model), plain(optimizer), plain(scheduler), plain(tokenizer)
+        model, tokenizer = architecture(model), plain(tokenizer)
+        optimizer, scheduler = plain(optimizer), plain(scheduler)
         decoding, val_decoding, data = plain(decoding), plain(val_decoding), plain(data)
         self.save_hyperparameters(logger=False)  # the loggers get the whole run config (tasks/train.py)
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
