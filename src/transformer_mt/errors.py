@@ -26,3 +26,7 @@ def find_user_error(err: BaseException) -> UserError | None:
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None
+
+
+class HubError(UserError):
+    """The Hugging Face hub cannot be reached, or refused an upload."""

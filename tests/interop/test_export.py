@@ -155,3 +155,60 @@ def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
                     f"hydra.run.dir={tmp_path}/export2")  # CTranslate2 has pre-norm Transformers
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "ct2" / "model.bin").is_file()
+    for args, message in ((["format=ct2", f"output={tmp_path}/ct2"], f"output={tmp_path}/ct2: already exists"),
+                          (["format=ct2", "quantization=int4", f"output={tmp_path}/q"], "quantization=int4: must be"),
+                          (["format=onnx"], "format=onnx: must be hf")):
+        result = run_py("task=export", f"ckpt_path={ckpt}", *args, f"hydra.run.dir={tmp_path}/again")
+        assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
+    assert not (tmp_path / "q").exists()
+
+
+def test_ct2_refuses_heads_of_another_width():
+    from transformer_mt.interop.ctranslate2 import build_spec
+    from transformer_mt.model import Transformer
+
+    model = Transformer(TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=64, heads=4, d_k=8))
+    with pytest.raises(ConfigError, match="model.d_k=8: CTranslate2's Transformer spec has heads d_model / heads"):
+        build_spec(model, None)
+
+
+def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
+    """data.tokenizer.type=sentencepiece: the export carries it as a MarianTokenizer (source.spm,
+    target.spm, vocab.json) that encodes and decodes as ours, and the logits agree."""
+    overrides = ["data.tokenizer.type=sentencepiece", "trainer.max_steps=3", "trainer.limit_val_batches=1",
+                 "data.corpus.num_train=300", "data.corpus.num_val=4", "data.corpus.num_test=4"]
+    run(compose_config(tmp_path / "train", overrides))
+    ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={ckpt}", f"output={tmp_path}/hf"]))
+    assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in (tmp_path / "hf").iterdir()}
+    module = load_module(ckpt)
+    assert module.tokenizer.src.kind == "sentencepiece"
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    sources = ["every red city hears the happy sailor", "no mountain sees a dark king today"]
+    assert tokenizer(sources)["input_ids"] == module.tokenizer.encode_sources(sources)
+    ids = module.tokenizer.tgt.encode(["kadu urbo ruba lo marin feli audas"])
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == module.tokenizer.tgt.decode(ids)
+    model = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    src = pad(module.tokenizer.encode_sources(sources), module.hparams.pad_id)
+    tgt_in = torch.tensor([[module.hparams.bos_id, 5, 6, 7]] * 2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in)
+                                   .logits, module.model(src, tgt_in), rtol=0, atol=1e-4)
+
+
+def test_push_offline_fails_at_once_with_one_line(toy, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=push", f"folder={toy['dir'] / 'hf'}",
+                             "repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == ("error: task=push: HF_HUB_OFFLINE is set, so someone/toy-mt "
+                                                      "cannot be reached; unset it to upload")
+    result = run_py("task=push", f"folder={tmp_path}", "repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push2")
+    assert result.returncode == 1 and "not a Hugging Face export" in result.stderr.strip().splitlines()[-1]

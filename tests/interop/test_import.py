@@ -101,6 +101,8 @@ def test_a_marian_model_we_cannot_represent_is_refused_with_the_reason(tmp_path)
     with pytest.raises(ConfigError, match=r"model.init_from=.*tanh: a Marian model we cannot represent: "
                                           r"activation 'tanh'"):
         read_marian(folder)
+    with pytest.raises(ConfigError, match=r"model.init_from=.*nowhere: no config.json there"):
+        read_marian(tmp_path / "nowhere")
 
 
 def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_path):
