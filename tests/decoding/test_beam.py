@@ -126,3 +126,29 @@ def test_batched_beam_equals_one_sentence_at_a_time_on_a_random_model():
         length = int((src[row] != 0).sum())
         alone = search(model, src[row : row + 1, :length], 1, 2)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[row]]
+
+
+def test_every_search_forces_eos_at_the_limit_the_same_way():
+    """At the length limit EOS is forced with its own probability, by one rule every search calls:
+    greedy, beam 1 (no length penalty) and top-1 sampling give the same hypothesis and log-prob."""
+    from transformer_mt.decoding import Sampling
+
+    model = MarkovModel({1: TABLE_1})  # after `a`, greedy prefers `a` to EOS: it runs into the limit
+    options = dict(max_len_a=0, max_len_b=4)
+    greedy = GreedySearch(**options)(model, src_for(1), BOS, EOS)[0][0]
+    beam = BeamSearch(beam_size=1, length_penalty=0.0, **options)(model, src_for(1), BOS, EOS)[0][0]
+    sample = Sampling(top_k=1, seed=0, **options)(model, src_for(1), BOS, EOS)[0][0]
+    assert greedy.tokens == beam.tokens == sample.tokens == [A, A, A, A]
+    expected = math.log(0.5) + 3 * math.log(0.45) + math.log(0.25)  # ... then EOS with P(EOS | a) = 0.25
+    assert greedy.logprob == pytest.approx(expected) and beam.logprob == pytest.approx(expected)
+    assert sample.logprob == pytest.approx(expected)
+
+
+def test_sampling_obeys_no_repeat_ngram_size_too():
+    from transformer_mt.decoding import Sampling
+
+    model = MarkovModel({1: TABLE_1})
+    search = Sampling(seed=3, nbest=20, max_len_a=0, max_len_b=6, no_repeat_ngram_size=2)
+    for hyp in search(model, src_for(1), BOS, EOS)[0]:
+        bigrams = list(zip(hyp.tokens, hyp.tokens[1:]))
+        assert len(bigrams) == len(set(bigrams))

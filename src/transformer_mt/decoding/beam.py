@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import DecoderState, Hypothesis, ban_repeated_ngrams, max_lengths
+from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, SearchModel
 from transformer_mt.errors import ConfigError
 
 
@@ -28,14 +28,14 @@ class BeamSearch:
         if not 1 <= nbest <= beam_size:
             raise ConfigError(f"decoding.nbest must be between 1 and decoding.beam_size={beam_size}, got {nbest}")
         self.beam_size, self.length_penalty, self.nbest = beam_size, length_penalty, nbest
-        self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
-        self.no_repeat_ngram_size, self.use_cache = no_repeat_ngram_size, use_cache
+        self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
+        self.use_cache = use_cache
 
     @torch.no_grad()
-    def __call__(self, model, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
         batch, k, device = src.size(0), self.beam_size, src.device
         pad_id = model.config.pad_id
-        limits = max_lengths(src, pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+        limits = self.rules.limits(model, src)
         state = DecoderState(model, src, self.use_cache)
         state.reorder(torch.arange(batch, device=device).repeat_interleave(k))
         active = torch.arange(batch, device=device)  # sentences still searching
@@ -47,30 +47,13 @@ class BeamSearch:
 
         for step in range(int(limits.max()) + 1):
             n = active.numel()
-            lprobs = state.step(prefix)
-            vocab = lprobs.size(1)
-            eos_lprob = lprobs[:, eos_id].clone()
-            lprobs[:, pad_id] = float("-inf")
-            lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
-            if step < self.min_len:
-                lprobs[:, eos_id] = float("-inf")
             at_limit = (step >= limits[active]).repeat_interleave(k)
-            if bool(at_limit.any()):  # force EOS with its real probability
-                lprobs[at_limit] = float("-inf")
-                lprobs[at_limit, eos_id] = eos_lprob[at_limit]
-
+            lprobs = self.rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
+            vocab = lprobs.size(1)
             candidates = (scores[:, None] + lprobs).view(n, k * vocab)
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
             top_beam, top_token = top_index // vocab, top_index % vocab
-
-            ends = (top_token == eos_id) & torch.isfinite(top_scores)
-            ends[:, k:] = False  # only an EOS among the beam_size best may finish
-            for i, j in ends.nonzero().tolist():
-                sentence = int(active[i])
-                if len(finished[sentence]) < k:
-                    logprob = float(top_scores[i, j])
-                    tokens = prefix[i * k + int(top_beam[i, j]), 1:].tolist()
-                    finished[sentence].append(Hypothesis(tokens, logprob / (step + 1) ** self.length_penalty, logprob))
+            self.finish(finished, active, prefix, step, top_scores, top_beam, top_token == eos_id)
 
             # the beam_size best extensions that do not end in EOS carry on; where fewer than
             # beam_size are possible, the rest copy the best one with score -inf (dead beams)
@@ -87,7 +70,25 @@ class BeamSearch:
             scores = next_scores[keep].view(-1)
             state.reorder(rows)
             active = active[keep]
+        return self.best(finished)
 
-        # a sentence whose constraints no hypothesis can meet gets one empty, impossible hypothesis
+    def finish(self, finished: list[list[Hypothesis]], active: torch.Tensor, prefix: torch.Tensor, step: int,
+               top_scores: torch.Tensor, top_beam: torch.Tensor, is_eos: torch.Tensor) -> None:
+        """Record the candidates (active sentences x 2 beam_size) that end in EOS and rank among
+        their sentence's first beam_size, while it has fewer than beam_size finished hypotheses;
+        the score is normalized by length (tokens + EOS) ** length_penalty."""
+        k = self.beam_size
+        ends = is_eos & torch.isfinite(top_scores)
+        ends[:, k:] = False
+        for i, j in ends.nonzero().tolist():
+            sentence = int(active[i])
+            if len(finished[sentence]) < k:
+                logprob = float(top_scores[i, j])
+                tokens = prefix[i * k + int(top_beam[i, j]), 1:].tolist()
+                finished[sentence].append(Hypothesis(tokens, logprob / (step + 1) ** self.length_penalty, logprob))
+
+    def best(self, finished: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+        """The nbest finished hypotheses of each sentence, best first; a sentence whose rules no
+        hypothesis could meet gets one empty, impossible hypothesis."""
         empty = Hypothesis([], float("-inf"), float("-inf"))
         return [sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty] for hyps in finished]

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, max_lengths, token_by_token
+from transformer_mt.decoding.search import Hypothesis, Rules, SearchModel, token_by_token
 
 
 class GreedySearch:
@@ -12,13 +12,11 @@ class GreedySearch:
 
     def __init__(self, max_len_a: float = 1.2, max_len_b: int = 10, min_len: int = 0,
                  no_repeat_ngram_size: int = 0, use_cache: bool = True) -> None:
-        self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
-        self.no_repeat_ngram_size, self.use_cache = no_repeat_ngram_size, use_cache
+        self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
+        self.use_cache = use_cache
 
     @torch.no_grad()
-    def __call__(self, model, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
-        limits = max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
-        hyps = token_by_token(model, src, bos_id, eos_id, limits, lambda lprobs: lprobs.argmax(-1),
-                              min_len=self.min_len, no_repeat_ngram_size=self.no_repeat_ngram_size,
+    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+        hyps = token_by_token(model, src, bos_id, eos_id, self.rules, lambda lprobs: lprobs.argmax(-1),
                               use_cache=self.use_cache)
         return [[h] for h in hyps]

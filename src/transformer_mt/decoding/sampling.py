@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, max_lengths, token_by_token
+from transformer_mt.decoding.search import Hypothesis, Rules, SearchModel, token_by_token
 from transformer_mt.errors import ConfigError
 
 
@@ -29,11 +29,12 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 class Sampling:
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
-    by their log-probability under the model; `seed` makes the draws reproducible."""
+    by their log-probability under the model; `seed` makes the draws reproducible. Length, EOS and
+    n-gram rules as every search (Rules)."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, min_len: int = 0,
-                 use_cache: bool = True) -> None:
+                 no_repeat_ngram_size: int = 0, use_cache: bool = True) -> None:
         if temperature <= 0:
             raise ConfigError(f"decoding.temperature must be > 0, got {temperature}")
         if not 0 < top_p <= 1:
@@ -41,7 +42,8 @@ class Sampling:
         if nbest < 1:
             raise ConfigError(f"decoding.nbest must be >= 1, got {nbest}")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
-        self.max_len_a, self.max_len_b, self.min_len, self.use_cache = max_len_a, max_len_b, min_len, use_cache
+        self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
+        self.use_cache = use_cache
 
     def distribution(self, lprobs: torch.Tensor) -> torch.Tensor:
         """The probabilities tokens are drawn from, given the model's log-probabilities."""
@@ -49,14 +51,12 @@ class Sampling:
         return logits.softmax(dim=-1)
 
     @torch.no_grad()
-    def __call__(self, model, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
         generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
-        limits = max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
 
         def draw(lprobs: torch.Tensor) -> torch.Tensor:
             return torch.multinomial(self.distribution(lprobs), 1, generator=generator).squeeze(1)
 
-        hyps = token_by_token(model, src, bos_id, eos_id, limits, draw, copies=self.nbest, min_len=self.min_len,
-                              use_cache=self.use_cache)
+        hyps = token_by_token(model, src, bos_id, eos_id, self.rules, draw, copies=self.nbest, use_cache=self.use_cache)
         n = self.nbest
         return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

@@ -1,9 +1,31 @@
-"""What every search strategy shares: hypotheses, length limits, and the decoder state that runs
-the model one step at a time (with the KV cache, or by re-decoding the prefix for comparison)."""
+"""What every search strategy shares: the model interface it needs (SearchModel), hypotheses, the
+rules every search obeys (Rules: length limits, EOS, padding, repeated n-grams), and the decoder
+state that runs the model one step at a time (with the KV cache, or by re-decoding the prefix for
+comparison)."""
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
+
+
+class SearchModel(Protocol):
+    """What a search needs from a model; `transformer_mt.model.Transformer` is one, and so are the
+    hand-built toy models of the tests."""
+
+    config: Any  # .pad_id and .max_positions are read
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """(N, S) source ids -> memory."""
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        """(N, T) prefixes -> logits (N, T, V); with a cache, T = 1 (the newest token)."""
+
+    def init_cache(self) -> Any:
+        """An empty incremental-decoding cache."""
+
+    def reorder_cache(self, cache: Any, index: torch.Tensor) -> Any:
+        """The cache's rows `index` (beams move between rows)."""
 
 
 @dataclass
@@ -20,6 +42,36 @@ def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, max_positions:
     return (a * src_len + b).long().clamp(min=1, max=max_positions - 2)
 
 
+@dataclass
+class Rules:
+    """The rules every search obeys, in one place: at most max_len_a * src_len + max_len_b output
+    tokens (then EOS is forced, with its own probability), no EOS before min_len tokens, never
+    <pad>, and with no_repeat_ngram_size > 0 no n-gram twice."""
+
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    min_len: int = 0
+    no_repeat_ngram_size: int = 0
+
+    def limits(self, model: SearchModel, src: torch.Tensor) -> torch.Tensor:
+        """The output length limit of each source row."""
+        return max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+
+    def apply(self, lprobs: torch.Tensor, prefix: torch.Tensor, step: int, at_limit: torch.Tensor, eos_id: int,
+              pad_id: int) -> torch.Tensor:
+        """lprobs (N, V) of the token after `prefix` (N, step + 1) with the rules applied; rows with
+        at_limit (N,) True may only end (EOS keeps its probability)."""
+        eos = lprobs[:, eos_id].clone()
+        lprobs[:, pad_id] = float("-inf")
+        lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
+        if step < self.min_len:
+            lprobs[:, eos_id] = float("-inf")
+        if bool(at_limit.any()):
+            lprobs[at_limit] = float("-inf")
+            lprobs[at_limit, eos_id] = eos[at_limit]
+        return lprobs
+
+
 class DecoderState:
     """Encodes a source batch once and returns next-token log-probabilities for growing prefixes.
 
@@ -28,7 +80,7 @@ class DecoderState:
     `reorder(index)` selects rows (sentences x beams) of the memory and the cache.
     """
 
-    def __init__(self, model, src: torch.Tensor, use_cache: bool = True) -> None:
+    def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True) -> None:
         self.model, self.src = model, src
         self.memory = model.encode(src)
         self.cache = model.init_cache() if use_cache else None
@@ -63,13 +115,13 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
     return lprobs
 
 
-def token_by_token(model, src: torch.Tensor, bos_id: int, eos_id: int, limits: torch.Tensor, pick,
-                   copies: int = 1, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                   use_cache: bool = True) -> list[Hypothesis]:
-    """Extend every row by the token `pick(lprobs)` chooses until EOS or its length limit (then EOS
-    is forced); EOS is banned before min_len tokens, padding always. Each source is encoded once
-    and decoded `copies` times in consecutive rows. Returns one hypothesis per row."""
+def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, rules: Rules, pick,
+                   copies: int = 1, use_cache: bool = True) -> list[Hypothesis]:
+    """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
+    EOS. Each source is encoded once and decoded `copies` times in consecutive rows. Returns one
+    hypothesis per row."""
     pad_id = model.config.pad_id
+    limits = rules.limits(model, src)
     state = DecoderState(model, src, use_cache)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
@@ -80,13 +132,8 @@ def token_by_token(model, src: torch.Tensor, bos_id: int, eos_id: int, limits: t
     finished = torch.zeros(n, dtype=torch.bool, device=src.device)
     scores = torch.zeros(n, device=src.device)
     for step in range(int(limits.max()) + 1):
-        lprobs = state.step(prefix)
-        lprobs[:, pad_id] = float("-inf")
-        lprobs = ban_repeated_ngrams(lprobs, prefix, no_repeat_ngram_size)
-        if step < min_len:
-            lprobs[:, eos_id] = float("-inf")
-        token = pick(lprobs)
-        token = torch.where(step >= limits, torch.full_like(token, eos_id), token)
+        lprobs = rules.apply(state.step(prefix), prefix, step, step >= limits, eos_id, pad_id)
+        token = pick(lprobs.masked_fill(finished[:, None], 0.0))  # finished rows: anything (padding follows)
         scores += torch.where(finished, 0.0, lprobs.gather(1, token[:, None]).squeeze(1))
         token = torch.where(finished, torch.full_like(token, pad_id), token)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
