@@ -1,5 +1,6 @@
 """The same checkpoint translated by us, by its Hugging Face export (`generate`) and by its
-CTranslate2 exports (float32, int8): BLEU of each, and how many outputs equal ours.
+CTranslate2 exports (float32, int8): BLEU of each, and how many outputs equal ours. All stop at
+our length limit (1.2 x source tokens + 10).
 
     DATA_DIR=/path/to/data python experiments/interop/score_exports.py \\
         --ckpt outputs/train/<run>/checkpoints/best.ckpt \\
@@ -75,6 +76,8 @@ def main() -> None:
     sources = Path(args.source).read_text(encoding="utf-8").splitlines()
     refs = Path(args.reference).read_text(encoding="utf-8").splitlines()
     rows = []
+    src_ids = module.tokenizer.encode_sources(sources)
+    limits = [min(int(1.2 * len(ids) + 10), module.model.config.max_positions - 2) for ids in src_ids]
     with tempfile.TemporaryDirectory() as tmp:
         export_hf(module, Path(tmp) / "hf")
         export_ct2(module, Path(tmp) / "ct2", "none")
@@ -86,8 +89,11 @@ def main() -> None:
             for name, translate, folder in (("HF generate", hf, "hf"), ("CTranslate2 float32", ct2, "ct2"),
                                             ("CTranslate2 int8", ct2, "ct2_int8")):
                 started = time.perf_counter()
-                systems.append((name, translate(Path(tmp) / folder, module, sources, beams),
-                                time.perf_counter() - started))
+                ids = translate(Path(tmp) / folder, module, sources, beams)
+                seconds = time.perf_counter() - started
+                # our searches end a sentence at max_len_a * src_len + max_len_b tokens; the peers
+                # have one limit per batch: cut their outputs where ours would have stopped
+                systems.append((name, [hyp[:limit] for hyp, limit in zip(ids, limits)], seconds))
             for name, ids, seconds in systems:
                 bleu = corpus_scores(module.tokenizer.tgt.decode(ids), refs)["bleu"]
                 same = sum(a == b for a, b in zip(ids, mine))

@@ -212,3 +212,15 @@ def test_push_offline_fails_at_once_with_one_line(toy, tmp_path):
                                                       "cannot be reached; unset it to upload")
     result = run_py("task=push", f"folder={tmp_path}", "repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push2")
     assert result.returncode == 1 and "not a Hugging Face export" in result.stderr.strip().splitlines()[-1]
+
+
+def test_exporting_leaves_the_model_untouched(toy, tmp_path):
+    """CTranslate2 quantizes the arrays of a spec in place: the export must hand it copies."""
+    from transformer_mt.interop.ctranslate2 import export_ct2
+    from transformer_mt.interop.marian import export_hf
+
+    module = toy["module"]
+    before = {k: v.clone() for k, v in module.model.state_dict().items()}
+    export_ct2(module, tmp_path / "ct2", "int8")
+    export_hf(module, tmp_path / "hf")
+    assert all(torch.equal(v, before[k]) for k, v in module.model.state_dict().items())

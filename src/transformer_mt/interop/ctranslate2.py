@@ -26,7 +26,8 @@ def build_spec(model, vocab):
                   "swish": common_spec.Activation.SWISH}[c.activation]
     spec = transformer_spec.TransformerSpec.from_config((c.num_encoder_layers, c.num_decoder_layers), c.heads,
                                                         pre_norm=c.norm_first, activation=activation)
-    w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+    # copies: CTranslate2 quantizes and reshapes the arrays it is given in place
+    w = {k: v.detach().float().cpu().numpy().copy() for k, v in model.state_dict().items()}
 
     def linear(target, name, bias=True):
         target.weight = w[f"{name}.weight"]
@@ -39,7 +40,7 @@ def build_spec(model, vocab):
     def positions(target, which):
         name = f"{which}.table" if c.positional == "sinusoidal" else f"{which}.learned.weight"
         table = model.get_submodule(which).table if c.positional == "sinusoidal" else None
-        target.encodings = table.float().numpy() if table is not None else w[name]
+        target.encodings = table.float().numpy().copy() if table is not None else w[name]
 
     spec.encoder.embeddings[0].weight = w["src_embed.weight"]
     spec.decoder.embeddings.weight = w["tgt_embed.weight"]
