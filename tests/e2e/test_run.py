@@ -53,11 +53,12 @@ def test_every_model_preset_builds(tmp_path):
     from hydra.utils import instantiate
 
     from transformer_mt.model import Transformer, TransformerConfig
+    from transformer_mt.training.module import architecture
 
     for preset in ("tiny", "small", "base", "big"):
         cfg = compose_config(tmp_path, [f"model={preset}"])
         with torch.device("meta"):
-            model = Transformer(TransformerConfig(src_vocab_size=1000, tgt_vocab_size=1000, **cfg.model))
+            model = Transformer(TransformerConfig(src_vocab_size=1000, tgt_vocab_size=1000, **architecture(cfg.model)))
         assert model.num_parameters() > 0
         instantiate(cfg.trainer, logger=False)  # the trainer preset resolves too
 

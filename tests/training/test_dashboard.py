@@ -13,11 +13,12 @@ from transformer_mt.model.flops import forward_flops, training_flops
 from transformer_mt.tasks.common import wandb_names
 from transformer_mt.training.dashboard import cross_attention_maps
 from transformer_mt.training.health import known_peak_flops
+from transformer_mt.training.module import architecture
 
 
 def test_flops_of_model_base_match_a_hand_computation(tmp_path):
     cfg = compose_config(tmp_path, ["model=base"])
-    config = TransformerConfig(src_vocab_size=10_000, tgt_vocab_size=10_000, **cfg.model)
+    config = TransformerConfig(src_vocab_size=10_000, tgt_vocab_size=10_000, **architecture(cfg.model))
     # d = 512, d_ff = 2048, 8 heads x 64 = 512, 6 + 6 layers, V = 10,000, sentences of 25 + 25 tokens.
     # Encoder layer, per source token: Q, K, V 2*512*1536 = 1,572,864; output 2*512*512 = 524,288;
     # scores and weighted sum 2 * 2*25*512 = 51,200; FFN 2 * 2*512*2048 = 4,194,304 -> 6,342,656.
