@@ -18,14 +18,14 @@ import torch
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, read_lines
 from transformer_mt.decoding import BeamSearch, GreedySearch
-from transformer_mt.tasks.evaluate import load_module
+from transformer_mt.tasks.common import load_module
 
 
 def sources(module, path: str | None, limit: int | None) -> list[list[int]]:
     eos = module.tokenizer.src.special_ids["eos_id"]
     if path:
         lines, _ = clean(read_lines(path))
-        ids = [x + [eos] for x in module.tokenizer.src.encode(lines)]
+        ids = module.tokenizer.encode_sources(lines)
     else:  # Multi30k-like lengths: 4 to 40 tokens, mean about 15
         rng = random.Random(0)
         vocab = module.model.config.src_vocab_size
