@@ -14,11 +14,9 @@ def label_smoothed_nll_loss(
         loss = (1 - epsilon) * nll + epsilon * mean_v(-log p_v).
     Returns (loss_sum, nll_sum, num_tokens); divide by num_tokens for per-token values.
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)
-    target = target.flatten()
+    lprobs = F.log_softmax(logits.float(), dim=-1)  # one fp32 log-softmax, never copied or indexed
     keep = target != ignore_index
-    lprobs, target = lprobs[keep], target[keep]
-    nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1)
+    nll = -lprobs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     smooth = -lprobs.mean(dim=-1)
-    loss = (1.0 - epsilon) * nll + epsilon * smooth
-    return loss.sum(), nll.sum(), keep.sum()
+    loss = ((1.0 - epsilon) * nll + epsilon * smooth).masked_fill(~keep, 0.0)
+    return loss.sum(), nll.masked_fill(~keep, 0.0).sum(), keep.sum()
