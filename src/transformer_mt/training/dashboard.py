@@ -58,6 +58,12 @@ def log_images(loggers: list[Logger], key: str, paths: list[Path], captions: lis
                 logger.experiment.add_image(f"{key}/{caption}", pixels, global_step=step, dataformats="HWC")
 
 
+def padded(seqs: list[list[int]], pad_id: int, device) -> torch.Tensor:
+    """Id lists as one (N, longest) tensor, padded with pad_id."""
+    rows = [torch.tensor(s) for s in seqs]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id).to(device)
+
+
 @torch.no_grad()
 def cross_attention_maps(model, src: torch.Tensor, tgt_in: torch.Tensor, pad_id: int, layer: int,
                          heads: str) -> list[torch.Tensor]:
@@ -119,15 +125,13 @@ class TranslationDashboard(Callback):
         output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
         vocab, hp = pl_module.tokenizer, pl_module.hparams
         src_ids = vocab.encode_sources([src for _, src, _, _ in rows])
-        pad = lambda seqs: torch.nn.utils.rnn.pad_sequence(  # noqa: E731
-            [torch.tensor(s) for s in seqs], batch_first=True, padding_value=hp.pad_id).to(pl_module.device)
-        src = pad(src_ids)
+        src = padded(src_ids, hp.pad_id, pl_module.device)
         was_training = pl_module.model.training
         pl_module.model.eval()
-        with torch.inference_mode(False), torch.no_grad():
-            hyps = [nbest[0].tokens for nbest in pl_module.val_search(pl_module.model, src, hp.bos_id, hp.eos_id)]
-            maps = cross_attention_maps(pl_module.model, src, pad([[hp.bos_id, *h] for h in hyps]), hp.pad_id,
-                                        self.attention_layer, self.attention_heads)
+        hyps = [nbest[0].tokens for nbest in pl_module.val_search(pl_module.model, src, hp.bos_id, hp.eos_id)]
+        tgt_in = padded([[hp.bos_id, *h] for h in hyps], hp.pad_id, pl_module.device)
+        maps = cross_attention_maps(pl_module.model, src, tgt_in, hp.pad_id, self.attention_layer,
+                                    self.attention_heads)
         pl_module.model.train(was_training)
         folder = self.plot_dir / "attention"
         layer = self.attention_layer % pl_module.model.config.num_decoder_layers
