@@ -50,26 +50,23 @@ def build_spec(model, vocab):
     if c.norm_first:
         norm(spec.encoder.layer_norm, "encoder_norm")
         norm(spec.decoder.layer_norm, "decoder_norm")
-    for i, layer in enumerate(spec.encoder.layer):
-        ours = f"encoder_layers.{i}"
+    def self_attention_and_ffn(layer, ours: str, self_norm: str) -> None:
         linear(layer.self_attention.linear[0], f"{ours}.self_attn.qkv_proj")
         linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
-        norm(layer.self_attention.layer_norm, f"{ours}.attn_block.norm")
+        norm(layer.self_attention.layer_norm, f"{ours}.{self_norm}.norm")
         linear(layer.ffn.linear_0, f"{ours}.ffn.linear1")
         linear(layer.ffn.linear_1, f"{ours}.ffn.linear2")
         norm(layer.ffn.layer_norm, f"{ours}.ffn_block.norm")
+
+    for i, layer in enumerate(spec.encoder.layer):
+        self_attention_and_ffn(layer, f"encoder_layers.{i}", "attn_block")
     for i, layer in enumerate(spec.decoder.layer):
         ours = f"decoder_layers.{i}"
-        linear(layer.self_attention.linear[0], f"{ours}.self_attn.qkv_proj")
-        linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
-        norm(layer.self_attention.layer_norm, f"{ours}.self_block.norm")
+        self_attention_and_ffn(layer, ours, "self_block")
         linear(layer.attention.linear[0], f"{ours}.cross_attn.q_proj")
         linear(layer.attention.linear[1], f"{ours}.cross_attn.kv_proj")
         linear(layer.attention.linear[2], f"{ours}.cross_attn.out_proj")
         norm(layer.attention.layer_norm, f"{ours}.cross_block.norm")
-        linear(layer.ffn.linear_0, f"{ours}.ffn.linear1")
-        linear(layer.ffn.linear_1, f"{ours}.ffn.linear2")
-        norm(layer.ffn.layer_norm, f"{ours}.ffn_block.norm")
     spec.config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default
     ids = vocab.special_ids()  # a Marian vocabulary starts the decoder from <pad>
     spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = vocab.tgt.tokens(

@@ -59,38 +59,28 @@ def marian_config(config: TransformerConfig, bos_id: int, eos_id: int):
     )
 
 
-def to_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
-    """Our Transformer's state_dict (`model.` prefix removed) as MarianMTModel's, features permuted."""
-    order, d = marian_order(config.d_model), config.d_model
-    out: dict[str, torch.Tensor] = {}
+def layout(config: TransformerConfig) -> list[tuple[str, list[str], str]]:
+    """Where each of our parameters lives in MarianMTModel: (our name, Marian's name(s), how the
+    residual-stream features appear in it). A fused projection of ours is Marian's separate ones
+    stacked in order (rows); "in": the features are the columns (the tensor reads the residual
+    stream), "out": the rows (it writes to it, or normalizes it), "none": neither."""
+    entries = [("src_embed.weight", ["model.shared.weight"], "in")]
 
-    def reads(w):  # a Linear reading the residual stream: permute its input features
-        return w[:, order]
+    def attention(ours: str, theirs: str, fused: str, parts: tuple[str, ...]) -> None:
+        entries.append((f"{ours}.{fused}.weight", [f"{theirs}.{p}.weight" for p in parts], "in"))
+        entries.append((f"{ours}.{fused}.bias", [f"{theirs}.{p}.bias" for p in parts], "none"))
+        entries.append((f"{ours}.out_proj.weight", [f"{theirs}.out_proj.weight"], "out"))
+        entries.append((f"{ours}.out_proj.bias", [f"{theirs}.out_proj.bias"], "out"))
 
-    def writes(w):  # a Linear (or bias) writing to it: permute its outputs
-        return w[order]
+    def norm(ours: str, theirs: str) -> None:
+        entries.extend((f"{ours}.{p}", [f"{theirs}.{p}"], "out") for p in ("weight", "bias"))
 
-    def norm(ours, theirs):
-        out[f"{theirs}.weight"], out[f"{theirs}.bias"] = writes(state[f"{ours}.weight"]), writes(state[f"{ours}.bias"])
+    def ffn(ours: str, theirs: str) -> None:
+        entries.extend([(f"{ours}.linear1.weight", [f"{theirs}.fc1.weight"], "in"),
+                        (f"{ours}.linear1.bias", [f"{theirs}.fc1.bias"], "none"),
+                        (f"{ours}.linear2.weight", [f"{theirs}.fc2.weight"], "out"),
+                        (f"{ours}.linear2.bias", [f"{theirs}.fc2.bias"], "out")])
 
-    def attention(ours, theirs, fused, parts):
-        w, b = state[f"{ours}.{fused}.weight"], state[f"{ours}.{fused}.bias"]
-        for name, wi, bi in zip(parts, w.split(d), b.split(d)):
-            out[f"{theirs}.{name}.weight"], out[f"{theirs}.{name}.bias"] = reads(wi), bi
-        out[f"{theirs}.out_proj.weight"] = writes(state[f"{ours}.out_proj.weight"])
-        out[f"{theirs}.out_proj.bias"] = writes(state[f"{ours}.out_proj.bias"])
-
-    def ffn(ours, theirs):
-        out[f"{theirs}.fc1.weight"], out[f"{theirs}.fc1.bias"] = reads(state[f"{ours}.linear1.weight"]), \
-            state[f"{ours}.linear1.bias"]
-        out[f"{theirs}.fc2.weight"] = writes(state[f"{ours}.linear2.weight"])
-        out[f"{theirs}.fc2.bias"] = writes(state[f"{ours}.linear2.bias"])
-
-    embedding = reads(state["src_embed.weight"])
-    for name in ("model.shared", "model.encoder.embed_tokens", "model.decoder.embed_tokens", "lm_head"):
-        out[f"{name}.weight"] = embedding
-    bias = state.get("output_proj.bias")
-    out["final_logits_bias"] = (torch.zeros(config.tgt_vocab_size) if bias is None else bias)[None]
     for i in range(config.num_encoder_layers):
         ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
         attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
@@ -101,13 +91,30 @@ def to_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -
         ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
         attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
         norm(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
-        q = f"{ours}.cross_attn.q_proj"
-        out[f"{theirs}.encoder_attn.q_proj.weight"] = reads(state[f"{q}.weight"])
-        out[f"{theirs}.encoder_attn.q_proj.bias"] = state[f"{q}.bias"]
+        entries.append((f"{ours}.cross_attn.q_proj.weight", [f"{theirs}.encoder_attn.q_proj.weight"], "in"))
+        entries.append((f"{ours}.cross_attn.q_proj.bias", [f"{theirs}.encoder_attn.q_proj.bias"], "none"))
         attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn", "kv_proj", ("k_proj", "v_proj"))
         norm(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
         ffn(f"{ours}.ffn", theirs)
         norm(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+    return entries
+
+
+def permute(tensor: torch.Tensor, features: str, order: torch.Tensor) -> torch.Tensor:
+    """The tensor with its residual-stream features ("in": columns, "out": rows) in `order`."""
+    return {"in": lambda t: t[:, order], "out": lambda t: t[order], "none": lambda t: t}[features](tensor)
+
+
+def to_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """Our Transformer's state_dict (`model.` prefix removed) as MarianMTModel's, features permuted."""
+    order, out = marian_order(config.d_model), {}
+    for ours, theirs, features in layout(config):
+        for name, part in zip(theirs, permute(state[ours], features, order).chunk(len(theirs))):
+            out[name] = part
+    for name in ("model.encoder.embed_tokens", "model.decoder.embed_tokens", "lm_head"):  # tied to model.shared
+        out[f"{name}.weight"] = out["model.shared.weight"]
+    bias = state.get("output_proj.bias")
+    out["final_logits_bias"] = (torch.zeros(config.tgt_vocab_size) if bias is None else bias)[None]
     return {k: v.contiguous() for k, v in out.items()}
 
 
@@ -196,50 +203,12 @@ def export_hf(module, folder) -> None:
 # ------------------------------------------------------------------------------------ import
 def from_marian_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
     """MarianMTModel's state_dict as our Transformer's (the inverse of to_marian_state)."""
-    inverse = torch.argsort(marian_order(config.d_model))
-    out: dict[str, torch.Tensor] = {}
-
-    def reads(w):
-        return w[:, inverse]
-
-    def writes(w):
-        return w[inverse]
-
-    def norm(theirs, ours):
-        out[f"{ours}.weight"], out[f"{ours}.bias"] = writes(state[f"{theirs}.weight"]), writes(state[f"{theirs}.bias"])
-
-    def attention(theirs, ours, fused, parts):
-        out[f"{ours}.{fused}.weight"] = torch.cat([reads(state[f"{theirs}.{p}.weight"]) for p in parts])
-        out[f"{ours}.{fused}.bias"] = torch.cat([state[f"{theirs}.{p}.bias"] for p in parts])
-        out[f"{ours}.out_proj.weight"] = writes(state[f"{theirs}.out_proj.weight"])
-        out[f"{ours}.out_proj.bias"] = writes(state[f"{theirs}.out_proj.bias"])
-
-    def ffn(theirs, ours):
-        out[f"{ours}.linear1.weight"], out[f"{ours}.linear1.bias"] = reads(state[f"{theirs}.fc1.weight"]), \
-            state[f"{theirs}.fc1.bias"]
-        out[f"{ours}.linear2.weight"] = writes(state[f"{theirs}.fc2.weight"])
-        out[f"{ours}.linear2.bias"] = writes(state[f"{theirs}.fc2.bias"])
-
-    embedding = reads(state["model.shared.weight"])
-    for name in ("src_embed", "tgt_embed", "output_proj"):
-        out[f"{name}.weight"] = embedding
+    inverse, out = torch.argsort(marian_order(config.d_model)), {}
+    for ours, theirs, features in layout(config):
+        out[ours] = permute(torch.cat([state[name] for name in theirs]), features, inverse)
+    for name in ("tgt_embed", "output_proj"):  # tied to src_embed
+        out[f"{name}.weight"] = out["src_embed.weight"]
     out["output_proj.bias"] = state["final_logits_bias"].reshape(-1)
-    for i in range(config.num_encoder_layers):
-        theirs, ours = f"model.encoder.layers.{i}", f"encoder_layers.{i}"
-        attention(f"{theirs}.self_attn", f"{ours}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
-        norm(f"{theirs}.self_attn_layer_norm", f"{ours}.attn_block.norm")
-        ffn(theirs, f"{ours}.ffn")
-        norm(f"{theirs}.final_layer_norm", f"{ours}.ffn_block.norm")
-    for i in range(config.num_decoder_layers):
-        theirs, ours = f"model.decoder.layers.{i}", f"decoder_layers.{i}"
-        attention(f"{theirs}.self_attn", f"{ours}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
-        norm(f"{theirs}.self_attn_layer_norm", f"{ours}.self_block.norm")
-        out[f"{ours}.cross_attn.q_proj.weight"] = reads(state[f"{theirs}.encoder_attn.q_proj.weight"])
-        out[f"{ours}.cross_attn.q_proj.bias"] = state[f"{theirs}.encoder_attn.q_proj.bias"]
-        attention(f"{theirs}.encoder_attn", f"{ours}.cross_attn", "kv_proj", ("k_proj", "v_proj"))
-        norm(f"{theirs}.encoder_attn_layer_norm", f"{ours}.cross_block.norm")
-        ffn(theirs, f"{ours}.ffn")
-        norm(f"{theirs}.final_layer_norm", f"{ours}.ffn_block.norm")
     return {k: v.contiguous() for k, v in out.items()}
 
 

@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 
 from transformer_mt import plots
+from transformer_mt.data.batching import Collator
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import sentence_bleu
 
@@ -56,12 +57,6 @@ def log_images(loggers: list[Logger], key: str, paths: list[Path], captions: lis
             elif isinstance(logger, TensorBoardLogger):
                 pixels = matplotlib.image.imread(path)  # (H, W, RGBA) floats in [0, 1]
                 logger.experiment.add_image(f"{key}/{caption}", pixels, global_step=step, dataformats="HWC")
-
-
-def padded(seqs: list[list[int]], pad_id: int, device) -> torch.Tensor:
-    """Id lists as one (N, longest) tensor, padded with pad_id."""
-    rows = [torch.tensor(s) for s in seqs]
-    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id).to(device)
 
 
 @torch.no_grad()
@@ -125,11 +120,12 @@ class TranslationDashboard(Callback):
         output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
         vocab, hp = pl_module.tokenizer, pl_module.hparams
         src_ids = vocab.encode_sources([src for _, src, _, _ in rows])
-        src = padded(src_ids, hp.pad_id, pl_module.device)
+        collate = Collator(hp.pad_id, hp.bos_id, hp.eos_id)
+        src = collate.pad(src_ids).to(pl_module.device)
         was_training = pl_module.model.training
         pl_module.model.eval()
         hyps = [nbest[0].tokens for nbest in pl_module.val_search(pl_module.model, src, hp.bos_id, hp.eos_id)]
-        tgt_in = padded([[hp.bos_id, *h] for h in hyps], hp.pad_id, pl_module.device)
+        tgt_in = collate.pad([[hp.bos_id, *h] for h in hyps]).to(pl_module.device)
         maps = cross_attention_maps(pl_module.model, src, tgt_in, hp.pad_id, self.attention_layer,
                                     self.attention_heads)
         pl_module.model.train(was_training)
