@@ -123,3 +123,6 @@ def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_
                     f"hydra.run.dir={tmp_path}/translate")
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.splitlines()) == 1
+    resumed = run(compose_config(tmp_path / "train", [f"model.init_from={opus}", "trainer.max_epochs=3", *data,
+                                                      f"ckpt_path={tmp_path / 'train' / 'checkpoints' / 'last.ckpt'}"]))
+    assert resumed["steps"] == metrics["steps"] * 3 // 2  # a fine-tuning run resumes like any other

@@ -124,12 +124,12 @@ def run(cfg: DictConfig) -> dict:
     output_dir = Path(cfg.paths.output_dir)
     datamodule = instantiate(cfg.data)
     resume, checkpoint, init_weights = None, None, None
-    if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies, not new ones
-        resume = checkpoint_path(cfg)
+    if cfg.model.get("init_from"):  # fine-tune a Marian model: its architecture, vocabulary and weights
+        init_weights = start_from_marian(cfg, datamodule)
+    if cfg.get("ckpt_path"):  # resume: the checkpoint's vocabularies and weights, not new ones
+        resume, init_weights = checkpoint_path(cfg), None
         checkpoint = read_checkpoint(resume)
         datamodule.set_vocabularies(Vocabularies.from_dict(checkpoint_tokenizer(checkpoint)))
-    elif cfg.model.get("init_from"):  # fine-tune a Marian model: its architecture, vocabulary and weights
-        init_weights = start_from_marian(cfg, datamodule)
     vocab = datamodule.prepare_vocabularies()
     fingerprints = datamodule.fingerprints()
     if checkpoint is not None:
