@@ -52,6 +52,20 @@ def test_finished_hypotheses_are_never_extended():
     assert all(EOS not in prefix for prefix in model.seen_prefixes)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_drops_a_sentence_from_the_batch_when_it_ends(use_cache):
+    """Table 2's greedy path ends after 3 tokens, table 1's runs to the limit of 8: after its EOS
+    the short sentence is never extended, and each output is what it is decoded alone."""
+    model = MarkovModel({1: TABLE_1, 2: TABLE_2})
+    search = GreedySearch(max_len_a=0, max_len_b=8, use_cache=use_cache)
+    batched = search(model, src_for(2, 1, 2), BOS, EOS)
+    assert all(EOS not in prefix for prefix in model.seen_prefixes)
+    # after step 3 only the long sentence is decoded: one prefix of each length 4 ... 9 (BOS + 8 tokens)
+    assert [len(p) for p in model.seen_prefixes if len(p) > 3] == [4, 5, 6, 7, 8, 9]
+    assert batched == [search(model, src_for(t), BOS, EOS)[0] for t in (2, 1, 2)]
+    assert batched[0][0].tokens == [B, A] and batched[1][0].tokens == [A] * 8
+
+
 def test_sentences_of_one_batch_never_mix():
     model = MarkovModel({1: TABLE_1, 2: TABLE_2})
     search = BeamSearch(beam_size=3, length_penalty=1.0, nbest=3, max_len_a=0, max_len_b=6)

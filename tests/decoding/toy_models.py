@@ -34,14 +34,15 @@ class MarkovModel:
         else:
             prefix = tgt
         self.seen_prefixes.extend(prefix.tolist())
-        return self.logits[src[:, :1], tgt]  # (N, T, V)
+        table = src[:, :1].repeat_interleave(tgt.size(0) // src.size(0), dim=0)  # beams share their source row
+        return self.logits[table, tgt]  # (N, T, V)
 
     def init_cache(self):
         return [{"self": {}, "cross": {}}]
 
     @staticmethod
-    def reorder_cache(cache, index):
-        return [{part: {k: v.index_select(0, index) for k, v in d.items()} for part, d in layer.items()}
+    def reorder_cache(cache, index, memory_index=None):
+        return [{"self": {k: v.index_select(0, index) for k, v in layer["self"].items()}, "cross": layer["cross"]}
                 for layer in cache]
 
 

@@ -90,8 +90,26 @@ def test_incremental_decoding_with_cache_equals_full_decoding():
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     # reordering the cache reorders the next step's output
     index = torch.tensor([2, 0, 1])
-    reordered = model.reorder_cache(cache, index)
+    reordered = model.reorder_cache(cache, index, index)
     nxt = torch.randint(4, 50, (3, 1))
     a = model.decode(nxt[index], memory[index], src[index], cache=reordered)
     b = model.decode(nxt, memory, src, cache=cache)[index]
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_beams_share_one_memory_row_as_extra_queries():
+    """decode with one memory row per sentence and r consecutive target rows per sentence (beam
+    search's layout) gives what decoding against the memory copied r times gives."""
+    model = make_model()
+    src = torch.randint(4, 50, (3, 8))
+    src[1, 5:] = 0
+    tgt = torch.randint(4, 50, (6, 5))
+    memory = model.encode(src)
+    shared = model.decode(tgt, memory, src)
+    copied = model.decode(tgt, memory.repeat_interleave(2, dim=0), src.repeat_interleave(2, dim=0))
+    torch.testing.assert_close(shared, copied, atol=1e-5, rtol=0)
+    cache = model.init_cache()
+    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), copied, atol=1e-5, rtol=0)
+    assert cache[0]["cross"]["k"].size(0) == 3  # the memory's K, V were computed once per sentence

@@ -36,8 +36,7 @@ class BeamSearch:
         batch, k, device = src.size(0), self.beam_size, src.device
         pad_id = model.config.pad_id
         limits = self.rules.limits(model, src)
-        state = DecoderState(model, src, self.use_cache)
-        state.reorder(torch.arange(batch, device=device).repeat_interleave(k))
+        state = DecoderState(model, src, self.use_cache)  # one memory row per sentence, k prefix rows
         active = torch.arange(batch, device=device)  # sentences still searching
         prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         scores = torch.zeros(batch, k, device=device)
@@ -50,7 +49,7 @@ class BeamSearch:
             at_limit = (step >= limits[active]).repeat_interleave(k)
             lprobs = self.rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
             vocab = lprobs.size(1)
-            candidates = (scores[:, None] + lprobs).view(n, k * vocab)
+            candidates = lprobs.add_(scores[:, None]).view(n, k * vocab)  # in place: lprobs is not needed again
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
             top_beam, top_token = top_index // vocab, top_index % vocab
             self.finish(finished, active, prefix, step, top_scores, top_beam, top_token == eos_id)
@@ -68,7 +67,7 @@ class BeamSearch:
             rows = (keep[:, None] * k + top_beam.gather(1, pick)[keep]).view(-1)
             prefix = torch.cat([prefix[rows], top_token.gather(1, pick)[keep].view(-1, 1)], dim=1)
             scores = next_scores[keep].view(-1)
-            state.reorder(rows)
+            state.reorder(rows, keep if keep.numel() < n else None)  # the memory changes when sentences stop
             active = active[keep]
         return self.best(finished)
 

@@ -19,13 +19,15 @@ class SearchModel(Protocol):
         """(N, S) source ids -> memory."""
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None) -> torch.Tensor:
-        """(N, T) prefixes -> logits (N, T, V); with a cache, T = 1 (the newest token)."""
+        """(N, T) prefixes -> logits (N, T, V); with a cache, T = 1 (the newest token). memory and
+        src may have N / r rows: r consecutive prefixes (the beams of a sentence) share one."""
 
     def init_cache(self) -> Any:
         """An empty incremental-decoding cache."""
 
-    def reorder_cache(self, cache: Any, index: torch.Tensor) -> Any:
-        """The cache's rows `index` (beams move between rows)."""
+    def reorder_cache(self, cache: Any, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> Any:
+        """The cache of the prefixes' rows `index` (beams move between rows), and of the memory's
+        rows `memory_index` (None: the memory's part stays)."""
 
 
 @dataclass
@@ -77,7 +79,8 @@ class DecoderState:
 
     With use_cache, each step feeds only the newest token and K, V of earlier steps come from the
     model's cache; without it, the whole prefix is decoded again (for tests and benchmarks).
-    `reorder(index)` selects rows (sentences x beams) of the memory and the cache.
+    `reorder(index, memory_index)` selects prefix rows of the cache and rows of the memory (None:
+    the memory stays); the memory may have one row per sentence for several prefixes (beams).
     """
 
     def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True) -> None:
@@ -93,11 +96,12 @@ class DecoderState:
             logits = self.model.decode(prefix, self.memory, self.src)
         return logits[:, -1].float().log_softmax(dim=-1)
 
-    def reorder(self, index: torch.Tensor) -> None:
-        self.memory = self.memory.index_select(0, index)
-        self.src = self.src.index_select(0, index)
+    def reorder(self, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> None:
+        if memory_index is not None:
+            self.memory = self.memory.index_select(0, memory_index)
+            self.src = self.src.index_select(0, memory_index)
         if self.cache is not None:
-            self.cache = self.model.reorder_cache(self.cache, index)
+            self.cache = self.model.reorder_cache(self.cache, index, memory_index)
 
 
 def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tensor:
@@ -118,30 +122,33 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
 def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, rules: Rules, pick,
                    copies: int = 1, use_cache: bool = True) -> list[Hypothesis]:
     """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
-    EOS. Each source is encoded once and decoded `copies` times in consecutive rows. Returns one
-    hypothesis per row."""
-    pad_id = model.config.pad_id
+    EOS; a row that ends leaves the batch, so the model only runs on unfinished ones. Each source
+    is encoded once and decoded `copies` times in consecutive rows. One hypothesis per row."""
     limits = rules.limits(model, src)
     state = DecoderState(model, src, use_cache)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
-        state.reorder(rows)
+        state.reorder(rows, rows)
         limits = limits[rows]
-    n = limits.numel()
-    prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(n, dtype=torch.bool, device=src.device)
+    n, steps = limits.numel(), int(limits.max()) + 1
+    out = torch.full((n, steps), eos_id, dtype=torch.long, device=src.device)  # each row's tokens, then EOS
     scores = torch.zeros(n, device=src.device)
-    for step in range(int(limits.max()) + 1):
-        lprobs = rules.apply(state.step(prefix), prefix, step, step >= limits, eos_id, pad_id)
-        token = pick(lprobs.masked_fill(finished[:, None], 0.0))  # finished rows: anything (padding follows)
-        scores += torch.where(finished, 0.0, lprobs.gather(1, token[:, None]).squeeze(1))
-        token = torch.where(finished, torch.full_like(token, pad_id), token)
+    alive = torch.arange(n, device=src.device)  # the rows still decoding, in the order of the batch
+    prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
+    for step in range(steps):
+        lprobs = rules.apply(state.step(prefix), prefix, step, step >= limits, eos_id, model.config.pad_id)
+        token = pick(lprobs)
+        scores[alive] += lprobs.gather(1, token[:, None]).squeeze(1)
+        out[alive, step] = token
+        ended = token == eos_id
+        if bool(ended.any()):  # rules force EOS at each row's limit: every row ends within `steps`
+            keep = (~ended).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            alive, prefix, limits, token = alive[keep], prefix[keep], limits[keep], token[keep]
+            state.reorder(keep, keep)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
-        finished |= token == eos_id
-        if bool(finished.all()):
-            break
     hyps = []
-    for row, score in zip(prefix[:, 1:].tolist(), scores.tolist()):
-        tokens = row[: row.index(eos_id)] if eos_id in row else row
-        hyps.append(Hypothesis(tokens, score, score))
+    for row, score in zip(out.tolist(), scores.tolist()):
+        hyps.append(Hypothesis(row[: row.index(eos_id)], score, score))
     return hyps

@@ -44,6 +44,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x: (B, T, D). mask broadcasts to (B, H, T, S). Returns (output, weights or None).
+        Cross-attention's memory may have B / r rows: r consecutive rows of x (beams) share one.
 
         With `cache`, self-attention appends this step's K, V to cache["k"], cache["v"], and
         cross-attention reuses cache["k"], cache["v"] of the memory once they are computed.
@@ -63,13 +64,20 @@ class MultiHeadAttention(nn.Module):
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
+        b, _, t, _ = q.shape
+        groups = b // k.size(0)  # > 1: beams, `groups` consecutive query rows per memory row
+        if groups > 1:  # attended as extra query positions: the memory's K, V are never copied per beam
+            q = q.view(k.size(0), groups, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
         dropout = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
             weights = None
-        b, _, t, _ = out.shape
+        if groups > 1:
+            out = out.unflatten(2, (groups, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
+            if weights is not None:
+                weights = weights.unflatten(2, (groups, t)).transpose(1, 2).flatten(0, 1)
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
         return self.out_proj(out), weights
 

@@ -143,7 +143,8 @@ class Transformer(nn.Module):
         """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
 
         With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
-        of earlier steps come from the cache, and the new ones are appended to it.
+        of earlier steps come from the cache, and the new ones are appended to it. memory and src
+        may have B / r rows: then r consecutive rows of tgt (the beams of a sentence) share one.
         """
         offset = 0
         if cache is not None:
@@ -177,12 +178,14 @@ class Transformer(nn.Module):
         return [{"self": {}, "cross": {}} for _ in self.decoder_layers]
 
     @staticmethod
-    def reorder_cache(cache: Cache, index: torch.Tensor) -> Cache:
-        """Select batch rows `index` of every cached tensor (beam search reordering)."""
-        return [
-            {part: {name: t.index_select(0, index) for name, t in entries.items()} for part, entries in layer.items()}
-            for layer in cache
-        ]
+    def reorder_cache(cache: Cache, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> Cache:
+        """Rows `index` of the self-attention cache (beams move between rows) and rows
+        `memory_index` of the memory's cross-attention K, V (None: they stay as they are)."""
+        def select(entries: dict, rows: torch.Tensor | None) -> dict:
+            return entries if rows is None else {name: t.index_select(0, rows) for name, t in entries.items()}
+
+        return [{"self": select(layer["self"], index), "cross": select(layer["cross"], memory_index)}
+                for layer in cache]
 
     def hparams(self) -> dict:
         return asdict(self.config)

@@ -20,6 +20,7 @@ from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.model.quantize import check_quantize, quantize_int8
 from transformer_mt.training.loss import label_smoothed_nll_loss
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ def architecture(model) -> dict:
     """The TransformerConfig keys of a model config (conf/model): without `init_from`, which says
     where the weights come from, not what the model is."""
     return {k: v for k, v in plain(model).items() if k != "init_from"}
+
+
+def without_quantize(decoding: dict) -> dict:
+    """A decoding config without its `quantize` key (which says what model the search runs on)."""
+    return {k: v for k, v in decoding.items() if k != "quantize"}
 
 
 def collect_rng_states() -> dict:
@@ -74,8 +80,9 @@ class TranslationModule(L.LightningModule):
         """model: TransformerConfig fields (conf/model; `init_from` is ignored); tokenizer: the
         vocabularies as plain data (`Vocabularies.to_dict()`); optimizer / scheduler: `_partial_`
         Hydra configs (conf/optim); decoding: the search strategy of test, evaluate and translate
-        (conf/decoding; give another to `load_from_checkpoint(path, decoding=...)`); val_decoding:
-        the one of validation, when it should be cheaper (None = decoding).
+        (conf/decoding; give another to `load_from_checkpoint(path, decoding=...)`), whose
+        `quantize: int8` decodes with an int8 copy of the model (CPU; validation never does);
+        val_decoding: the one of validation, when it should be cheaper (None = decoding).
         max_nonfinite_steps: training stops after this many consecutive steps whose loss is NaN or
         inf (such steps are skipped, not applied). data: what the run trained on ({"config": the
         resolved data config, "fingerprints": per split and of the vocabularies}), kept in every
@@ -88,8 +95,10 @@ class TranslationModule(L.LightningModule):
         self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                                    pad_id=pad_id, **model))
         self.tokenizer = Vocabularies.from_dict(tokenizer)
-        self.search = instantiate(decoding)
-        self.val_search = instantiate(val_decoding) if val_decoding else self.search
+        self.quantize = check_quantize(str(decoding.get("quantize", "none")))
+        self.search = instantiate(without_quantize(decoding))
+        self.val_search = instantiate(without_quantize(val_decoding)) if val_decoding else self.search
+        self._int8: list[Transformer] = []  # the int8 copy, built when first needed (not a submodule)
         self.eval_results: dict[str, dict] = {}  # per stage: metrics and the ordered rows
         self._eval_rows: list[Row] = []
         self._eval_stats = torch.zeros(3, dtype=torch.float64)
@@ -122,6 +131,7 @@ class TranslationModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         """Resume: put back this rank's RNG states, so dropout draws what it would have drawn."""
+        self._int8.clear()
         if self._rng_states and len(self._rng_states) == self.trainer.world_size:
             restore_rng_states(self._rng_states[self.trainer.global_rank])
         elif self._rng_states:
@@ -187,10 +197,18 @@ class TranslationModule(L.LightningModule):
     @torch.no_grad()
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
         """The n-best (detokenized text, score) of each source row, best first: the one path from
-        token ids to the text that validation, test, evaluate and translate score or print."""
-        hyps = (search or self.search)(self.model, src, self.hparams.bos_id, self.hparams.eos_id)
+        token ids to the text that validation, test, evaluate and translate score or print.
+        Without `search`: the checkpoint's decoding, on the int8 copy with decoding.quantize=int8."""
+        model = self.model if search is not None or self.quantize == "none" else self.int8_model()
+        hyps = (search or self.search)(model, src, self.hparams.bos_id, self.hparams.eos_id)
         texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
         return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
+
+    def int8_model(self) -> Transformer:
+        """The int8 copy of the model (built once; training and test start rebuild it)."""
+        if not self._int8:
+            self._int8.append(quantize_int8(self.model))
+        return self._int8[0]
 
     def _eval_step(self, batch: dict, search) -> None:
         loss_sum, nll_sum, ntokens = self._losses(batch)
@@ -243,10 +261,11 @@ class TranslationModule(L.LightningModule):
         self._eval_end("val")
 
     def on_test_epoch_start(self) -> None:
+        self._int8.clear()  # the weights may have changed since the last copy
         self._eval_start()
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch, self.search)
+        self._eval_step(batch, None)
 
     def on_test_epoch_end(self) -> None:
         self._eval_end("test")

@@ -1,0 +1,29 @@
+"""int8 dynamic quantization of a model's linear layers, for decoding on the CPU."""
+
+import warnings
+
+import torch
+from torch import nn
+
+from transformer_mt.errors import ConfigError
+
+QUANTIZE = ("none", "int8")
+
+
+def check_quantize(value: str, key: str = "decoding.quantize") -> str:
+    """`value` if it names a supported quantization, else one line naming the key."""
+    if value not in QUANTIZE:
+        raise ConfigError(f"{key}={value}: must be one of {', '.join(QUANTIZE)}")
+    return value
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """A copy of `model` (in eval mode) whose nn.Linear layers, the output layer included, hold
+    int8 weights and quantize their inputs per call: torch's dynamic quantization (int8 matrix
+    products, fp32 in and out). Embeddings, LayerNorms and attention stay fp32; `model` is
+    untouched (a tied output layer gets its own int8 copy of the embedding). CPU only."""
+    if any(p.device.type != "cpu" for p in model.parameters()):
+        raise ConfigError("decoding.quantize=int8 runs on the CPU only; use decoding.quantize=none on a GPU")
+    with warnings.catch_warnings():  # torch.ao.quantization is deprecated for torchao, and still works
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
