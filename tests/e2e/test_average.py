@@ -7,6 +7,7 @@ from tests.conftest import compose_config
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
 from transformer_mt.tasks.average import average_checkpoints
+from transformer_mt.tasks.train import check_averaging
 
 
 def fake_checkpoint(path, d_model=4, tokenizer="tok", seed=0, dtype=torch.float32):
@@ -59,3 +60,43 @@ def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
         assert sorted(scores.values(), reverse=True)[:3] == [scores[p] for p in result["checkpoints"]]
     evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={result['output']}"]))
     assert evaluated["test/bleu"] >= 90.0
+
+
+@pytest.mark.slow
+def test_training_averages_its_last_epochs_and_tests_the_average(tmp_path):
+    """task.average_last_n=3: after 4 epochs checkpoints/average.ckpt is the mean of epochs 2-4,
+    the run's test metrics are that checkpoint's (task=evaluate reproduces them exactly), with
+    tokenized lowercased BLEU beside them; best.ckpt is kept."""
+    from tests.conftest import SMALL_RUN
+
+    out = tmp_path / "train"
+    overrides = [*SMALL_RUN, "trainer.max_epochs=4", "task.average_last_n=3", "task.tokenized_bleu=true"]
+    metrics = run(compose_config(out, overrides))
+    epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
+    average = out / "checkpoints" / "average.ckpt"
+    assert len(epochs) == 4 and metrics["tested_checkpoint"] == str(average)
+    assert (out / "checkpoints" / "best.ckpt").is_file() and metrics["best_checkpoint"].endswith("best.ckpt")
+    saved = torch.load(average, weights_only=True)
+    assert saved["averaged_from"] == [str(p) for p in epochs[1:]]
+    states = [torch.load(p, weights_only=True)["state_dict"] for p in epochs[1:]]
+    for name, value in saved["state_dict"].items():
+        expected = (sum(s[name].double() for s in states) / 3).to(value.dtype) if value.is_floating_point() else value
+        assert torch.equal(value, expected), name
+    assert not torch.equal(states[0]["model.output_proj.weight"], states[2]["model.output_proj.weight"])
+    assert "test/bleu_tok_lc" in metrics and "case:lc" in metrics["bleu_tok_lc_signature"]
+    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={average}"]))
+    assert evaluated["test/bleu"] == metrics["test/bleu"] and evaluated["test/chrf"] == metrics["test/chrf"]
+
+
+def test_averaging_needs_the_epoch_checkpoints(tmp_path):
+    for extra, message in ((["callbacks.epoch_checkpoint=null"], "must be on"),
+                           (["callbacks.epoch_checkpoint.save_top_k=2"], "keep at least that many"),
+                           ([], None)):
+        cfg = compose_config(tmp_path, ["task.average_last_n=3", *extra])
+        if message is None:
+            check_averaging(cfg)
+            continue
+        with pytest.raises(ConfigError, match=f"task.average_last_n=3 .*{message}"):
+            check_averaging(cfg)
+    with pytest.raises(ConfigError, match="task.average_last_n=-1: must be a whole number"):
+        check_averaging(compose_config(tmp_path, ["task.average_last_n=-1"]))

@@ -78,7 +78,7 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
     if not cfg.get("run_dir") or bool(cfg.get("last_n")) == bool(cfg.get("best_n")):
         raise ConfigError("task=average needs checkpoints=[...], or run_dir=DIR with one of last_n=N / best_n=N")
     folder = Path(cfg.run_dir) / "checkpoints" / "epochs"
-    found = sorted(folder.glob("epoch*.ckpt"))
+    found = epoch_checkpoints(Path(cfg.run_dir))
     if not found:
         raise ConfigError(f"run_dir={cfg.run_dir}: no epoch checkpoints in {folder}")
     n = int(cfg.last_n or cfg.best_n)
@@ -93,12 +93,23 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
     return [p for _, p in sorted(scored, key=lambda sp: -sp[0])[:n]]
 
 
-def run(cfg: DictConfig) -> dict:
-    paths = select_checkpoints(cfg)
+def epoch_checkpoints(run_dir: Path) -> list[Path]:
+    """A run's epoch checkpoints (one per validation), oldest first."""
+    return sorted((run_dir / "checkpoints" / "epochs").glob("epoch*.ckpt"))
+
+
+def write_average(paths: list[Path], output: Path) -> Path:
+    """The average of `paths`, written whole to `output` (never half-written)."""
     averaged = average_checkpoints(paths)
-    output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / "average.ckpt"
     with atomic_file(output) as tmp:
         torch.save(averaged, tmp)
-    log.info("averaged %d checkpoints into %s", len(paths), output)
+    log.info("averaged %d checkpoints (%s ... %s) into %s", len(paths), paths[0].name, paths[-1].name, output)
+    return output
+
+
+def run(cfg: DictConfig) -> dict:
+    paths = select_checkpoints(cfg)
+    output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / "average.ckpt"
+    write_average(paths, output)
     print(output)
     return {"output": str(output), "checkpoints": [str(p) for p in paths]}

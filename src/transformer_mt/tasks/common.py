@@ -157,6 +157,15 @@ def write_results(output_dir: Path, stage: str, results: dict, extra: dict) -> d
     return metrics
 
 
+def tokenized_bleu_extra(split: str, rows: list[tuple[int, str, str, str]]) -> dict:
+    """`<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU) and its signature, for metrics.json."""
+    from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
+
+    scores = tokenized_lowercased_bleu([r[3] for r in rows], [r[2] for r in rows])
+    return {f"{split}/bleu_tok_lc": scores["bleu_tok_lc"],
+            "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
+
+
 def print_summary(title: str, metrics: dict, rows: list[tuple[int, str, str, str]], samples: int = 3) -> None:
     """Final metrics and a few translations, for the terminal."""
     console = Console()

@@ -12,7 +12,6 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.common import (
     build_trainer,
@@ -22,6 +21,7 @@ from transformer_mt.tasks.common import (
     overridden_keys,
     print_summary,
     read_checkpoint,
+    tokenized_bleu_extra,
     write_results,
 )
 
@@ -75,9 +75,7 @@ def run(cfg: DictConfig) -> dict:
     results = {**results, "metrics": {k.replace("test/", f"{split}/"): v for k, v in results["metrics"].items()}}
     extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
     if cfg.task.get("tokenized_bleu"):
-        scores = tokenized_lowercased_bleu([r[3] for r in results["rows"]], [r[2] for r in results["rows"]])
-        extra[f"{split}/bleu_tok_lc"] = scores["bleu_tok_lc"]
-        extra["bleu_tok_lc_signature"] = scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"
+        extra.update(tokenized_bleu_extra(split, results["rows"]))
     metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
     print_summary(f"evaluate {path.name} on {split}", metrics, results["rows"])
     return metrics

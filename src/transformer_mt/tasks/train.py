@@ -20,6 +20,7 @@ from omegaconf import DictConfig, open_dict
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.model import TransformerConfig
+from transformer_mt.tasks.average import epoch_checkpoints, write_average
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.common import (
     build_trainer,
@@ -28,6 +29,7 @@ from transformer_mt.tasks.common import (
     describe_corpus,
     print_summary,
     read_checkpoint,
+    tokenized_bleu_extra,
     write_results,
 )
 from transformer_mt.training import TranslationModule
@@ -117,6 +119,7 @@ def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule) -
 
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "model", "module", "optim", "trainer", "data"))
+    check_averaging(cfg)
     if cfg.get("ckpt_path"):
         keep_earlier_curves(Path(cfg.paths.output_dir))
     trainer = build_trainer(cfg)
@@ -150,7 +153,9 @@ def run(cfg: DictConfig) -> dict:
         best = checkpoint_cb.best_model_path if checkpoint_cb is not None and checkpoint_cb.best_model_path else None
         if best is None and not trainer.fast_dev_run:
             log.warning("no best checkpoint in this run (no validation ran): testing the final weights")
-        trainer.test(module, datamodule=datamodule, ckpt_path=best, weights_only=True if best else None, verbose=False)
+        tested = average_at_end(cfg, trainer) or best
+        trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
+                     verbose=False)
     finally:
         finish_wandb()
     if not trainer.is_global_zero:
@@ -160,6 +165,7 @@ def run(cfg: DictConfig) -> dict:
         **module.eval_results.get("val", {}).get("metrics", {}),  # the last validation
         "val/bleu_best": float(best_score) if best_score is not None else None,
         "best_checkpoint": best,
+        "tested_checkpoint": tested,
         "num_parameters": module.model.num_parameters(),
         "tokens_per_sec": module.tokens_per_sec() * trainer.world_size,
         "train_seconds": round(train_seconds, 1),
@@ -168,9 +174,45 @@ def run(cfg: DictConfig) -> dict:
         "decoding": module.hparams.decoding,
     }
     results = module.eval_results["test"]
+    if cfg.task.get("tokenized_bleu"):
+        extra.update(tokenized_bleu_extra("test", results["rows"]))
     metrics = write_results(output_dir, "test", results, extra)
     print_summary(f"test ({cfg.data.split} split)", metrics, results["rows"])
     return metrics
+
+
+def check_averaging(cfg: DictConfig) -> None:
+    """task.average_last_n needs the epoch checkpoints it averages: one line before any work."""
+    n = cfg.task.get("average_last_n") or 0
+    if not isinstance(n, int) or n < 0:
+        raise ConfigError(f"task.average_last_n={n}: must be a whole number >= 0 (0: no averaging)")
+    if not n:
+        return
+    epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
+    keep = epochs.get("save_top_k") if epochs else None
+    if not isinstance(keep, int) or (keep != -1 and keep < n):
+        raise ConfigError(f"task.average_last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
+                          " which must be on and keep at least that many (save_top_k: -1 or >= N)")
+
+
+def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:
+    """With task.average_last_n=N: checkpoints/average.ckpt, the mean of the last N epoch
+    checkpoints (fewer, with a warning, if fewer were written), written by rank 0; its path."""
+    n = cfg.task.get("average_last_n") or 0
+    if not n:
+        return None
+    run_dir = Path(cfg.paths.output_dir)
+    output = run_dir / "checkpoints" / "average.ckpt"
+    if trainer.is_global_zero:
+        paths = epoch_checkpoints(run_dir)[-n:]
+        if not paths:
+            raise ConfigError(f"task.average_last_n={n}: no epoch checkpoints in {run_dir}/checkpoints/epochs")
+        if len(paths) < n:
+            log.warning("task.average_last_n=%d, but the run wrote %d epoch checkpoints: averaging those", n,
+                        len(paths))
+        write_average(paths, output)
+    trainer.strategy.barrier()
+    return str(output)
 
 
 def finish_wandb() -> None:
