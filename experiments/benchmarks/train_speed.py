@@ -2,17 +2,22 @@
 at the same dimensions and batches, in one run (systems interleaved step by step, each first in turn).
 
     python experiments/benchmarks/train_speed.py [--device cpu|cuda] [--precision fp32 bf16] [--steps 8]
+        [--shape base|recipe]
 
-The paper's base model (d_model 512, d_ff 2048, 8 heads, 6 + 6 layers, ReLU, post-norm, tied
-embeddings), a 10k vocabulary, batches of 64 sentence pairs of 24 + 24 tokens (random ids, no
-padding), label-smoothed loss (ours, for every system, on each system's logits), fused Adam. Prints
-target tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs estimate
+--shape base (default): the paper's base model (d_model 512, d_ff 2048, 8 heads, 6 + 6 layers),
+batches of 64 sentence pairs of 24 + 24 tokens; --shape recipe: experiment=multi30k_recipe's
+model (d_model 128, d_ff 256, 4 heads, 4 + 4 layers), batches of 256 pairs of 16 + 16 tokens.
+Both: ReLU, post-norm, tied embeddings, a 10k vocabulary, random ids (no padding), label-smoothed
+loss (the peers: our `label_smoothed_nll_loss` on their logits; ours: its training path,
+`output_layer_loss`, which applies the output layer chunk by chunk), fused Adam. Prints target
+tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs estimate
 (transformer_mt.model.flops) over a matmul peak measured in the same run.
 """
 
 import argparse
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -20,38 +25,56 @@ from torch import nn
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.embedding import sinusoid_table
 from transformer_mt.model.flops import training_flops
-from transformer_mt.training.loss import label_smoothed_nll_loss
+from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
 
-V, D, FF, H, LAYERS, BATCH, LEN, PAD, BOS = 10_000, 512, 2048, 8, 6, 64, 24, 0, 1
+V, PAD, BOS = 10_000, 0, 1
+
+
+@dataclass
+class Shape:
+    d: int
+    ff: int
+    heads: int
+    layers: int
+    batch: int
+    length: int
+
+
+SHAPES = {"base": Shape(512, 2048, 8, 6, 64, 24), "recipe": Shape(128, 256, 4, 4, 256, 16)}
 
 
 class TorchTransformer(nn.Module):
     """torch.nn.Transformer with embeddings, sinusoidal positions and a tied output layer."""
 
-    def __init__(self) -> None:
+    def __init__(self, shape: Shape) -> None:
         super().__init__()
-        self.embed = nn.Embedding(V, D, padding_idx=PAD)
-        self.register_buffer("pos", sinusoid_table(256, D), persistent=False)
-        self.core = nn.Transformer(D, H, LAYERS, LAYERS, FF, dropout=0.1, batch_first=True)
-        self.out = nn.Linear(D, V, bias=False)
+        self.embed = nn.Embedding(V, shape.d, padding_idx=PAD)
+        self.register_buffer("pos", sinusoid_table(256, shape.d), persistent=False)
+        self.core = nn.Transformer(shape.d, shape.heads, shape.layers, shape.layers, shape.ff, dropout=0.1,
+                                   batch_first=True)
+        self.out = nn.Linear(shape.d, V, bias=False)
         self.out.weight = self.embed.weight
 
     def forward(self, src, tgt_in):
-        scale = math.sqrt(D)
+        scale = math.sqrt(self.embed.embedding_dim)
         s = self.embed(src) * scale + self.pos[: src.size(1)]
         t = self.embed(tgt_in) * scale + self.pos[: tgt_in.size(1)]
         mask = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=src.device)
         return self.out(self.core(s, t, tgt_mask=mask, tgt_is_causal=True))
 
+    def loss(self, src, tgt_in, tgt_out):
+        return label_smoothed_nll_loss(self(src, tgt_in), tgt_out, 0.1, PAD)
+
 
 class HFMarian(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, shape: Shape) -> None:
         super().__init__()
         import transformers
 
         config = transformers.MarianConfig(
-            vocab_size=V, decoder_vocab_size=V, d_model=D, encoder_layers=LAYERS, decoder_layers=LAYERS,
-            encoder_attention_heads=H, decoder_attention_heads=H, encoder_ffn_dim=FF, decoder_ffn_dim=FF,
+            vocab_size=V, decoder_vocab_size=V, d_model=shape.d, encoder_layers=shape.layers,
+            decoder_layers=shape.layers, encoder_attention_heads=shape.heads, decoder_attention_heads=shape.heads,
+            encoder_ffn_dim=shape.ff, decoder_ffn_dim=shape.ff,
             activation_function="relu", max_position_embeddings=256, scale_embedding=True, pad_token_id=PAD,
             decoder_start_token_id=BOS, dropout=0.1)
         self.model = transformers.MarianMTModel(config)
@@ -59,14 +82,24 @@ class HFMarian(nn.Module):
     def forward(self, src, tgt_in):
         return self.model(input_ids=src, decoder_input_ids=tgt_in).logits
 
+    def loss(self, src, tgt_in, tgt_out):
+        return label_smoothed_nll_loss(self(src, tgt_in), tgt_out, 0.1, PAD)
+
 
 class Ours(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, shape: Shape) -> None:
         super().__init__()
-        self.model = Transformer(TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, pad_id=PAD))
+        self.model = Transformer(config_of(shape))
 
-    def forward(self, src, tgt_in):
-        return self.model(src, tgt_in)
+    def loss(self, src, tgt_in, tgt_out):
+        """As TranslationModule trains: decoder states, then output layer + loss chunk by chunk."""
+        out = self.model.output_proj
+        return output_layer_loss(self.model.features(src, tgt_in), out.weight, out.bias, tgt_out, 0.1, PAD)
+
+
+def config_of(shape: Shape) -> TransformerConfig:
+    return TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, pad_id=PAD, num_encoder_layers=shape.layers,
+                             num_decoder_layers=shape.layers, d_model=shape.d, d_ff=shape.ff, heads=shape.heads)
 
 
 def matmul_peak(device: str, dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
@@ -92,20 +125,23 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per system (after 2 warm-up steps)")
+    parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
     args = parser.parse_args()
+    shape = SHAPES[args.shape]
+    batch, length = shape.batch, shape.length
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, V, (BATCH, LEN), generator=gen).to(args.device)
-    tgt = torch.randint(4, V, (BATCH, LEN + 1), generator=gen).to(args.device)
+    src = torch.randint(4, V, (batch, length), generator=gen).to(args.device)
+    tgt = torch.randint(4, V, (batch, length + 1), generator=gen).to(args.device)
     tgt[:, 0] = BOS
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    config = TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, pad_id=PAD)
-    flops = training_flops(config, BATCH * LEN, BATCH * LEN, LEN, LEN)
+    flops = training_flops(config_of(shape), batch * length, batch * length, length, length)
     print(f"device {args.device}, {torch.get_num_threads()} threads; model FLOPs per step {flops / 1e9:.1f} G\n")
     for precision in args.precision:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         peak = matmul_peak(args.device, dtype)
-        systems = {"ours": Ours(), "HF MarianMTModel": HFMarian(), "torch nn.Transformer": TorchTransformer()}
+        systems = {"ours": Ours(shape), "HF MarianMTModel": HFMarian(shape),
+                   "torch nn.Transformer": TorchTransformer(shape)}
         optimizers = {}
         for name, model in systems.items():
             model.to(args.device).train()
@@ -119,15 +155,14 @@ def main() -> None:
                 sync(args.device)
                 start = time.perf_counter()
                 with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"):
-                    logits = model(src, tgt_in)
-                loss_sum, _, ntokens = label_smoothed_nll_loss(logits, tgt_out, 0.1, PAD)
+                    loss_sum, _, ntokens = model.loss(src, tgt_in, tgt_out)
                 (loss_sum / ntokens).backward()
                 optimizers[name].step()
                 optimizers[name].zero_grad(set_to_none=True)
                 sync(args.device)
                 if step >= 2:
                     seconds[name].append(time.perf_counter() - start)
-        tokens = BATCH * LEN
+        tokens = batch * length
         rate = {name: tokens * len(s) / sum(s) for name, s in seconds.items()}
         print(f"### {precision} (measured matmul peak {peak / 1e12:.2f} TFLOP/s)\n")
         print("| system | target tokens/s | ours / this | MFU vs measured peak |\n| --- | ---: | ---: | ---: |")

@@ -206,7 +206,7 @@ def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, monkeypatch):
     and schedule still advance, as Lightning counts them); the third stops training."""
     from transformer_mt.training import module as module_py
 
-    real = module_py.label_smoothed_nll_loss
+    real = module_py.output_layer_loss
     calls = {"n": 0}
 
     def nan_from_step_3(*args, **kwargs):
@@ -214,7 +214,7 @@ def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, monkeypatch):
         calls["n"] += 1
         return (loss * math.nan, nll, ntokens) if calls["n"] >= 3 else (loss, nll, ntokens)
 
-    monkeypatch.setattr(module_py, "label_smoothed_nll_loss", nan_from_step_3)
+    monkeypatch.setattr(module_py, "output_layer_loss", nan_from_step_3)
     with pytest.raises(TrainingDiverged, match=r"train: loss nan at step 4 \(lr .*\), 3 steps in a row"):
         run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0"]))
 

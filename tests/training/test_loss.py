@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_mt.training.loss import label_smoothed_nll_loss
+from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
 
 
 def test_matches_hand_computation():
@@ -52,3 +52,44 @@ def test_epsilon_zero_is_plain_nll():
     target = torch.randint(1, 7, (2, 4))
     loss, nll, _ = label_smoothed_nll_loss(logits, target, 0.0, ignore_index=0)
     assert loss.item() == pytest.approx(nll.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("chunk_rows", [7, 1000])  # many chunks with a ragged last one; one chunk
+def test_output_layer_loss_equals_the_plain_path_in_values_and_gradients(with_bias, chunk_rows):
+    """The output layer applied chunk by chunk inside the loss gives the sums and the gradients
+    (hidden states, weight, bias) of linear -> label_smoothed_nll_loss, padding excluded."""
+    torch.manual_seed(0)
+    hidden = torch.randn(4, 9, 16, requires_grad=True)
+    weight = (torch.randn(30, 16) * 0.3).requires_grad_()
+    bias = (torch.randn(30) * 0.3).requires_grad_() if with_bias else None
+    target = torch.randint(1, 30, (4, 9))
+    target[1, 5:] = 0
+    target[3, 2:] = 0
+    params = [hidden, weight] + ([bias] if with_bias else [])
+    plain = label_smoothed_nll_loss(F.linear(hidden, weight, bias), target, 0.1, 0)
+    expected = torch.autograd.grad(plain[0] * 3.0, params)
+    fused = output_layer_loss(hidden, weight, bias, target, 0.1, 0, chunk_rows=chunk_rows)
+    got = torch.autograd.grad(fused[0] * 3.0, params)
+    torch.testing.assert_close(fused[0], plain[0], atol=1e-4, rtol=1e-6)
+    torch.testing.assert_close(fused[1], plain[1], atol=1e-4, rtol=1e-6)
+    assert int(fused[2]) == int(plain[2]) == 4 * 9 - 4 - 7
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    assert got[0][3, 2:].abs().sum() == 0  # padding positions get no gradient
+
+
+def test_output_layer_loss_under_bf16_autocast_is_close_to_fp32():
+    torch.manual_seed(0)
+    hidden = torch.randn(64, 32, requires_grad=True)
+    weight = (torch.randn(50, 32) * 0.2).requires_grad_()
+    target = torch.randint(1, 50, (64,))
+    exact = output_layer_loss(hidden, weight, None, target, 0.1, 0)
+    g_exact = torch.autograd.grad(exact[0], [hidden, weight])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = output_layer_loss(hidden, weight, None, target, 0.1, 0)
+    g_low = torch.autograd.grad(low[0], [hidden, weight])
+    assert low[0].dtype == torch.float32 and abs(float(low[0] - exact[0])) < 0.02 * float(exact[0])
+    for a, b in zip(g_low, g_exact):
+        assert a.dtype == b.dtype == torch.float32
+        assert (a - b).abs().max() < 0.05 * b.abs().max()

@@ -151,6 +151,14 @@ class Transformer(nn.Module):
             offset = cache[0]["self"]["k"].size(2) if "k" in cache[0]["self"] else 0
             if offset and tgt.size(1) != 1:
                 raise ValueError("incremental decoding takes one new token per step")
+        x, weights = self.decoder_states(tgt, memory, src, offset, cache, need_weights)
+        logits = self.output_proj(x)
+        return (logits, weights) if need_weights else logits
+
+    def decoder_states(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
+                       cache: Cache | None = None, need_weights: bool = False) -> tuple[torch.Tensor, list]:
+        """The decoder stack: (B, T, D) states the output layer turns into logits, and the
+        per-layer attention weights (None each without need_weights)."""
         self_mask = self.causal_mask(tgt) if cache is None else None
         memory_mask = self.padding_mask(src)
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
@@ -159,12 +167,16 @@ class Transformer(nn.Module):
             layer_cache = None if cache is None else cache[i]
             x, w = layer(x, memory, self_mask, memory_mask, cache=layer_cache, need_weights=need_weights)
             weights.append(w)
-        logits = self.output_proj(self.decoder_norm(x))
-        return (logits, weights) if need_weights else logits
+        return self.decoder_norm(x), weights
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
         return self.decode(tgt_in, self.encode(src), src)
+
+    def features(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced decoder states (B, T, D): `forward` without the output layer, for a
+        loss that applies the output layer itself (training.loss.output_layer_loss)."""
+        return self.decoder_states(tgt_in, self.encode(src), src)[0]
 
     def attention_weights(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
         """Per-layer attention probabilities (B, H, T, S), for plots: encoder, decoder_self, cross."""

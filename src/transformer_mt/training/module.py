@@ -21,7 +21,7 @@ from transformer_mt.errors import TrainingDiverged
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.quantize import check_quantize, quantize_int8
-from transformer_mt.training.loss import label_smoothed_nll_loss
+from transformer_mt.training.loss import output_layer_loss
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +151,9 @@ class TranslationModule(L.LightningModule):
 
     # ---------------------------------------------------------------------------- training
     def _losses(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        logits = self.model(batch["src"], batch["tgt_in"])
-        return label_smoothed_nll_loss(logits, batch["tgt_out"], self.hparams.label_smoothing, self.hparams.pad_id)
+        states, out = self.model.features(batch["src"], batch["tgt_in"]), self.model.output_proj
+        return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
+                                 self.hparams.pad_id)
 
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
         self._batch_start = time.perf_counter()
