@@ -10,10 +10,10 @@ from transformer_mt.errors import ConfigError
 QUANTIZE = ("none", "int8")
 
 
-def check_quantize(value: str, key: str = "decoding.quantize") -> str:
+def check_quantize(value: str) -> str:
     """`value` if it names a supported quantization, else one line naming the key."""
     if value not in QUANTIZE:
-        raise ConfigError(f"{key}={value}: must be one of {', '.join(QUANTIZE)}")
+        raise ConfigError(f"decoding.quantize={value}: must be one of {', '.join(QUANTIZE)}")
     return value
 
 

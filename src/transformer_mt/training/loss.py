@@ -37,7 +37,8 @@ def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
         chunk_rows = max(1, (1 << 20 if hidden.device.type == "cpu" else 1 << 26) // weight.size(0))
     keep = target != ignore_index
     rows, labels = hidden[keep], target[keep]
-    loss_sum, nll_sum = _OutputLayerLoss.apply(rows, weight, bias, labels, epsilon, chunk_rows)
+    # under no_grad (validation, test) no gradient is computed: needs_input_grad would still say yes
+    loss_sum, nll_sum = _OutputLayerLoss.apply(rows, weight, bias, labels, epsilon, chunk_rows, torch.is_grad_enabled())
     return loss_sum, nll_sum, keep.sum()
 
 
@@ -47,8 +48,8 @@ class _OutputLayerLoss(torch.autograd.Function):
     in the backward pass."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, labels, epsilon: float, chunk_rows: int):
-        need = ctx.needs_input_grad
+    def forward(ctx, hidden, weight, bias, labels, epsilon: float, chunk_rows: int, grad_enabled: bool):
+        need = ctx.needs_input_grad if grad_enabled else (False,) * 3
         vocab = weight.size(0)
         loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
         nll_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -83,4 +84,4 @@ class _OutputLayerLoss(torch.autograd.Function):
     def backward(ctx, grad_loss, _grad_nll):
         grads = [(g * grad_loss).to(dtype) if has else None
                  for g, has, dtype in zip(ctx.saved_tensors, ctx.has, ctx.dtypes)]
-        return *grads, None, None, None
+        return *grads, None, None, None, None
