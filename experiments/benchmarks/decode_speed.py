@@ -24,7 +24,7 @@ import torch
 
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch
-from transformer_mt.decoding.search import max_lengths
+from transformer_mt.decoding.search import Rules, max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model.quantize import quantize_int8
 from transformer_mt.tasks.common import load_module
@@ -110,7 +110,8 @@ def compare(module, lines: list[str], refs: list[str], repeat: int) -> None:
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
-    limits = [min(int(1.2 * len(ids) + 10), module.model.config.max_positions - 2) for ids in src]
+    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
+    limits = Rules(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()  # our searches' limits
     int8 = quantize_int8(module.model)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -50,6 +50,7 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     state = torch.load(out / "checkpoints" / "average.ckpt", weights_only=True)
     vocab = next(v.shape[0] for k, v in state["state_dict"].items() if k.endswith("embed.weight"))
     assert metrics["num_parameters"] == 4 * 132_480 + 4 * 198_784 + 128 * vocab
+    assert state["hyper_parameters"]["model"]["dropout"] == 0.2  # chosen on val (the README's study)
 
     # fewer epochs than average_last_n (10): all of them are averaged, and the average is tested
     epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))

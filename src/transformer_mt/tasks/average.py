@@ -77,7 +77,7 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
         return paths
     if not cfg.get("run_dir") or bool(cfg.get("last_n")) == bool(cfg.get("best_n")):
         raise ConfigError("task=average needs checkpoints=[...], or run_dir=DIR with one of last_n=N / best_n=N")
-    folder = Path(cfg.run_dir) / "checkpoints" / "epochs"
+    folder = epoch_folder(Path(cfg.run_dir))
     found = epoch_checkpoints(Path(cfg.run_dir))
     if not found:
         raise ConfigError(f"run_dir={cfg.run_dir}: no epoch checkpoints in {folder}")
@@ -93,9 +93,14 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
     return [p for _, p in sorted(scored, key=lambda sp: -sp[0])[:n]]
 
 
+def epoch_folder(run_dir: Path) -> Path:
+    """Where a run keeps its epoch checkpoints."""
+    return run_dir / "checkpoints" / "epochs"
+
+
 def epoch_checkpoints(run_dir: Path) -> list[Path]:
     """A run's epoch checkpoints (one per validation), oldest first."""
-    return sorted((run_dir / "checkpoints" / "epochs").glob("epoch*.ckpt"))
+    return sorted(epoch_folder(run_dir).glob("epoch*.ckpt"))
 
 
 def write_average(paths: list[Path], output: Path) -> Path:
