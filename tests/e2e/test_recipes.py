@@ -10,6 +10,7 @@ import torch
 from tests.conftest import ROOT, compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
+from transformer_mt.tasks.average import epoch_checkpoints
 
 PRESETS = sorted(str(p.relative_to(ROOT / "conf" / "experiment").with_suffix(""))
                  for p in (ROOT / "conf" / "experiment").rglob("*.yaml"))
@@ -53,7 +54,7 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     assert state["hyper_parameters"]["model"]["dropout"] == 0.2  # chosen on val (the README's study)
 
     # fewer epochs than average_last_n (10): all of them are averaged, and the average is tested
-    epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
+    epochs = epoch_checkpoints(out)
     assert len(epochs) == 3 and state["averaged_from"] == [str(p) for p in epochs]
     assert metrics["tested_checkpoint"] == str(out / "checkpoints" / "average.ckpt")
     assert metrics["decoding"]["beam_size"] == 5 and metrics["decoding"]["length_penalty"] == 1.0

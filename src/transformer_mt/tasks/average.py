@@ -77,8 +77,8 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
         return paths
     if not cfg.get("run_dir") or bool(cfg.get("last_n")) == bool(cfg.get("best_n")):
         raise ConfigError("task=average needs checkpoints=[...], or run_dir=DIR with one of last_n=N / best_n=N")
-    folder = epoch_folder(Path(cfg.run_dir))
-    found = epoch_checkpoints(Path(cfg.run_dir))
+    run_dir = Path(cfg.run_dir)
+    folder, found = epoch_folder(run_dir), epoch_checkpoints(run_dir)
     if not found:
         raise ConfigError(f"run_dir={cfg.run_dir}: no epoch checkpoints in {folder}")
     n = int(cfg.last_n or cfg.best_n)
