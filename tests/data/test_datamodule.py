@@ -5,7 +5,6 @@ import logging
 
 import pytest
 
-from transformer_mt.data import datamodule as dm_module
 from transformer_mt.data.corpus import TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import TokenizerOptions
@@ -27,22 +26,22 @@ def make_dm(folder, cache, **kwargs):
     return TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), **options)
 
 
-def test_second_run_neither_trains_nor_encodes(tmp_path, monkeypatch):
+def test_second_run_neither_trains_nor_encodes(tmp_path, caplog):
     write_corpus(tmp_path / "corpus")
     first = make_dm(tmp_path / "corpus", tmp_path / "cache")
     first.prepare_data()
     first.setup("fit")
     built = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(built) == 1 + 3 and all(not name.startswith(".") for name in built)  # vocab + 3 splits
-
-    def fail(*args, **kwargs):
-        raise AssertionError("the cache should have been used")
-
-    monkeypatch.setattr(dm_module, "build_vocabularies", fail)
-    monkeypatch.setattr(TranslationDataModule, "_encode", fail)
-    second = make_dm(tmp_path / "corpus", tmp_path / "cache")
-    second.prepare_data()
-    second.setup("fit")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="transformer_mt.data.datamodule"):
+        second = make_dm(tmp_path / "corpus", tmp_path / "cache")
+        second.prepare_data()
+        second.setup("fit")
+    said = [record.getMessage() for record in caplog.records]
+    assert not [line for line in said if line.startswith("training ") or ": encoding " in line], said
+    assert {line.split(" cache hit")[0] for line in said if "cache hit" in line} == {
+        "vocabularies:", "train: token ids", "val: token ids", "test: token ids"}
     assert second.datasets["train"].table[:]["src_ids"] == first.datasets["train"].table[:]["src_ids"]
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == built
 

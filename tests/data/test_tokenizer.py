@@ -1,8 +1,22 @@
 """Vocabularies: BPE and sentencepiece, joint and separate, user files, exact detokenization."""
 
+import base64
+import json
+
 import pytest
 
-from transformer_mt.data.tokenizer import TextTokenizer, TokenizerOptions, Vocabularies, build_vocabularies
+from transformer_mt.data.tokenizer import (
+    SPECIAL_TOKENS,
+    BpeTokenizer,
+    MarianVocabulary,
+    SentencePieceTokenizer,
+    TextTokenizer,
+    TokenizerOptions,
+    Vocabularies,
+    build_vocabularies,
+    train_bpe,
+    train_sentencepiece,
+)
 from transformer_mt.errors import ConfigError, DataError
 
 EN = ["Two young, White males are outside near many bushes.", "A little girl climbing into a wooden playhouse.",
@@ -89,3 +103,109 @@ def test_exact_vocabulary_size_is_not_warned(caplog):
     vocab = build_vocabularies(EN, DE, TokenizerOptions(type="bpe", vocab_size=120))
     assert vocab.src.vocab_size == 120
     assert "data.tokenizer.vocab_size" not in caplog.text
+
+
+# ------------------------------------------------------------------- one interface, three classes
+def opus_like(sentencepiece: TextTokenizer) -> MarianVocabulary:
+    """A Marian vocabulary numbered as OPUS-MT's: </s> 0, <unk> 1, the other pieces, <pad> last."""
+    pieces = [p for p in sentencepiece.tokens(list(range(sentencepiece.vocab_size))) if p not in SPECIAL_TOKENS]
+    return MarianVocabulary(sentencepiece.sentencepiece_model(), ["</s>", "<unk>", *pieces, "<pad>"])
+
+
+@pytest.fixture(scope="module")
+def tokenizers() -> dict[str, TextTokenizer]:
+    sentencepiece = train_sentencepiece(EN + DE, TokenizerOptions(type="sentencepiece", vocab_size=150))
+    return {"bpe": train_bpe(EN + DE, TokenizerOptions(vocab_size=300)), "sentencepiece": sentencepiece,
+            "marian": opus_like(sentencepiece)}
+
+
+CLASSES = {"bpe": (BpeTokenizer, "tokenizers"), "sentencepiece": (SentencePieceTokenizer, "sentencepiece"),
+           "marian": (MarianVocabulary, "marian")}
+
+
+def observe(tokenizer: TextTokenizer, folder) -> dict:
+    """Everything a caller can see through the interface (the stored kind aside)."""
+    lines = EN[:4] + DE[:4] + ["ünknöwn ☃ text"]
+    ids = tokenizer.encode(lines)
+    special = list(tokenizer.special_ids.values())
+    tokenizer.save(folder / f"saved{tokenizer.suffix}")
+    return {"special_ids": tokenizer.special_ids, "vocab_size": tokenizer.vocab_size, "ids": ids,
+            "text": tokenizer.decode([special + seq + special for seq in ids]),
+            "tokens": tokenizer.tokens(list(range(tokenizer.vocab_size))),
+            "token_id": [tokenizer.token_id(t) for t in [*SPECIAL_TOKENS, "▁A", "▁Ein", "never-a-piece"]],
+            "sentencepiece_model": tokenizer.sentencepiece_model(), "suffix": tokenizer.suffix,
+            "data": tokenizer.to_dict()["data"], "file": (folder / f"saved{tokenizer.suffix}").read_bytes()}
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_each_class_round_trips_through_its_dict_and_its_file(tokenizers, name, tmp_path):
+    tokenizer, (cls, kind) = tokenizers[name], CLASSES[name]
+    assert type(tokenizer) is cls and tokenizer.kind == kind
+    # the stored format: {"kind", "data"}, data being the file's text (sentencepiece: the model in base64)
+    stored = tokenizer.to_dict()
+    assert set(stored) == {"kind", "data"} and stored["kind"] == kind and isinstance(stored["data"], str)
+    tokenizer.save(tmp_path / f"first{tokenizer.suffix}")
+    written = (tmp_path / f"first{tokenizer.suffix}").read_bytes()
+    assert written == (base64.b64decode(stored["data"]) if name == "sentencepiece" else stored["data"].encode())
+    if name == "marian":
+        assert set(json.loads(written)["marian"]) == {"spm", "pieces"}
+    seen = observe(tokenizer, tmp_path)
+    for again in (TextTokenizer.from_dict(stored), TextTokenizer.load(tmp_path / f"first{tokenizer.suffix}")):
+        assert type(again) is cls and again.to_dict() == stored
+        assert observe(again, tmp_path) == seen  # same ids, same text, and a byte-identical file
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_no_behaviour_depends_on_the_kind_string(tokenizers, name, tmp_path):
+    """Only the stored "kind" names the class: a copy told another kind behaves the same in everything
+    else, and its round trip gives the same class (chosen by the stored kind or the file's content)."""
+    tokenizer = tokenizers[name]
+    renamed = TextTokenizer.from_dict(tokenizer.to_dict())
+    renamed.kind = "something else"
+    assert observe(renamed, tmp_path) == observe(tokenizer, tmp_path)
+    assert type(TextTokenizer.load(tmp_path / f"saved{renamed.suffix}")) is type(tokenizer)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_hugging_face_export_does_not_depend_on_the_kind_string(tokenizers, name, tmp_path):
+    pytest.importorskip("transformers", reason="the export extra: pip install -e '.[export]'")
+    tokenizer = tokenizers[name]
+    renamed = TextTokenizer.from_dict(tokenizer.to_dict())
+    renamed.kind = "something else"
+    tokenizer.save_hugging_face(tmp_path / "original", 64, tokenizer)
+    renamed.save_hugging_face(tmp_path / "renamed", 64, renamed)
+    files = sorted(p.name for p in (tmp_path / "original").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "renamed").iterdir())
+    assert files == (["tokenizer.json", "tokenizer_config.json"] if name == "bpe"
+                     else ["source.spm", "target.spm", "tokenizer_config.json", "vocab.json"])
+    for file in files:
+        assert (tmp_path / "original" / file).read_bytes() == (tmp_path / "renamed" / file).read_bytes(), file
+
+
+def test_a_marian_vocabulary_has_no_bos_and_keeps_its_numbering(tokenizers):
+    marian = tokenizers["marian"]
+    assert marian.special_ids == {"pad_id": marian.vocab_size - 1, "bos_id": marian.vocab_size - 1, "eos_id": 0,
+                                  "unk_id": 1}
+    assert marian.decode(marian.encode(EN[:2])) == tokenizers["sentencepiece"].decode(
+        tokenizers["sentencepiece"].encode(EN[:2]))
+    vocab = Vocabularies(marian, opus_like(tokenizers["sentencepiece"]))
+    assert not vocab.joint and Vocabularies.from_dict(vocab.to_dict()).same_as(vocab)
+
+
+@pytest.mark.parametrize("value", [4, 0, -1, True, 3.5, 8000.0, "8000", None])
+def test_vocab_size_must_be_an_integer_of_at_least_5(value):
+    with pytest.raises(ConfigError) as err:
+        TokenizerOptions(vocab_size=value)
+    assert str(err.value) == f"data.tokenizer.vocab_size={value}: must be an integer >= 5"
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("type", "wordpiece", "data.tokenizer.type='wordpiece': must be bpe or sentencepiece"),
+    ("model_type", "char", "data.tokenizer.model_type='char': must be unigram or bpe"),
+    ("normalization", "nfc", "data.tokenizer.normalization='nfc': must be nfkc or none"),
+    ("tgt_file", "x.json", "data.tokenizer.tgt_file='x.json': needs data.tokenizer.joint=false"),
+])
+def test_each_bad_option_is_named_with_its_value(key, value, message):
+    with pytest.raises(ConfigError) as err:
+        TokenizerOptions(**{key: value})
+    assert str(err.value) == message

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from tests.conftest import make_model
 from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, A, B, MarkovModel
+from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import BeamSearch, GreedySearch, Hypothesis
 from transformer_mt.errors import ConfigError
 
@@ -99,16 +99,6 @@ def test_bad_options_name_the_key():
         BeamSearch(beam_size=0)
 
 
-def padded_sources() -> torch.Tensor:
-    torch.manual_seed(1)
-    src = torch.randint(4, 50, (4, 9))
-    src[:, -1] = 2
-    for row, length in enumerate([9, 4, 6, 2]):
-        src[row, length - 1] = 2
-        src[row, length:] = 0
-    return src
-
-
 @pytest.mark.parametrize("search_cls, options", [(GreedySearch, {}), (BeamSearch, {"beam_size": 4, "nbest": 4})])
 def test_cache_equals_no_cache_on_a_random_model(search_cls, options):
     model = make_model()
@@ -166,3 +156,17 @@ def test_sampling_obeys_no_repeat_ngram_size_too():
     for hyp in search(model, src_for(1), BOS, EOS)[0]:
         bigrams = list(zip(hyp.tokens, hyp.tokens[1:]))
         assert len(bigrams) == len(set(bigrams))
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoder_state_tells_the_model_its_beams(use_cache):
+    """The layout is explicit: k prefixes per sentence decode with beams=k, and with beams=1 the same
+    rows are an error on the real model and on the toy one, though 2 x 3 divides evenly."""
+    from transformer_mt.decoding.search import DecoderState
+
+    for model in (make_model(), MarkovModel({1: TABLE_1, 2: TABLE_2})):
+        src = src_for(1, 2)
+        prefix = torch.full((6, 1), BOS)
+        assert DecoderState(model, src, use_cache, beams=3).step(prefix).shape[0] == 6
+        with pytest.raises(ValueError, match="beams=1"):
+            DecoderState(model, src, use_cache).step(prefix)

@@ -6,9 +6,8 @@ import math
 import pytest
 import torch
 
-from tests.conftest import make_model
-from tests.decoding.test_beam import padded_sources
 from tests.decoding.toy_models import BOS, EOS, MarkovModel
+from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import GreedySearch, Sampling
 from transformer_mt.decoding.sampling import top_k_filter, top_p_filter
 

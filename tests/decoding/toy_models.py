@@ -26,7 +26,9 @@ class MarkovModel:
     def encode(self, src):
         return src[:, :1].float()[:, :, None]  # the memory only says which table to use
 
-    def decode(self, tgt, memory, src, cache=None):
+    def decode(self, tgt, memory, src, cache=None, beams=1):
+        if tgt.size(0) != beams * src.size(0):
+            raise ValueError(f"{tgt.size(0)} prefixes for {src.size(0)} source rows with beams={beams}")
         if cache is not None:
             prefix = cache[0]["self"]["prefix"] if "prefix" in cache[0]["self"] else tgt[:, :0]
             prefix = torch.cat([prefix, tgt], dim=1)
@@ -34,7 +36,7 @@ class MarkovModel:
         else:
             prefix = tgt
         self.seen_prefixes.extend(prefix.tolist())
-        table = src[:, :1].repeat_interleave(tgt.size(0) // src.size(0), dim=0)  # beams share their source row
+        table = src[:, :1].repeat_interleave(beams, dim=0)  # beams share their source row
         return self.logits[table, tgt]  # (N, T, V)
 
     def init_cache(self):

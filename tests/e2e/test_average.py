@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.conftest import compose_config
+from tests.helpers import compose_config
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
 from transformer_mt.tasks.average import average_checkpoints
@@ -67,7 +67,7 @@ def test_training_averages_its_last_epochs_and_tests_the_average(tmp_path):
     """task.average_last_n=3: after 4 epochs checkpoints/average.ckpt is the mean of epochs 2-4,
     the run's test metrics are that checkpoint's (task=evaluate reproduces them exactly), with
     tokenized lowercased BLEU beside them; best.ckpt is kept."""
-    from tests.conftest import SMALL_RUN
+    from tests.helpers import SMALL_RUN
 
     out = tmp_path / "train"
     overrides = [*SMALL_RUN, "trainer.max_epochs=4", "task.average_last_n=3", "task.tokenized_bleu=true"]

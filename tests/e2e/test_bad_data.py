@@ -4,7 +4,7 @@ trained (no vocab-* entry in the cache)."""
 
 import pytest
 
-from tests.e2e.test_bad_input import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, write
+from tests.helpers import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, write
 
 
 def assert_no_vocabulary(tmp_path) -> None:

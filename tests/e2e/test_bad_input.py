@@ -2,39 +2,7 @@
 written half-way."""
 
 
-from tests.e2e.test_run import run_py
-
-
-def assert_clean_failure(result, expected: str) -> None:
-    assert result.returncode == 1, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and expected in last, last
-
-
-def files_run(tmp_path, *extra):
-    return run_py("data=files", f"data.corpus.data_dir={tmp_path}/corpus", f"hydra.run.dir={tmp_path}/run",
-                  f"paths.cache_dir={tmp_path}/cache", "trainer.max_epochs=1", *extra)
-
-
-def write(folder, name, data: bytes):
-    folder.mkdir(exist_ok=True)
-    (folder / name).write_bytes(data)
-
-
-def good_corpus(folder):
-    for split in ("train", "val", "test"):
-        write(folder, f"{split}.en", b"a small cat\nthe dog\n")
-        write(folder, f"{split}.de", b"eine kleine Katze\nder Hund\n")
-
-
-def assert_nothing_half_written(tmp_path):
-    """No temporary entry in the cache; the run directory keeps only what was asked and why it
-    failed (config.yaml, .hydra/, run.log), as the README says."""
-    cache = tmp_path / "cache"
-    assert not cache.exists() or not any(p.name.startswith(".") for p in cache.iterdir())
-    run_dir = tmp_path / "run"
-    assert not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= {"config.yaml", ".hydra", "run.log"}
+from tests.helpers import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, run_py, write
 
 
 def test_missing_file(tmp_path):

@@ -3,7 +3,7 @@ and checkpoints written before that (tokenizer beside the hyper-parameters) keep
 
 import torch
 
-from tests.conftest import ROOT, compose_config
+from tests.helpers import ROOT, compose_config
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.tasks import run
 from transformer_mt.tasks.common import load_module

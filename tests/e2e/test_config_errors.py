@@ -7,9 +7,7 @@ import logging
 import pytest
 import torch
 
-from tests.conftest import SMALL_RUN, compose_config
-from tests.e2e.test_bad_input import assert_clean_failure
-from tests.e2e.test_run import run_py
+from tests.helpers import SMALL_RUN, assert_clean_failure, compose_config, run_py
 from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.tasks import run
 from transformer_mt.tasks.common import write_json

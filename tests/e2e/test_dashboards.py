@@ -9,8 +9,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import FAST
+from tests.helpers import FAST, compose_config
 from tests.wandb_records import records, run_record, summary
 from transformer_mt.tasks import run
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import sacrebleu
 
-from tests.conftest import compose_config
+from tests.helpers import compose_config
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow

@@ -4,9 +4,7 @@ at nearly the BLEU of the fp32 model, leaving the model and the checkpoint as th
 import pytest
 import torch
 
-from tests.conftest import compose_config
-from tests.e2e.test_bad_input import assert_clean_failure
-from tests.e2e.test_run import run_py
+from tests.helpers import assert_clean_failure, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
 from transformer_mt.tasks.common import load_module

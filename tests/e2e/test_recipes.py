@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, compose_config
+from tests.helpers import ROOT, compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
 from transformer_mt.tasks.average import epoch_checkpoints

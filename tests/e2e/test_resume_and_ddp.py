@@ -7,8 +7,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import compose_config, run_py
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow

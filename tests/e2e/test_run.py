@@ -2,24 +2,13 @@
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.conftest import ROOT, compose_config
+from tests.helpers import FAST, compose_config, run_py
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.tasks import run
-
-FAST = ["debug=fast", "data.corpus.num_train=400", "data.corpus.num_val=20", "data.corpus.num_test=20"]
-
-
-def run_py(*args: str, cwd=ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_fast_dev_run_writes_metrics_and_translations(tmp_path):
@@ -53,7 +42,7 @@ def test_every_model_preset_builds(tmp_path):
     from hydra.utils import instantiate
 
     from transformer_mt.model import Transformer, TransformerConfig
-    from transformer_mt.training.module import architecture
+    from transformer_mt.tasks.build import architecture
 
     for preset in ("tiny", "small", "base", "big"):
         cfg = compose_config(tmp_path, [f"model={preset}"])

@@ -12,8 +12,7 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import compose_config, run_py
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
 

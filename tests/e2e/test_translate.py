@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import ROOT, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
 

@@ -13,15 +13,17 @@ import lightning as L
 import pytest
 import torch
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import compose_config, run_py
+from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
+from transformer_mt.training.checkpointing import AtomicCheckpointIO
 
 pytestmark = pytest.mark.slow
 EVERY = 4  # last.ckpt every EVERY steps
-SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-         "~callbacks.epoch_checkpoint", f"callbacks.last_checkpoint.every_n_steps={EVERY}"]
+NUM_TRAIN = 600  # training pairs of the runs below
+SMALL = [f"data.corpus.num_train={NUM_TRAIN}", "data.corpus.num_val=20", "data.corpus.num_test=20",
+         "data.max_tokens=512", "~callbacks.epoch_checkpoint", f"callbacks.last_checkpoint.every_n_steps={EVERY}"]
 
 
 class StepRecorder(L.Callback):
@@ -38,30 +40,48 @@ class StepRecorder(L.Callback):
 
 
 class Interrupt(L.Callback):
-    """Sends `signal_name` to its own process before optimizer step `step`; with `during_save`, kills
-    the process with SIGKILL half-way through writing the first checkpoint at or after `step`."""
+    """Sends `signal_name` to its own process before optimizer step `step`."""
 
-    def __init__(self, step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> None:
-        self.step, self.signal, self.during_save = step, getattr(signal, signal_name), during_save
-
-    def on_train_start(self, trainer, module) -> None:
-        if not self.during_save:
-            return
-        real_save = torch.save
-
-        def save_half_then_die(obj, f, *args, **kwargs):
-            if trainer.global_step < self.step:
-                return real_save(obj, f, *args, **kwargs)
-            buffer = io.BytesIO()
-            real_save(obj, buffer)
-            Path(f).write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        torch.save = save_half_then_die
+    def __init__(self, step: int, signal_name: str = "SIGKILL") -> None:
+        self.step, self.signal = step, getattr(signal, signal_name)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        if not self.during_save and trainer.global_step == self.step:
+        if trainer.global_step == self.step:
             os.kill(os.getpid(), self.signal)
+
+
+class DieWritingACheckpoint(AtomicCheckpointIO):
+    """The run's own checkpoint writer, until the first checkpoint at or after step `step`: of that
+    one it writes half the bytes into the temporary file, then kills its own process (SIGKILL)."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        if checkpoint["global_step"] < self.step:
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        whole = io.BytesIO()
+        torch.save(checkpoint, whole)
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(whole.getvalue()[: len(whole.getvalue()) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class NanLossFrom(L.Callback):
+    """From optimizer step `step` on, the decoder's output is NaN, so the loss is NaN; checks that
+    the steps skipped since then changed no weight."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.hook, self.before = step, None, None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            self.before = {k: v.clone() for k, v in module.model.state_dict().items()}
+            self.hook = module.model.decoder_norm.register_forward_hook(lambda m, args, out: out * math.nan)
+        elif self.before is not None:
+            now = module.model.state_dict()
+            assert all(torch.equal(now[k], v) for k, v in self.before.items()), "a skipped step changed weights"
 
 
 def record(path: Path) -> list[str]:
@@ -69,8 +89,10 @@ def record(path: Path) -> list[str]:
 
 
 def interrupt(step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> list[str]:
+    if during_save:
+        return [f"trainer.plugins=[{{_target_:{__name__}.DieWritingACheckpoint,step:{step}}}]"]
     return [f"+callbacks.interrupt._target_={__name__}.Interrupt", f"+callbacks.interrupt.step={step}",
-            f"+callbacks.interrupt.signal_name={signal_name}", f"+callbacks.interrupt.during_save={during_save}"]
+            f"+callbacks.interrupt.signal_name={signal_name}"]
 
 
 def steps(path: Path) -> list[list]:
@@ -107,7 +129,7 @@ def test_every_epoch_has_its_own_batch_order_from_seed_and_epoch(tmp_path):
     by_epoch = {e: [ids for epoch, _, ids in steps(tmp_path / "steps.jsonl") if epoch == e] for e in range(3)}
     assert len(by_epoch[0]) == len(by_epoch[1]) == len(by_epoch[2]) > 10
     for batches in by_epoch.values():
-        assert sorted(i for ids in batches for i in ids) == list(range(600))
+        assert sorted(i for ids in batches for i in ids) == list(range(NUM_TRAIN))
     assert by_epoch[0] != by_epoch[1] != by_epoch[2] != by_epoch[0]
     assert by_epoch[0][0] != by_epoch[1][0] != by_epoch[2][0]
     # the same order again from the datamodule's sampler, given only (seed, epoch)
@@ -156,15 +178,15 @@ def kill_and_resume(tmp_path: Path, cache: Path, how: list[str]) -> tuple[Path, 
 def test_kill_9_mid_step_and_during_a_checkpoint_write_then_resume_is_bit_identical(reference, tmp_path):
     ref_dir, ref_steps, cache = reference
     steps_per_epoch = len(ref_steps) // 2
-    # 1. SIGKILL before step 10 of epoch 0: last.ckpt holds step 8, at most EVERY steps are lost
+    # 1. SIGKILL before step 10 of epoch 0: last.ckpt holds step 8 (2 x EVERY), at most EVERY steps are lost
     run_dir, saved = kill_and_resume(tmp_path / "mid_step", cache, interrupt(10))
-    assert saved == 8
+    assert saved == 10 - 10 % EVERY
     assert steps(tmp_path / "mid_step" / "rest.jsonl") == ref_steps[saved:]
     assert_bit_identical(run_dir / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
     # 2. SIGKILL half-way through writing last.ckpt at step 24 (epoch 1): the one of step 20 stays
     assert 20 < steps_per_epoch + 4 < 24
     run_dir, saved = kill_and_resume(tmp_path / "in_save", cache, interrupt(24, during_save=True))
-    assert saved == 20
+    assert saved == 24 - EVERY
     assert steps(tmp_path / "in_save" / "rest.jsonl") == ref_steps[saved:]
     assert_bit_identical(run_dir / "checkpoints" / "last.ckpt", ref_dir / "checkpoints" / "last.ckpt")
     assert not [p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]  # stale temp file removed
@@ -201,22 +223,14 @@ def test_a_nan_loss_stops_training_and_keeps_the_earlier_checkpoints(reference, 
         assert all(torch.isfinite(t).all() for t in weights(checkpoint).values() if t.is_floating_point())
 
 
-def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, monkeypatch):
+def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path):
     """Two NaN steps in a row are skipped (no gradients, so Adam changes no weight; the step counter
     and schedule still advance, as Lightning counts them); the third stops training."""
-    from transformer_mt.training import module as module_py
-
-    real = module_py.output_layer_loss
-    calls = {"n": 0}
-
-    def nan_from_step_3(*args, **kwargs):
-        loss, nll, ntokens = real(*args, **kwargs)
-        calls["n"] += 1
-        return (loss * math.nan, nll, ntokens) if calls["n"] >= 3 else (loss, nll, ntokens)
-
-    monkeypatch.setattr(module_py, "output_layer_loss", nan_from_step_3)
-    with pytest.raises(TrainingDiverged, match=r"train: loss nan at step 4 \(lr .*\), 3 steps in a row"):
-        run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0"]))
+    first_nan, limit = 2, 3  # module.max_nonfinite_steps: 3 by default
+    nan_loss = [f"+callbacks.nan._target_={__name__}.NanLossFrom", f"+callbacks.nan.step={first_nan}"]
+    with pytest.raises(TrainingDiverged, match=rf"train: loss nan at step {first_nan + limit - 1} \(lr .*\), "
+                                               rf"{limit} steps in a row"):
+        run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0", *nan_loss]))
 
 
 def test_last_checkpoint_holds_the_final_state_when_max_steps_stops_mid_epoch(tmp_path):
@@ -239,7 +253,8 @@ def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_iden
         shares = [[ids for e, _, ids in rank if e == epoch] for rank in ranks]
         assert len(shares[0]) == len(shares[1]) > 4
         seen = [i for share in shares for ids in share for i in ids]
-        assert set(seen) == set(range(600)) and len(seen) - 600 <= max(map(len, shares[0] + shares[1]))
+        assert set(seen) == set(range(NUM_TRAIN))
+        assert len(seen) - NUM_TRAIN <= max(map(len, shares[0] + shares[1]))
     assert [ids for e, _, ids in ranks[0] if e == 0] != [ids for e, _, ids in ranks[0] if e == 1]
     result = run_py(*SMALL, *ddp, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/first", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

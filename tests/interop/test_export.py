@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import compose_config, run_py
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
@@ -201,7 +200,7 @@ def test_push_offline_fails_at_once_with_one_line(toy, tmp_path):
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=push", f"folder={toy['dir'] / 'hf'}",

@@ -10,8 +10,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from tests.conftest import compose_config
-from tests.e2e.test_run import run_py
+from tests.helpers import compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import Transformer, TransformerConfig
@@ -115,6 +114,7 @@ def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_
     saved = torch.load(tmp_path / "train" / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["hyper_parameters"]["model"]["d_model"] == 32 and saved["hyper_parameters"]["tokenizer"]["src"][
         "kind"] == "marian"
+    assert saved["hyper_parameters"]["scheduler"]["d_model"] == 32  # noam's ${model.d_model}: the model built
     best = tmp_path / "train" / "checkpoints" / "best.ckpt"
     again = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={best}"]))
     assert again["test/bleu"] == metrics["test/bleu"] and again["test/chrf"] == metrics["test/chrf"]

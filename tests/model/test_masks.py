@@ -2,7 +2,7 @@
 
 import torch
 
-from tests.conftest import make_model
+from tests.helpers import make_model
 
 
 def test_future_target_tokens_do_not_change_earlier_logits(model):

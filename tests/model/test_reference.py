@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from tests.conftest import make_model
+from tests.helpers import make_model
 
 
 def copy_attention(ours, ref: nn.MultiheadAttention) -> None:

@@ -6,14 +6,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
-from tests.conftest import compose_config, make_model
+from tests.helpers import compose_config, make_model
 from transformer_mt import plots
 from transformer_mt.model import TransformerConfig
 from transformer_mt.model.flops import forward_flops, training_flops
+from transformer_mt.tasks.build import architecture
 from transformer_mt.tasks.common import wandb_names
 from transformer_mt.training.dashboard import cross_attention_maps
 from transformer_mt.training.health import known_peak_flops
-from transformer_mt.training.module import architecture
 
 
 def test_flops_of_model_base_match_a_hand_computation(tmp_path):

@@ -1,16 +1,19 @@
 """TranslationDataModule: corpus -> vocabularies -> token ids cached as Arrow -> token-budget batches.
 
-Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds the vocabularies, keyed by the
+The vocabularies are settled when the datamodule is built: given (a checkpoint's, a Marian
+folder's), or made from `tokenizer` (a file, or trained on the training split). Everything the
+model needs to know of the data (vocabulary sizes, special ids) is known once it is constructed.
+
+Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds trained vocabularies, keyed by the
 training text and every tokenizer option; `ids-<key>/` holds one encoded split, keyed by the
-vocabularies, that split's text and the filtering options. Both are built once, by local rank 0
-in `prepare_data`, written to a temporary folder and renamed when complete; a second run finds
-them and neither trains a tokenizer nor encodes.
+vocabularies, that split's text and the filtering options. Vocabularies are trained when the
+datamodule is built, token ids by local rank 0 in `prepare_data`; both are written to a temporary
+folder and renamed when complete, so a second run finds them and neither trains nor encodes.
 """
 
 import hashlib
 import json
 import logging
-import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,13 +28,12 @@ from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, Tran
 from transformer_mt.data.corpus import SPLITS, ParallelText
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.validate import check, integer, number
 
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = "1"
 STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
-# our sampler resumes mid-epoch through the datamodule's state (see state_dict below)
-warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 
 
 def digest(*parts) -> str:
@@ -54,17 +56,26 @@ def _encode_batch(batch: dict, vocab_json: str) -> dict:
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
-    corpus: any object with `load(split) -> ParallelText` and `fingerprint(split) -> str`
-    (ToyCorpus, TextFileCorpus, TableCorpus, HubCorpus). tokenizer: TokenizerOptions.
-    max_len / max_len_ratio filter the training split only (counted); val and test are never
-    filtered. run_dir: where a copy of the vocabularies is saved with the run.
+    corpus: any object with `load(split) -> ParallelText`, `fingerprint(split) -> str` and
+    `location(split, index) -> str` (ToyCorpus, TextFileCorpus, TableCorpus, HubCorpus).
+    tokenizer: how the vocabularies are made (TokenizerOptions). vocabularies: the run's, when it
+    starts from a checkpoint or a Marian folder (a `tokenizer.file` must then hold the same ones);
+    None: made from `tokenizer` now. max_len / max_len_ratio filter the training split only
+    (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
+    with the run.
     """
 
     def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
                  max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
                  max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
-                 num_proc: int = 1) -> None:
+                 num_proc: int = 1, vocabularies: Vocabularies | None = None) -> None:
         super().__init__()
+        check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
+        check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
+        check("data.max_len", max_len, integer(1), "an integer >= 1")
+        check("data.max_len_ratio", max_len_ratio, number(1.0), "a number >= 1 or null", nullable=True)
+        check("data.num_workers", num_workers, integer(0), "an integer >= 0")
+        check("data.num_proc", num_proc, integer(1), "an integer >= 1")
         if split not in SPLITS:
             raise ConfigError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
         self.corpus = corpus
@@ -73,47 +84,45 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
-        self._vocab: Vocabularies | None = None
-        self._given_vocab = False
-        self._keys: dict[str, str] = {}  # cache keys, computed once
-        self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split): hashes whole files, so once
-        self._saved_to_run_dir = False
+        self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split) hashes whole files: once
+        if vocabularies is None:
+            self.vocab_key = self._options_key()
+            self.vocabularies = self._made_vocabularies()
+        else:
+            self._check_file_matches(vocabularies)
+            self.vocab_key = digest("given", json.dumps(vocabularies.to_dict()))
+            self.vocabularies = vocabularies
         self.datasets: dict[str, TranslationDataset] = {}
         self._samplers: dict[str, TokenBudgetBatchSampler] = {}
         self._resume_state: dict | None = None
+        self._handed: tuple[int, int] = (-1, 0)  # (epoch, training batches of it handed to the loop)
+        self._saved_to_run_dir = False
 
     # ---------------------------------------------------------------------------- vocabularies
-    def set_vocabularies(self, vocab: Vocabularies) -> None:
-        """Use these vocabularies (those of a checkpoint) instead of training them. A tokenizer
-        file in the config must then be the same vocabulary."""
-        if self.options.file:
-            from_file = build_vocabularies([], [], self.options)
-            if not from_file.same_as(vocab):
-                raise DataError(
-                    f"data.tokenizer.file={self.options.file}: its vocabulary ({from_file.src.vocab_size} tokens) "
-                    f"is not the checkpoint's ({vocab.src.vocab_size} tokens); leave data.tokenizer.file unset "
-                    "to use the checkpoint's"
-                )
-        self._vocab, self._given_vocab = vocab, True
-        self._keys.clear()
+    def _check_file_matches(self, vocab: Vocabularies) -> None:
+        """Given vocabularies (a checkpoint's) and a tokenizer file in the config must agree."""
+        if not self.options.file:
+            return
+        from_file = build_vocabularies([], [], self.options)
+        if not from_file.same_as(vocab):
+            raise DataError(
+                f"data.tokenizer.file={self.options.file}: its vocabulary ({from_file.src.vocab_size} tokens) "
+                f"is not the checkpoint's ({vocab.src.vocab_size} tokens); leave data.tokenizer.file unset "
+                "to use the checkpoint's"
+            )
 
-    def _vocab_key(self) -> str:
-        if "vocab" not in self._keys:
-            if self._given_vocab:
-                self._keys["vocab"] = digest("given", json.dumps(self._vocab.to_dict()))
-            else:
-                files = [self.options.file, self.options.tgt_file]
-                file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
-                                for f in files]
-                corpus = None if self.options.file else self._corpus_fingerprint("train")
-                self._keys["vocab"] = digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
-        return self._keys["vocab"]
+    def _options_key(self) -> str:
+        """The cache key of vocabularies made from the options: the files' or the training text's digest."""
+        files = [self.options.file, self.options.tgt_file]
+        file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
+                        for f in files]
+        corpus = None if self.options.file else self._corpus_fingerprint("train")
+        return digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
 
-    def prepare_vocabularies(self) -> Vocabularies:
-        """Load the vocabularies from the cache, or make them (local rank 0) and cache them."""
-        if self._vocab is not None:
-            return self._vocab
-        folder = self.cache_dir / f"vocab-{self._vocab_key()}"
+    def _made_vocabularies(self) -> Vocabularies:
+        """The vocabularies of `tokenizer`: from the cache, or made (trained, or read from the file)
+        and cached."""
+        folder = self.cache_dir / f"vocab-{self.vocab_key}"
         if folder.is_dir():
             log.info("vocabularies: cache hit %s", folder)
         else:
@@ -124,12 +133,7 @@ class TranslationDataModule(L.LightningDataModule):
             vocab = build_vocabularies(train.src, train.tgt, self.options)
             with atomic_dir(folder) as tmp:
                 vocab.save(tmp)
-        self._vocab = Vocabularies.load(folder)
-        return self._vocab
-
-    @property
-    def vocabularies(self) -> Vocabularies:
-        return self.prepare_vocabularies()
+        return Vocabularies.load(folder)
 
     # ---------------------------------------------------------------------------------- data
     def _splits(self, stage: str | None) -> list[str]:
@@ -139,15 +143,12 @@ class TranslationDataModule(L.LightningDataModule):
         return STAGE_SPLITS[stage] or [self.split]
 
     def _ids_folder(self, split: str) -> Path:
-        if split not in self._keys:
-            filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-            self._keys[split] = digest(CACHE_VERSION, self._vocab_key(), self._corpus_fingerprint(split), split,
-                                       filters)
-        return self.cache_dir / f"ids-{self._keys[split]}"
+        filters = (self.max_len, self.max_len_ratio) if split == "train" else None
+        key = digest(CACHE_VERSION, self.vocab_key, self._corpus_fingerprint(split), split, filters)
+        return self.cache_dir / f"ids-{key}"
 
     def prepare_data(self) -> None:
-        """Vocabularies, then the token ids of this stage's splits, built once into the cache."""
-        self.prepare_vocabularies()
+        """The token ids of this stage's splits, built once into the cache."""
         for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
             self._build(split)
 
@@ -157,7 +158,9 @@ class TranslationDataModule(L.LightningDataModule):
         if folder.is_dir():
             log.info("%s: token ids cache hit %s", split, folder)
         else:
-            table = self._encode(self.corpus.load(split), train=split == "train")
+            text = self.corpus.load(split)
+            log.info("%s: encoding %d pairs into %s", split, len(text), folder)
+            table = self._encode(text, train=split == "train")
             with atomic_dir(folder) as tmp:
                 table.save_to_disk(str(tmp / "data"))
         return folder
@@ -223,7 +226,8 @@ class TranslationDataModule(L.LightningDataModule):
         return table
 
     def setup(self, stage: str | None = None) -> None:
-        """Every rank: the vocabularies and this stage's splits, memory-mapped from the cache."""
+        """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
+        vocabularies in the run directory)."""
         if self.run_dir is not None and self.trainer is not None and self.trainer.is_global_zero \
                 and not self._saved_to_run_dir:
             self.vocabularies.save(self.run_dir / "tokenizer")
@@ -272,14 +276,24 @@ class TranslationDataModule(L.LightningDataModule):
         return self._loader(self.split, train=False)
 
     # --------------------------------------------------------------------- mid-epoch resume
+    def on_before_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
+        """Counts the training batches handed to the loop (the loader runs ahead of it by its
+        prefetch, so the sampler's own count is not where training is)."""
+        if self.trainer is not None and self.trainer.training:
+            epoch, handed = self._handed
+            self._handed = (self.trainer.current_epoch, (handed if epoch == self.trainer.current_epoch else 0) + 1)
+        return batch
+
     def state_dict(self) -> dict:
-        """The training sampler's place: batches of the current epoch the loop has finished
-        (the loader runs ahead by its prefetch, so the loop's count is the one that matters)."""
+        """The training sampler's place: the batches of the current epoch the loop has taken (a
+        checkpoint is written after a batch's step, so those are finished)."""
         sampler = self._samplers.get("train")
-        if sampler is None or self.trainer is None:
+        if sampler is None:
             return {}
-        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
-        return {"train_sampler": sampler.state_dict(consumed=done)}
+        epoch, handed = self._handed
+        return {"train_sampler": sampler.state_dict(consumed=handed if epoch == sampler.epoch else 0)}
 
     def load_state_dict(self, state: dict) -> None:
         self._resume_state = state.get("train_sampler")
+        if self._resume_state:
+            self._handed = (self._resume_state["epoch"], self._resume_state["consumed"])

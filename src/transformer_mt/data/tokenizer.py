@@ -2,7 +2,8 @@
 the user supplies; one joint vocabulary for both languages, or one per side.
 
 Every vocabulary has <pad>, <s>, </s>, <unk> (ids 0-3 when we train it). Decoding restores the
-spacing, so hypotheses are scored as plain text.
+spacing, so hypotheses are scored as plain text. `TextTokenizer` is what callers use; its classes
+are BpeTokenizer, SentencePieceTokenizer and MarianVocabulary (an imported Marian model's).
 """
 
 import base64
@@ -11,9 +12,12 @@ import json
 import logging
 import os
 import re
+import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -45,152 +49,283 @@ class TokenizerOptions:
 
     def __post_init__(self) -> None:
         if self.type not in ("bpe", "sentencepiece"):
-            raise ConfigError(f"data.tokenizer.type must be bpe or sentencepiece, got {self.type!r}")
+            raise ConfigError(f"data.tokenizer.type={self.type!r}: must be bpe or sentencepiece")
         if self.model_type not in ("unigram", "bpe"):
-            raise ConfigError(f"data.tokenizer.model_type must be unigram or bpe, got {self.model_type!r}")
+            raise ConfigError(f"data.tokenizer.model_type={self.model_type!r}: must be unigram or bpe")
         if self.normalization not in ("nfkc", "none"):
-            raise ConfigError(f"data.tokenizer.normalization must be nfkc or none, got {self.normalization!r}")
-        if self.vocab_size < len(SPECIAL_TOKENS) + 1:
-            raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size} is too small")
+            raise ConfigError(f"data.tokenizer.normalization={self.normalization!r}: must be nfkc or none")
+        smallest = len(SPECIAL_TOKENS) + 1
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < smallest:
+            raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size}: must be an integer >= {smallest}")
         if self.tgt_file and self.joint:
-            raise ConfigError("data.tokenizer.tgt_file needs data.tokenizer.joint=false")
+            raise ConfigError(f"data.tokenizer.tgt_file={self.tgt_file!r}: needs data.tokenizer.joint=false")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-class MarianPieces:
+class TextTokenizer(ABC):
+    """One vocabulary: text to token ids and back, and its serialized forms (a checkpoint's dict, a
+    file). `kind` names the class in the dicts checkpoints store; `model` is the library object."""
+
+    kind: ClassVar[str]  # stored in to_dict()
+    suffix: ClassVar[str]  # of the file save() writes
+
+    def __init__(self, ids: list[int | None]) -> None:
+        """`ids`: those of <pad>, <s>, </s>, <unk>, None where the vocabulary lacks the token."""
+        missing = [tok for tok, i in zip(SPECIAL_TOKENS, ids) if i is None]
+        if missing:
+            raise DataError(f"the tokenizer has no {', '.join(missing)} token: it needs {', '.join(SPECIAL_TOKENS)}")
+        self.special_ids: dict[str, int] = dict(zip(ID_NAMES, ids))
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int:
+        """The number of ids."""
+
+    @abstractmethod
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        """Token ids of each line, without special tokens."""
+
+    @abstractmethod
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Detokenized text of each id sequence; special tokens are dropped."""
+
+    @abstractmethod
+    def tokens(self, ids: list[int]) -> list[str]:
+        """The subword string of each id (for plots and CTranslate2)."""
+
+    @abstractmethod
+    def token_id(self, token: str) -> int:
+        """The id of a subword string (unknown ones: <unk>)."""
+
+    @abstractmethod
+    def sentencepiece_model(self) -> bytes | None:
+        """The sentencepiece model that cuts text into pieces (serialized); None for BPE."""
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, str]:
+        """{"kind", "data"}: plain strings, for checkpoints (loadable with weights_only=True)."""
+
+    @abstractmethod
+    def to_bytes(self) -> bytes:
+        """What save() writes."""
+
+    @abstractmethod
+    def save_hugging_face(self, folder: str | Path, max_positions: int, target: "TextTokenizer") -> None:
+        """Write, with this vocabulary as the source side and `target` as the target side, the tokenizer
+        `AutoTokenizer.from_pretrained(folder)` loads (needs `transformers`)."""
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a crash never leaves a half-written tokenizer file."""
+        payload = self.to_bytes()
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(payload)
+
+    def _shown_ids(self, ids: list[int]) -> list[int]:
+        """`ids` without the special tokens decoding drops (all but <unk>)."""
+        dropped = set(self.special_ids.values()) - {self.special_ids["unk_id"]}
+        return [i for i in ids if i not in dropped]
+
+    @staticmethod
+    def from_dict(data: dict[str, str]) -> "TextTokenizer":
+        """What to_dict gave; its "kind" picks the class."""
+        if data["kind"] == BpeTokenizer.kind:
+            return BpeTokenizer(Tokenizer.from_str(data["data"]))
+        if data["kind"] == MarianVocabulary.kind:
+            return MarianVocabulary.from_json(data["data"])
+        return SentencePieceTokenizer(spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
+
+    @staticmethod
+    def load(path: str | Path) -> "TextTokenizer":
+        """A file save() wrote, a tokenizers JSON file or a sentencepiece model file, told apart by content."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"{path}: no such tokenizer file")
+        data = path.read_bytes()
+        if data.lstrip()[:10] == b'{"marian":':
+            return MarianVocabulary.from_json(data.decode("utf-8"))
+        if data.lstrip()[:1] == b"{":
+            try:
+                return BpeTokenizer(Tokenizer.from_str(data.decode("utf-8")))
+            except Exception as err:
+                raise DataError(f"{path}: not a valid tokenizers JSON file ({err})") from None
+        try:
+            return SentencePieceTokenizer(spm.SentencePieceProcessor(model_proto=data))
+        except Exception:
+            raise DataError(f"{path}: neither a tokenizers JSON file nor a sentencepiece model") from None
+
+
+class BpeTokenizer(TextTokenizer):
+    """A `tokenizers.Tokenizer` (what train_bpe makes, or a user's tokenizers JSON file)."""
+
+    kind, suffix = "tokenizers", ".json"
+
+    def __init__(self, model: Tokenizer) -> None:
+        self.model = model
+        super().__init__([model.token_to_id(tok) for tok in SPECIAL_TOKENS])
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_vocab_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return [enc.ids for enc in self.model.encode_batch(lines, add_special_tokens=False)]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.model.decode_batch(ids, skip_special_tokens=True)
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return [self.model.id_to_token(i) for i in ids]
+
+    def token_id(self, token: str) -> int:
+        found = self.model.token_to_id(token)
+        return self.special_ids["unk_id"] if found is None else found
+
+    def sentencepiece_model(self) -> None:
+        return None
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "data": self.model.to_str()}
+
+    def to_bytes(self) -> bytes:
+        return self.model.to_str().encode()
+
+    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
+        """A fast tokenizer (tokenizer.json) that adds EOS after every sentence, as our data pipeline does."""
+        check_one_vocabulary(self, target)
+        from tokenizers.processors import TemplateProcessing
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = Tokenizer.from_str(self.model.to_str())  # a copy: ours keeps no post-processor
+        tokenizer.post_processor = TemplateProcessing(single=f"$A {EOS}", pair=f"$A $B {EOS}",
+                                                      special_tokens=[(EOS, self.special_ids["eos_id"])])
+        settings = our_hugging_face_settings(max_positions)
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, **settings).save_pretrained(folder)
+
+
+class SentencePieceTokenizer(TextTokenizer):
+    """A sentencepiece model (unigram or BPE), which numbers its pieces itself."""
+
+    kind, suffix = "sentencepiece", ".model"
+
+    def __init__(self, model: spm.SentencePieceProcessor) -> None:
+        self.model = model
+        ids = [model.pad_id(), model.bos_id(), model.eos_id(), model.unk_id()]
+        super().__init__([None if i < 0 else i for i in ids])
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return self.model.encode(lines)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.model.decode([self._shown_ids(seq) for seq in ids])
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return [self.model.id_to_piece(i) for i in ids]
+
+    def token_id(self, token: str) -> int:
+        return self.model.piece_to_id(token)  # <unk>'s id for pieces it does not have
+
+    def sentencepiece_model(self) -> bytes:
+        return self.model.serialized_model_proto()
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "data": base64.b64encode(self.sentencepiece_model()).decode("ascii")}
+
+    def to_bytes(self) -> bytes:
+        return self.sentencepiece_model()
+
+    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
+        """A MarianTokenizer: the model as source.spm and target.spm, and its pieces as vocab.json."""
+        check_one_vocabulary(self, target)
+        model = self.sentencepiece_model()
+        save_marian_tokenizer(folder, model, model, self.tokens(list(range(self.vocab_size))),
+                              **our_hugging_face_settings(max_positions))
+
+
+class MarianVocabulary(TextTokenizer):
     """A Marian (OPUS-MT) vocabulary: sentencepiece cuts the text into pieces, and a piece list
     (vocab.json) numbers them, one list shared by the source and target sides. It has no <s>: the
     decoder starts from <pad>, whose embedding is zero."""
 
+    kind, suffix = "marian", ".marian"
+
     def __init__(self, spm_proto: bytes, pieces: list[str]) -> None:
         self.proto, self.pieces = spm_proto, list(pieces)
-        self.spm = spm.SentencePieceProcessor(model_proto=spm_proto)
+        self.model = spm.SentencePieceProcessor(model_proto=spm_proto)
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
+        super().__init__([self.ids.get(PAD), self.ids.get(PAD), self.ids.get(EOS), self.ids.get(UNK)])
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
 
     def encode(self, lines: list[str]) -> list[list[int]]:
-        unk = self.ids[UNK]
-        return [[self.ids.get(p, unk) for p in self.spm.encode(line, out_type=str)] for line in lines]
+        unk = self.special_ids["unk_id"]
+        return [[self.ids.get(p, unk) for p in self.model.encode(line, out_type=str)] for line in lines]
 
-    def decode(self, ids: list[list[int]], skip: set[int]) -> list[str]:
-        return [self.spm.decode_pieces([self.pieces[i] for i in seq if i not in skip]) for seq in ids]
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return [self.model.decode_pieces(self.tokens(self._shown_ids(seq))) for seq in ids]
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return [self.pieces[i] for i in ids]
+
+    def token_id(self, token: str) -> int:
+        return self.ids.get(token, self.special_ids["unk_id"])
+
+    def sentencepiece_model(self) -> bytes:
+        return self.proto
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "data": self.to_json()}
+
+    def to_bytes(self) -> bytes:
+        return self.to_json().encode()
 
     def to_json(self) -> str:
         return json.dumps({"marian": {"spm": base64.b64encode(self.proto).decode("ascii"), "pieces": self.pieces}},
                           ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "MarianPieces":
+    def from_json(cls, text: str) -> "MarianVocabulary":
         data = json.loads(text)["marian"]
         return cls(base64.b64decode(data["spm"]), data["pieces"])
 
+    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
+        """A MarianTokenizer as the model came: source.spm, the target's target.spm, vocab.json, and
+        Marian's settings (no <s>)."""
+        save_marian_tokenizer(folder, self.proto, target.sentencepiece_model(), self.pieces, unk_token=UNK,
+                              eos_token=EOS, pad_token=PAD, model_max_length=max_positions)
 
-class TextTokenizer:
-    """One vocabulary, as a `tokenizers.Tokenizer` ("tokenizers"), a sentencepiece model, or a
-    Marian piece list ("marian", MarianPieces)."""
 
-    def __init__(self, kind: str, model) -> None:
-        self.kind, self.model = kind, model
-        if kind == "tokenizers":
-            ids = [model.token_to_id(tok) for tok in SPECIAL_TOKENS]
-        elif kind == "marian":
-            ids = [model.ids.get(PAD), model.ids.get(PAD), model.ids.get(EOS), model.ids.get(UNK)]
-        else:
-            ids = [model.pad_id(), model.bos_id(), model.eos_id(), model.unk_id()]
-            ids = [None if i < 0 else i for i in ids]
-        missing = [tok for tok, i in zip(SPECIAL_TOKENS, ids) if i is None]
-        if missing:
-            raise DataError(f"the tokenizer has no {', '.join(missing)} token: it needs {', '.join(SPECIAL_TOKENS)}")
-        self.special_ids = dict(zip(ID_NAMES, ids))
+def check_one_vocabulary(source: TextTokenizer, target: TextTokenizer) -> None:
+    """Marian models have one vocabulary for both sides: ours must be joint."""
+    if target is not source:
+        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
 
-    @property
-    def vocab_size(self) -> int:
-        if self.kind == "marian":
-            return len(self.model.pieces)
-        return self.model.get_vocab_size() if self.kind == "tokenizers" else self.model.get_piece_size()
 
-    def encode(self, lines: list[str]) -> list[list[int]]:
-        """Token ids of each line, without special tokens."""
-        if self.kind == "tokenizers":
-            return [enc.ids for enc in self.model.encode_batch(lines, add_special_tokens=False)]
-        return self.model.encode(lines)
+def our_hugging_face_settings(max_positions: int) -> dict:
+    """A Hugging Face tokenizer's special tokens, as ours, and detokenization as ours (no extra clean-up)."""
+    return dict(bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD, model_max_length=max_positions,
+                clean_up_tokenization_spaces=False)
 
-    def decode(self, ids: list[list[int]]) -> list[str]:
-        """Detokenized text of each id sequence; special tokens are dropped."""
-        if self.kind == "tokenizers":
-            return self.model.decode_batch(ids, skip_special_tokens=True)
-        specials = set(self.special_ids.values()) - {self.special_ids["unk_id"]}
-        if self.kind == "marian":
-            return self.model.decode(ids, specials)
-        return self.model.decode([[i for i in seq if i not in specials] for seq in ids])
 
-    def tokens(self, ids: list[int]) -> list[str]:
-        """The subword string of each id (for plots and CTranslate2)."""
-        if self.kind == "tokenizers":
-            return [self.model.id_to_token(i) for i in ids]
-        if self.kind == "marian":
-            return [self.model.pieces[i] for i in ids]
-        return [self.model.id_to_piece(i) for i in ids]
+def save_marian_tokenizer(folder: str | Path, source: bytes, target: bytes, pieces: list[str], **settings) -> None:
+    """A MarianTokenizer (which adds EOS after every sentence): sentencepiece models for each side,
+    and vocab.json numbering `pieces` in order."""
+    from transformers import MarianTokenizer
 
-    def token_id(self, token: str) -> int:
-        """The id of a subword string (unknown ones: <unk>)."""
-        if self.kind == "tokenizers":
-            found = self.model.token_to_id(token)
-        elif self.kind == "marian":
-            found = self.model.ids.get(token)
-        else:
-            found = self.model.piece_to_id(token)
-        return self.special_ids["unk_id"] if found is None else found
-
-    # ------------------------------------------------------------------------- serialization
-    def to_dict(self) -> dict[str, str]:
-        """Plain strings, for checkpoints (loadable with weights_only=True)."""
-        if self.kind == "tokenizers":
-            return {"kind": self.kind, "data": self.model.to_str()}
-        if self.kind == "marian":
-            return {"kind": self.kind, "data": self.model.to_json()}
-        return {"kind": self.kind, "data": base64.b64encode(self.model.serialized_model_proto()).decode("ascii")}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, str]) -> "TextTokenizer":
-        if data["kind"] == "tokenizers":
-            return cls("tokenizers", Tokenizer.from_str(data["data"]))
-        if data["kind"] == "marian":
-            return cls("marian", MarianPieces.from_json(data["data"]))
-        return cls("sentencepiece", spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
-
-    @property
-    def suffix(self) -> str:
-        return {"tokenizers": ".json", "marian": ".marian"}.get(self.kind, ".model")
-
-    def save(self, path: Path) -> None:
-        """Write atomically: a crash never leaves a half-written tokenizer file."""
-        if self.kind == "sentencepiece":
-            payload = self.model.serialized_model_proto()
-        else:
-            payload = (self.model.to_str() if self.kind == "tokenizers" else self.model.to_json()).encode()
-        with atomic_file(path) as tmp:
-            tmp.write_bytes(payload)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "TextTokenizer":
-        """A tokenizers JSON file or a sentencepiece model file, told apart by content."""
-        path = Path(path)
-        if not path.is_file():
-            raise DataError(f"{path}: no such tokenizer file")
-        data = path.read_bytes()
-        if data.lstrip()[:10] == b'{"marian":':
-            return cls("marian", MarianPieces.from_json(data.decode("utf-8")))
-        if data.lstrip()[:1] == b"{":
-            try:
-                return cls("tokenizers", Tokenizer.from_str(data.decode("utf-8")))
-            except Exception as err:
-                raise DataError(f"{path}: not a valid tokenizers JSON file ({err})") from None
-        try:
-            return cls("sentencepiece", spm.SentencePieceProcessor(model_proto=data))
-        except Exception:
-            raise DataError(f"{path}: neither a tokenizers JSON file nor a sentencepiece model") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [Path(tmp) / name for name in ("source.spm", "target.spm", "vocab.json")]
+        files[0].write_bytes(source)
+        files[1].write_bytes(target)
+        files[2].write_text(json.dumps({piece: i for i, piece in enumerate(pieces)}, ensure_ascii=False),
+                            encoding="utf-8")
+        MarianTokenizer(*map(str, files), **settings).save_pretrained(folder)
 
 
 class Vocabularies:
@@ -254,7 +389,7 @@ def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
     trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
                                   special_tokens=SPECIAL_TOKENS, show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
-    return warn_about_size(TextTokenizer("tokenizers", tokenizer), options.vocab_size)
+    return warn_about_size(BpeTokenizer(tokenizer), options.vocab_size)
 
 
 def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
@@ -275,7 +410,7 @@ def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> Text
     except RuntimeError as err:
         raise sentencepiece_config_error(err, options.vocab_size) from None
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return warn_about_size(TextTokenizer("sentencepiece", processor), options.vocab_size)
+    return warn_about_size(SentencePieceTokenizer(processor), options.vocab_size)
 
 
 def sentencepiece_config_error(err: RuntimeError, asked: int) -> Exception:

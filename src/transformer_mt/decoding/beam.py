@@ -4,6 +4,7 @@ import torch
 
 from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, SearchModel
 from transformer_mt.errors import ConfigError
+from transformer_mt.model.quantize import check_quantize
 
 
 class BeamSearch:
@@ -18,11 +19,13 @@ class BeamSearch:
     hypotheses (early stopping) and leaves the batch; the search ends when all have stopped. At
     max_len_a * src_len + max_len_b tokens EOS is forced; before min_len tokens it is banned.
     no_repeat_ngram_size > 0 bans any n-gram from occurring twice. `nbest` best are returned.
+    quantize=int8: run on an int8 copy of the model (which the caller, TranslationModule, makes; CPU).
     """
 
     def __init__(self, beam_size: int = 4, length_penalty: float = 1.0, max_len_a: float = 1.2,
                  max_len_b: int = 10, min_len: int = 0, nbest: int = 1, no_repeat_ngram_size: int = 0,
-                 use_cache: bool = True) -> None:
+                 use_cache: bool = True, quantize: str = "none") -> None:
+        self.quantize = check_quantize(quantize)
         if beam_size < 1:
             raise ConfigError(f"decoding.beam_size must be >= 1, got {beam_size}")
         if not 1 <= nbest <= beam_size:
@@ -36,7 +39,7 @@ class BeamSearch:
         batch, k, device = src.size(0), self.beam_size, src.device
         pad_id = model.config.pad_id
         limits = self.rules.limits(model, src)
-        state = DecoderState(model, src, self.use_cache)  # one memory row per sentence, k prefix rows
+        state = DecoderState(model, src, self.use_cache, beams=k)  # one memory row per sentence, k prefix rows
         active = torch.arange(batch, device=device)  # sentences still searching
         prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         scores = torch.zeros(batch, k, device=device)

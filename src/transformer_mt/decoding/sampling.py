@@ -4,6 +4,7 @@ import torch
 
 from transformer_mt.decoding.search import Hypothesis, Rules, SearchModel, token_by_token
 from transformer_mt.errors import ConfigError
+from transformer_mt.model.quantize import check_quantize
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -30,11 +31,13 @@ class Sampling:
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
     by their log-probability under the model; `seed` makes the draws reproducible. Length, EOS and
-    n-gram rules as every search (Rules)."""
+    n-gram rules as every search (Rules). quantize=int8: run on an int8 copy of the model (which the
+    caller, TranslationModule, makes; CPU)."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, min_len: int = 0,
-                 no_repeat_ngram_size: int = 0, use_cache: bool = True) -> None:
+                 no_repeat_ngram_size: int = 0, use_cache: bool = True, quantize: str = "none") -> None:
+        self.quantize = check_quantize(quantize)
         if temperature <= 0:
             raise ConfigError(f"decoding.temperature must be > 0, got {temperature}")
         if not 0 < top_p <= 1:

@@ -18,9 +18,11 @@ class SearchModel(Protocol):
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """(N, S) source ids -> memory."""
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None,
+               beams: int = 1) -> torch.Tensor:
         """(N, T) prefixes -> logits (N, T, V); with a cache, T = 1 (the newest token). memory and
-        src may have N / r rows: r consecutive prefixes (the beams of a sentence) share one."""
+        src have N / beams rows: `beams` consecutive prefixes (the beams of a sentence) share one
+        (beams = 1: one memory row per prefix). Any other layout is a ValueError."""
 
     def init_cache(self) -> Any:
         """An empty incremental-decoding cache."""
@@ -80,20 +82,21 @@ class DecoderState:
     With use_cache, each step feeds only the newest token and K, V of earlier steps come from the
     model's cache; without it, the whole prefix is decoded again (for tests and benchmarks).
     `reorder(index, memory_index)` selects prefix rows of the cache and rows of the memory (None:
-    the memory stays); the memory may have one row per sentence for several prefixes (beams).
+    the memory stays). The prefixes come `beams` per memory row, consecutive (the beams of a
+    sentence share its memory row); beams = 1: one prefix per memory row.
     """
 
-    def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True) -> None:
-        self.model, self.src = model, src
+    def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True, beams: int = 1) -> None:
+        self.model, self.src, self.beams = model, src, beams
         self.memory = model.encode(src)
         self.cache = model.init_cache() if use_cache else None
 
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         """prefix (N, t) starting with BOS -> log-probabilities (N, V) of token t+1, in fp32."""
         if self.cache is not None:
-            logits = self.model.decode(prefix[:, -1:], self.memory, self.src, cache=self.cache)
+            logits = self.model.decode(prefix[:, -1:], self.memory, self.src, cache=self.cache, beams=self.beams)
         else:
-            logits = self.model.decode(prefix, self.memory, self.src)
+            logits = self.model.decode(prefix, self.memory, self.src, beams=self.beams)
         return logits[:, -1].float().log_softmax(dim=-1)
 
     def reorder(self, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> None:
@@ -123,9 +126,10 @@ def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: i
                    copies: int = 1, use_cache: bool = True) -> list[Hypothesis]:
     """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
     EOS; a row that ends leaves the batch, so the model only runs on unfinished ones. Each source
-    is encoded once and decoded `copies` times in consecutive rows. One hypothesis per row."""
+    is encoded once and decoded `copies` times in consecutive rows (its memory row copied too, so
+    one prefix per memory row: beams = 1). One hypothesis per row."""
     limits = rules.limits(model, src)
-    state = DecoderState(model, src, use_cache)
+    state = DecoderState(model, src, use_cache, beams=1)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
         state.reorder(rows, rows)

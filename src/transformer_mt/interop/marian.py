@@ -134,51 +134,9 @@ def to_marian(model, bos_id: int, eos_id: int):
 
 def save_tokenizer(vocab, folder, max_positions: int) -> None:
     """The vocabulary as a tokenizer `AutoTokenizer.from_pretrained(folder)` loads: a fast tokenizer
-    (ours is a `tokenizers` JSON) or a MarianTokenizer (ours is sentencepiece), adding EOS after
-    every sentence as our data pipeline does, and detokenizing as ours (no extra clean-up)."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from tokenizers import Tokenizer
-    from tokenizers.processors import TemplateProcessing
-
-    from transformer_mt.data.tokenizer import BOS, EOS, PAD, UNK
-
-    if vocab.src.kind == "marian":  # as it came: source.spm, target.spm, vocab.json
-        from transformers import MarianTokenizer
-
-        with tempfile.TemporaryDirectory() as tmp:
-            source, target, pieces = Path(tmp) / "source.spm", Path(tmp) / "target.spm", Path(tmp) / "vocab.json"
-            source.write_bytes(vocab.src.model.proto)
-            target.write_bytes(vocab.tgt.model.proto)
-            ids = {piece: i for i, piece in enumerate(vocab.src.model.pieces)}
-            pieces.write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
-            MarianTokenizer(str(source), str(target), str(pieces), unk_token=UNK, eos_token=EOS, pad_token=PAD,
-                            model_max_length=max_positions).save_pretrained(folder)
-        return
-    if not vocab.joint:
-        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
-    text = vocab.src
-    eos = text.special_ids["eos_id"]
-    specials = dict(bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD, model_max_length=max_positions,
-                    clean_up_tokenization_spaces=False)
-    if text.kind == "tokenizers":
-        from transformers import PreTrainedTokenizerFast
-
-        tokenizer = Tokenizer.from_str(text.model.to_str())
-        tokenizer.post_processor = TemplateProcessing(single=f"$A {EOS}", pair=f"$A $B {EOS}",
-                                                      special_tokens=[(EOS, eos)])
-        PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials).save_pretrained(folder)
-        return
-    from transformers import MarianTokenizer
-
-    with tempfile.TemporaryDirectory() as tmp:
-        spm_file, vocab_file = Path(tmp) / "spm.model", Path(tmp) / "vocab.json"
-        text.save(spm_file)
-        pieces = {text.model.id_to_piece(i): i for i in range(text.vocab_size)}
-        vocab_file.write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
-        MarianTokenizer(str(spm_file), str(spm_file), str(vocab_file), **specials).save_pretrained(folder)
+    (ours is a `tokenizers` JSON) or a MarianTokenizer (ours is sentencepiece, or came from Marian),
+    adding EOS after every sentence as our data pipeline does, and detokenizing as ours."""
+    vocab.src.save_hugging_face(folder, max_positions, vocab.tgt)
 
 
 def export_hf(module, folder) -> None:
@@ -237,13 +195,11 @@ def marian_architecture(config, folder) -> dict:
 
 def marian_vocabularies(folder):
     """The folder's tokenizer as our Vocabularies: OPUS-MT's source.spm / target.spm / vocab.json
-    (kind marian), or a `tokenizers` JSON (tokenizer.json, as our export writes it)."""
+    (MarianVocabulary), or a `tokenizers` JSON (tokenizer.json, as our export writes it)."""
     import json
     from pathlib import Path
 
-    from tokenizers import Tokenizer
-
-    from transformer_mt.data.tokenizer import MarianPieces, TextTokenizer, Vocabularies
+    from transformer_mt.data.tokenizer import MarianVocabulary, TextTokenizer, Vocabularies
 
     folder = Path(folder)
     if (folder / "vocab.json").is_file() and (folder / "source.spm").is_file():
@@ -252,11 +208,11 @@ def marian_vocabularies(folder):
         if [ids[p] for p in pieces] != list(range(len(pieces))):
             raise ConfigError(f"model.init_from={folder}: vocab.json does not number its pieces 0..{len(pieces) - 1}")
         target = folder / "target.spm" if (folder / "target.spm").is_file() else folder / "source.spm"
-        src = TextTokenizer("marian", MarianPieces((folder / "source.spm").read_bytes(), pieces))
-        tgt = TextTokenizer("marian", MarianPieces(target.read_bytes(), pieces))
+        src = MarianVocabulary((folder / "source.spm").read_bytes(), pieces)
+        tgt = MarianVocabulary(target.read_bytes(), pieces)
         return Vocabularies(src, tgt)
     if (folder / "tokenizer.json").is_file():
-        return Vocabularies(TextTokenizer("tokenizers", Tokenizer.from_file(str(folder / "tokenizer.json"))))
+        return Vocabularies(TextTokenizer.load(folder / "tokenizer.json"))
     raise ConfigError(f"model.init_from={folder}: no tokenizer (source.spm + vocab.json, or tokenizer.json)")
 
 

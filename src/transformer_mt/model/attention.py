@@ -42,22 +42,24 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         cache: dict | None = None,
         need_weights: bool = False,
+        beams: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x: (B, T, D). mask broadcasts to (B, H, T, S). Returns (output, weights or None).
-        Cross-attention's memory may have B / r rows: r consecutive rows of x (beams) share one.
+
+        Cross-attention's memory has B / beams rows: `beams` consecutive rows of x (the beams of a
+        sentence) share one, attended as extra query positions so that the memory's K, V are never
+        copied per beam. A query batch that is not exactly beams x the memory's is a ValueError.
 
         With `cache`, self-attention appends this step's K, V to cache["k"], cache["v"], and
         cross-attention reuses cache["k"], cache["v"] of the memory once they are computed.
         """
         if self.cross:
             q = self._split(self.q_proj(x))
-            if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                k, v = self.project_memory(memory)
-                if cache is not None:
-                    cache["k"], cache["v"] = k, v
+            k, v = self._memory_kv(memory, cache)
+            _check_beams(q.size(0), k.size(0), beams)
         else:
+            if beams != 1:
+                raise ValueError(f"beams={beams} applies to cross-attention only; self-attention takes beams=1")
             q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
             if cache is not None:
                 if "k" in cache:
@@ -65,21 +67,38 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
         b, _, t, _ = q.shape
-        groups = b // k.size(0)  # > 1: beams, `groups` consecutive query rows per memory row
-        if groups > 1:  # attended as extra query positions: the memory's K, V are never copied per beam
-            q = q.view(k.size(0), groups, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
+        if beams > 1:  # (B, H, T) queries -> (B / beams, H, beams * T) queries
+            q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
         dropout = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
             weights = None
-        if groups > 1:
-            out = out.unflatten(2, (groups, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
+        if beams > 1:
+            out = out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
             if weights is not None:
-                weights = weights.unflatten(2, (groups, t)).transpose(1, 2).flatten(0, 1)
+                weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
         return self.out_proj(out), weights
+
+    def _memory_kv(self, memory: torch.Tensor | None, cache: dict | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention's K, V: from the cache once computed, else projected from the memory (and cached)."""
+        if cache is not None and "k" in cache:
+            return cache["k"], cache["v"]
+        k, v = self.project_memory(memory)
+        if cache is not None:
+            cache["k"], cache["v"] = k, v
+        return k, v
+
+
+def _check_beams(query_rows: int, memory_rows: int, beams: int) -> None:
+    """Cross-attention's layout: exactly `beams` query rows per memory row."""
+    if beams < 1 or query_rows != beams * memory_rows:
+        raise ValueError(
+            f"cross-attention got {query_rows} query rows for {memory_rows} memory rows with beams={beams}; "
+            f"expected beams x memory rows = {beams * memory_rows}"
+        )
 
 
 def _attention_with_weights(q, k, v, mask, is_causal, dropout):

@@ -30,7 +30,11 @@ class FeedForward(nn.Module):
 
 class Residual(nn.Module):
     """Residual connection with dropout and LayerNorm, after the sub-layer (post-norm, the paper)
-    or before it (pre-norm)."""
+    or before it (pre-norm). A block reads as two steps around its sub-layer:
+
+        out = sublayer(block.sublayer_input(x))
+        x = block.combine(x, out)
+    """
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
@@ -38,10 +42,20 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the sub-layer sees: LayerNorm(x) with pre-norm, x itself with post-norm."""
+        return self.norm(x) if self.norm_first else x
+
+    def combine(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The block's output from its input x and the sub-layer's output: x + dropout(out), then
+        LayerNorm with post-norm (the paper's "Add & Norm")."""
         if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return x + self.dropout(out)
+        return self.norm(x + self.dropout(out))
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The block around a sub-layer that returns one tensor (the FFN)."""
+        return self.combine(x, sublayer(self.sublayer_input(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -55,15 +69,12 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
-        weights = None
-
-        def attend(h):
-            nonlocal weights
-            out, weights = self.self_attn(h, mask=src_mask, need_weights=need_weights)
-            return out
-
-        x = self.attn_block(x, attend)
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, S, D) -> (output (B, S, D), self-attention weights (B, H, S, S) or None)."""
+        out, weights = self.self_attn(self.attn_block.sublayer_input(x), mask=src_mask, need_weights=need_weights)
+        x = self.attn_block.combine(x, out)
         x = self.ffn_block(x, self.ffn)
         return x, weights
 
@@ -89,25 +100,22 @@ class DecoderLayer(nn.Module):
         memory_mask: torch.Tensor,
         cache: dict | None = None,
         need_weights: bool = False,
-    ):
-        """self_mask None means plain causal attention. cache: {"self": {}, "cross": {}}."""
-        weights = {}
+        beams: int = 1,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+        """x (B, T, D) -> (output (B, T, D), {"self": weights or None, "cross": weights or None}).
 
-        def self_attend(h):
-            out, weights["self"] = self.self_attn(
-                h, mask=self_mask, is_causal=self_mask is None and h.size(1) > 1,
-                cache=None if cache is None else cache["self"], need_weights=need_weights,
-            )
-            return out
-
-        def cross_attend(h):
-            out, weights["cross"] = self.cross_attn(
-                h, memory=memory, mask=memory_mask,
-                cache=None if cache is None else cache["cross"], need_weights=need_weights,
-            )
-            return out
-
-        x = self.self_block(x, self_attend)
-        x = self.cross_block(x, cross_attend)
+        self_mask None means plain causal attention. cache: {"self": {}, "cross": {}}. memory has
+        B / beams rows: `beams` consecutive rows of x share one (see MultiHeadAttention).
+        """
+        out, self_weights = self.self_attn(
+            self.self_block.sublayer_input(x), mask=self_mask, is_causal=self_mask is None and x.size(1) > 1,
+            cache=None if cache is None else cache["self"], need_weights=need_weights,
+        )
+        x = self.self_block.combine(x, out)
+        out, cross_weights = self.cross_attn(
+            self.cross_block.sublayer_input(x), memory=memory, mask=memory_mask,
+            cache=None if cache is None else cache["cross"], need_weights=need_weights, beams=beams,
+        )
+        x = self.cross_block.combine(x, out)
         x = self.ffn_block(x, self.ffn)
-        return x, weights
+        return x, {"self": self_weights, "cross": cross_weights}

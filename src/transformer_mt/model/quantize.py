@@ -27,3 +27,21 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     with warnings.catch_warnings():  # torch.ao.quantization is deprecated for torchao, and still works
         warnings.simplefilter("ignore")
         return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
+
+
+class Int8Copy:
+    """The int8 copy of `model` that decoding.quantize=int8 decodes with, made when first asked for.
+    Not an nn.Module, so whoever holds it gets no submodule: the copy is neither trained nor saved.
+    `forget()` after the weights change; the next `get()` quantizes them again."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.copy: nn.Module | None = None
+
+    def get(self) -> nn.Module:
+        if self.copy is None:
+            self.copy = quantize_int8(self.model)
+        return self.copy
+
+    def forget(self) -> None:
+        self.copy = None

@@ -15,6 +15,7 @@ from torch import nn
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.validate import PROBABILITY, check, integer
 
 Cache = list[dict[str, dict[str, torch.Tensor]]]
 
@@ -43,6 +44,12 @@ class TransformerConfig:
     output_bias: bool = False  # a bias on the output layer (Marian / OPUS-MT models have one)
 
     def __post_init__(self) -> None:
+        for key in ("num_encoder_layers", "num_decoder_layers", "d_model", "d_ff", "heads"):
+            check(f"model.{key}", getattr(self, key), integer(1), "an integer >= 1")
+        check("model.d_k", self.d_k, integer(1), "an integer >= 1 or null", nullable=True)
+        for key in ("dropout", "attention_dropout", "activation_dropout"):
+            check(f"model.{key}", getattr(self, key), *PROBABILITY)
+        check("model.max_positions", self.max_positions, integer(2), "an integer >= 2")
         if self.d_k is None:
             if self.d_model % self.heads:
                 raise ConfigError(
@@ -120,16 +127,19 @@ class Transformer(nn.Module):
         return causal[None, None] & key_ok[:, None, None, :]
 
     # --------------------------------------------------------------------------------- encoder
-    def encode(self, src: torch.Tensor, need_weights: bool = False):
-        """src (B, S) -> memory (B, S, D). With need_weights: (memory, [per-layer weights])."""
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, D)."""
+        return self._encoder_stack(src)[0]
+
+    def _encoder_stack(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list]:
+        """The memory and the per-layer self-attention weights (each None without need_weights)."""
         src_mask = self.padding_mask(src)
         x = self.embed_dropout(self.src_pos(self.src_embed(src)))
         weights = []
         for layer in self.encoder_layers:
             x, w = layer(x, src_mask, need_weights=need_weights)
             weights.append(w)
-        x = self.encoder_norm(x)
-        return (x, weights) if need_weights else x
+        return self.encoder_norm(x), weights
 
     # --------------------------------------------------------------------------------- decoder
     def decode(
@@ -138,34 +148,38 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src: torch.Tensor,
         cache: Cache | None = None,
-        need_weights: bool = False,
-    ):
+        beams: int = 1,
+    ) -> torch.Tensor:
         """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
 
         With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
         of earlier steps come from the cache, and the new ones are appended to it. memory and src
-        may have B / r rows: then r consecutive rows of tgt (the beams of a sentence) share one.
+        have B / beams rows: `beams` consecutive rows of tgt (the beams of a sentence) share one;
+        any other layout is a ValueError.
         """
         offset = 0
         if cache is not None:
             offset = cache[0]["self"]["k"].size(2) if "k" in cache[0]["self"] else 0
             if offset and tgt.size(1) != 1:
                 raise ValueError("incremental decoding takes one new token per step")
-        x, weights = self.decoder_states(tgt, memory, src, offset, cache, need_weights)
-        logits = self.output_proj(x)
-        return (logits, weights) if need_weights else logits
+        return self.output_proj(self.decoder_states(tgt, memory, src, offset, cache, beams))
 
     def decoder_states(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
-                       cache: Cache | None = None, need_weights: bool = False) -> tuple[torch.Tensor, list]:
-        """The decoder stack: (B, T, D) states the output layer turns into logits, and the
-        per-layer attention weights (None each without need_weights)."""
+                       cache: Cache | None = None, beams: int = 1) -> torch.Tensor:
+        """The decoder stack: (B, T, D) states the output layer turns into logits."""
+        return self._decoder_stack(tgt, memory, src, offset, cache, beams)[0]
+
+    def _decoder_stack(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
+                       cache: Cache | None = None, beams: int = 1,
+                       need_weights: bool = False) -> tuple[torch.Tensor, list[dict]]:
+        """The decoder states and the per-layer {"self", "cross"} attention weights (None without need_weights)."""
         self_mask = self.causal_mask(tgt) if cache is None else None
         memory_mask = self.padding_mask(src)
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
         weights = []
         for i, layer in enumerate(self.decoder_layers):
             layer_cache = None if cache is None else cache[i]
-            x, w = layer(x, memory, self_mask, memory_mask, cache=layer_cache, need_weights=need_weights)
+            x, w = layer(x, memory, self_mask, memory_mask, cache=layer_cache, need_weights=need_weights, beams=beams)
             weights.append(w)
         return self.decoder_norm(x), weights
 
@@ -176,12 +190,12 @@ class Transformer(nn.Module):
     def features(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced decoder states (B, T, D): `forward` without the output layer, for a
         loss that applies the output layer itself (training.loss.output_layer_loss)."""
-        return self.decoder_states(tgt_in, self.encode(src), src)[0]
+        return self.decoder_states(tgt_in, self.encode(src), src)
 
     def attention_weights(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
         """Per-layer attention probabilities (B, H, T, S), for plots: encoder, decoder_self, cross."""
-        memory, enc = self.encode(src, need_weights=True)
-        _, dec = self.decode(tgt_in, memory, src, need_weights=True)
+        memory, enc = self._encoder_stack(src, need_weights=True)
+        _, dec = self._decoder_stack(tgt_in, memory, src, need_weights=True)
         return {"encoder": enc, "decoder_self": [w["self"] for w in dec], "cross": [w["cross"] for w in dec]}
 
     # ------------------------------------------------------------------- incremental decoding

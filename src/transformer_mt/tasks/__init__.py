@@ -1,4 +1,6 @@
-"""Tasks: one Hydra config in, one job out. `cfg.task._target_` names the task's `run`."""
+"""Tasks: one Hydra config in, one job out. `cfg.task.run` names the function that runs the task
+(`run(cfg)`); the task group's other keys are that task's options. The task node has no `_target_`:
+it is no constructor call."""
 
 import logging
 import math
@@ -51,9 +53,9 @@ def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
 
 
 def run(cfg: DictConfig):
-    """Save the resolved config in the run directory, then run cfg.task._target_(cfg)."""
+    """Save the resolved config in the run directory, then run cfg.task.run(cfg)."""
     save_resolved_config(cfg)
-    return get_method(cfg.task._target_)(cfg)
+    return get_method(cfg.task.run)(cfg)
 
 
 @rank_zero_only

@@ -1,45 +1,29 @@
-"""Config values checked before any work, each failure naming its key: `model.heads=0` stops the
-run at once with `model.heads=0: must be an integer >= 1`, not with a ZeroDivisionError later."""
+"""The config checks that must come before any part of a run is built, each failure naming its key.
 
-from collections.abc import Callable
+Most values are checked by the constructor that takes them (TranslationDataModule, TokenizerOptions,
+the searches, the callbacks): those stop a run when the part is built, before any data work. What
+is left here cannot wait for its constructor:
+- the model's keys: the module is built only after the vocabularies (minutes of data work on a
+  large corpus), so `check_model` tries TransformerConfig with stand-in vocabulary sizes first;
+- `module.*` and `optim.*`: the module comes after the vocabularies too, the optimizer and its
+  schedule only inside `trainer.fit`; torch's own messages (`Invalid learning rate: -1`) name no key;
+- `trainer.*`: Lightning's Trainer takes `max_epochs='abc'` or float16 on a CPU without a word and
+  fails (or falls back) only later;
+- `seed`: `L.seed_everything` uses it before anything is built;
+- the dashboard's decoder layer against the model: the callback meets the model only in `fit`.
+"""
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import TransformerConfig
-from transformer_mt.training.module import architecture
+from transformer_mt.validate import PROBABILITY, integer, number
 
 _ABSENT = object()
 
-
-def integer(low: int) -> Callable[[object], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-
-def number(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False):
-    def ok(v) -> bool:
-        if not isinstance(v, int | float) or isinstance(v, bool) or v != v:
-            return False
-        above = v > low if low_open else v >= low
-        below = high is None or (v < high if high_open else v <= high)
-        return above and below
-    return ok
-
-
-PROBABILITY = (number(0.0, 1.0, high_open=True), "a number in [0, 1)")
-RULES: list[tuple[str, Callable[[object], bool], str, bool]] = [  # key, test, what it must be, null allowed
+RULES = [  # key, test, what it must be, null allowed
     ("seed", integer(0), "an integer >= 0", False),
-    ("model.num_encoder_layers", integer(1), "an integer >= 1", False),
-    ("model.num_decoder_layers", integer(1), "an integer >= 1", False),
-    ("model.d_model", integer(1), "an integer >= 1", False),
-    ("model.d_ff", integer(1), "an integer >= 1", False),
-    ("model.heads", integer(1), "an integer >= 1", False),
-    ("model.d_k", integer(1), "an integer >= 1 or null", True),
-    ("model.dropout", *PROBABILITY, False),
-    ("model.attention_dropout", *PROBABILITY, False),
-    ("model.activation_dropout", *PROBABILITY, False),
-    ("model.max_positions", integer(2), "an integer >= 2", False),
     ("module.label_smoothing", *PROBABILITY, False),
     ("module.max_nonfinite_steps", integer(1), "an integer >= 1", False),
     ("optim.optimizer.lr", number(0.0, low_open=True), "a number > 0", False),
@@ -50,17 +34,12 @@ RULES: list[tuple[str, Callable[[object], bool], str, bool]] = [  # key, test, w
     ("trainer.accumulate_grad_batches", integer(1), "an integer >= 1", False),
     ("trainer.gradient_clip_val", number(0.0), "a number >= 0 or null", True),
     ("trainer.check_val_every_n_epoch", integer(1), "an integer >= 1 or null", True),
-    ("data.max_tokens", integer(1), "an integer >= 1", False),
-    ("data.eval_max_tokens", integer(1), "an integer >= 1 or null", True),
-    ("data.max_len", integer(1), "an integer >= 1", False),
-    ("data.max_len_ratio", number(1.0), "a number >= 1 or null", True),
-    ("data.tokenizer.vocab_size", integer(5), "an integer >= 5", False),
 ]
 
 
 def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
-    """Check the RULES keys of `groups` (e.g. ("model", "trainer")) that the config has, then what
-    only their combination can tell: the model's shape, and the device and precision asked for."""
+    """Check the RULES keys of `groups` (e.g. ("module", "trainer")) that the config has, and with
+    "trainer" the device and precision asked for."""
     for key, ok, what, nullable in RULES:
         if key.split(".")[0] not in groups:
             continue
@@ -69,18 +48,25 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
             continue
         if not ok(value):
             raise ConfigError(f"{key}={value!r}: must be {what}")
-    if "model" in groups:
-        try:
-            TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **architecture(cfg.model))
-        except TypeError as err:  # a key that is no model option
-            raise ConfigError(f"model: {err}".replace("TransformerConfig.__init__() got an ", "")) from None
-        layer = OmegaConf.select(cfg, "callbacks.dashboard.attention_layer", default=None)
-        layers = cfg.model.num_decoder_layers
-        if isinstance(layer, int) and not -layers <= layer < layers:
-            raise ConfigError(f"callbacks.dashboard.attention_layer={layer}: the model has {layers} decoder layers "
-                              f"(0 to {layers - 1}, or -1 for the last)")
     if "trainer" in groups:
         check_device(cfg.trainer)
+
+
+def check_model(architecture: dict) -> None:
+    """The model's keys, by TransformerConfig's own checks (with stand-in vocabulary sizes)."""
+    try:
+        TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **architecture)
+    except TypeError as err:  # a key that is no model option
+        raise ConfigError(f"model: {err}".replace("TransformerConfig.__init__() got an ", "")) from None
+
+
+def check_dashboard_layer(cfg: DictConfig, architecture: dict) -> None:
+    """callbacks.dashboard.attention_layer must be one of the model's decoder layers."""
+    layer = OmegaConf.select(cfg, "callbacks.dashboard.attention_layer", default=None)
+    layers = architecture["num_decoder_layers"]
+    if isinstance(layer, int) and not -layers <= layer < layers:
+        raise ConfigError(f"callbacks.dashboard.attention_layer={layer}: the model has {layers} decoder layers "
+                          f"(0 to {layers - 1}, or -1 for the last)")
 
 
 def check_device(trainer: DictConfig) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.training.results import EvalResults, Row
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +105,21 @@ def checkpoint_tokenizer(checkpoint: dict) -> dict | None:
 
 
 def load_module(path: Path, decoding: dict | DictConfig | None = None):
-    """A ready TranslationModule (eval mode, on the CPU) from a checkpoint, loaded with
-    weights_only=True; with `decoding`, it searches with that strategy instead of its own."""
+    """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
+    weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
+    searches with that strategy instead of its own."""
     from transformer_mt.training.module import TranslationModule, plain
 
-    checkpoint = read_checkpoint(path)  # a clear error for an unreadable file before Lightning tries
-    overrides = {}
-    if "tokenizer" not in checkpoint["hyper_parameters"]:  # written before the tokenizer was a hyper-parameter
-        overrides["tokenizer"] = checkpoint_tokenizer(checkpoint)
-        if overrides["tokenizer"] is None:
+    checkpoint = read_checkpoint(path)
+    hparams = dict(checkpoint["hyper_parameters"])
+    if "tokenizer" not in hparams:  # written before the tokenizer was a hyper-parameter
+        hparams["tokenizer"] = checkpoint_tokenizer(checkpoint)
+        if hparams["tokenizer"] is None:
             raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
     if decoding is not None:
-        overrides["decoding"] = plain(decoding)
-    module = TranslationModule.load_from_checkpoint(path, map_location="cpu", weights_only=True, **overrides)
-    return module.eval()
+        hparams["decoding"] = plain(decoding)
+    weights = {name.removeprefix("model."): value for name, value in checkpoint["state_dict"].items()}
+    return TranslationModule(**hparams, initial_weights=weights).eval()
 
 
 def finite_or_none(value):
@@ -138,40 +140,41 @@ def write_json(path: Path, data: dict) -> None:
                        encoding="utf-8")
 
 
-def write_translations(path: Path, rows: list[tuple[int, str, str, str]]) -> None:
+def write_translations(path: Path, rows: tuple[Row, ...]) -> None:
     """One hypothesis per line, in the order of the input file."""
     with atomic_file(path) as tmp:
-        tmp.write_text("".join(hyp + "\n" for _, _, _, hyp in rows), encoding="utf-8")
+        tmp.write_text("".join(row.hypothesis + "\n" for row in rows), encoding="utf-8")
 
 
-def write_results(output_dir: Path, stage: str, results: dict, extra: dict) -> dict:
+def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dict) -> dict:
     """metrics.json and `{stage}.translations.txt` in the run directory, each written whole;
     returns the metrics."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    metrics = {**results["metrics"], "bleu_signature": results["bleu_signature"],
-               "chrf_signature": results["chrf_signature"], **extra}
+    metrics = {**results.metrics, "bleu_signature": results.bleu_signature,
+               "chrf_signature": results.chrf_signature, **extra}
     translations = output_dir / f"{stage}.translations.txt"
-    write_translations(translations, results["rows"])
+    write_translations(translations, results.rows)
     metrics["translations"] = str(translations)
     write_json(output_dir / "metrics.json", metrics)
     return metrics
 
 
-def tokenized_bleu_extra(split: str, rows: list[tuple[int, str, str, str]]) -> dict:
+def tokenized_bleu_extra(split: str, rows: tuple[Row, ...]) -> dict:
     """`<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU) and its signature, for metrics.json."""
     from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 
-    scores = tokenized_lowercased_bleu([r[3] for r in rows], [r[2] for r in rows])
+    scores = tokenized_lowercased_bleu([r.hypothesis for r in rows], [r.reference for r in rows])
     return {f"{split}/bleu_tok_lc": scores["bleu_tok_lc"],
             "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
 
 
-def print_summary(title: str, metrics: dict, rows: list[tuple[int, str, str, str]], samples: int = 3) -> None:
+def print_summary(title: str, metrics: dict, rows: tuple[Row, ...], samples: int = 3) -> None:
     """Final metrics and a few translations, for the terminal."""
     console = Console()
     table = Table(title=title, show_header=False)
     for key, value in metrics.items():
         table.add_row(key, f"{value:.2f}" if isinstance(value, float) else str(value))
     console.print(table)
-    for _, src, ref, hyp in rows[:samples]:
-        console.print(f"[bold]src[/bold] {src}\n[bold]ref[/bold] {ref}\n[bold]hyp[/bold] {hyp}\n", highlight=False)
+    for row in rows[:samples]:
+        console.print(f"[bold]src[/bold] {row.source}\n[bold]ref[/bold] {row.reference}\n"
+                      f"[bold]hyp[/bold] {row.hypothesis}\n", highlight=False)

@@ -20,7 +20,6 @@ from transformer_mt.tasks.common import (
     load_module,
     overridden_keys,
     print_summary,
-    read_checkpoint,
     tokenized_bleu_extra,
     write_results,
 )
@@ -56,12 +55,10 @@ def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     path = checkpoint_path(cfg)
-    record = read_checkpoint(path)["hyper_parameters"].get("data")
     module = load_module(path, cfg.decoding)
+    record = module.hparams.data
     data = data_config(cfg, record, path)
-    check_config(OmegaConf.create({"data": data}), ("data",))
-    datamodule = instantiate(data)
-    datamodule.set_vocabularies(module.tokenizer)
+    datamodule = instantiate(data, vocabularies=module.tokenizer)
     split = data.split
     if record is not None and datamodule.fingerprint(split) != record["fingerprints"].get(split):
         given = describe_corpus(OmegaConf.to_container(data, resolve=True))
@@ -71,11 +68,10 @@ def run(cfg: DictConfig) -> dict:
     trainer.test(module, datamodule=datamodule, verbose=False)
     if not trainer.is_global_zero:
         return {}
-    results = module.eval_results["test"]
-    results = {**results, "metrics": {k.replace("test/", f"{split}/"): v for k, v in results["metrics"].items()}}
+    results = module.results["test"].renamed("test", split)
     extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
     if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra(split, results["rows"]))
+        extra.update(tokenized_bleu_extra(split, results.rows))
     metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
-    print_summary(f"evaluate {path.name} on {split}", metrics, results["rows"])
+    print_summary(f"evaluate {path.name} on {split}", metrics, results.rows)
     return metrics

@@ -36,7 +36,7 @@ class LearningCurves(Callback):
         self.plot_dir = Path(plot_dir)
         self.history: list[tuple[int, str, float]] = []
         self._loss_sum: torch.Tensor | float = 0.0
-        self._batches = 0
+        self._batches: torch.Tensor | int = 0
         self._recorded_step = -1
         self.seconds: list[float] = []  # time spent writing, per write
 
@@ -49,25 +49,26 @@ class LearningCurves(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         loss = (outputs or {}).get("loss")
-        if loss is None:  # a skipped (non-finite) step
+        if loss is None:
             return
-        self._loss_sum = self._loss_sum + loss.detach()  # summed on the device: no sync per batch
-        self._batches += 1
+        finite = torch.isfinite(loss.detach())  # a NaN / inf step is skipped (training/guard.py): not on the curve
+        self._loss_sum = self._loss_sum + torch.where(finite, loss.detach(), 0.0)  # on the device: no sync per batch
+        self._batches = self._batches + finite
         if trainer.global_step % trainer.log_every_n_steps == 0:
             self.record_train_loss(trainer.global_step)
 
     def record_train_loss(self, step: int) -> None:
         """The mean train loss of the batches since the last point, as the point of `step`."""
-        if self._batches and step > 0 and step != self._recorded_step:
-            self.history.append((step, "train/loss", float(self._loss_sum) / self._batches))
+        if int(self._batches) and step > 0 and step != self._recorded_step:
+            self.history.append((step, "train/loss", float(self._loss_sum) / int(self._batches)))
             self._loss_sum, self._batches, self._recorded_step = 0.0, 0, step
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        results = getattr(pl_module, "eval_results", {}).get("val")
+        results = pl_module.results.get("val")
         if trainer.sanity_checking or results is None:
             return
         self.record_train_loss(trainer.global_step)
-        self.history += [(trainer.global_step, key, float(results["metrics"][key])) for key in VAL_KEYS]
+        self.history += [(trainer.global_step, key, float(results.metrics[key])) for key in VAL_KEYS]
         self.write(trainer, plot=False)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

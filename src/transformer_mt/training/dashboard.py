@@ -18,15 +18,16 @@ from transformer_mt import plots
 from transformer_mt.data.batching import Collator
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import sentence_bleu
+from transformer_mt.training.results import Row
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ["id", "source", "reference", "hypothesis", "sentence BLEU"]
 
 
-def table_rows(rows: list[tuple[int, str, str, str]]) -> list[list]:
+def table_rows(rows: tuple[Row, ...]) -> list[list]:
     """Evaluation rows (id, source, reference, hypothesis) with each hypothesis' sentence BLEU."""
-    return [[i, src, ref, hyp, round(sentence_bleu(hyp, ref), 2)] for i, src, ref, hyp in rows]
+    return [[*row, round(sentence_bleu(row.hypothesis, row.reference), 2)] for row in rows]
 
 
 def markdown_table(columns: list[str], data: list[list]) -> str:
@@ -101,13 +102,13 @@ class TranslationDashboard(Callback):
 
     # ------------------------------------------------------------------------------ validation
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero or "val" not in pl_module.eval_results:
+        if trainer.sanity_checking or not trainer.is_global_zero or "val" not in pl_module.results:
             return
         self.validations += 1
         if (self.validations - 1) % self.every_n_validations:
             return
         started = time.perf_counter()
-        rows = pl_module.eval_results["val"]["rows"][: self.num_sentences]
+        rows = pl_module.results["val"].rows[: self.num_sentences]
         log_table(trainer.loggers, "val/translations", table_rows(rows), trainer.global_step)
         if self.num_attention:
             self.show_attention(trainer, pl_module, rows[: self.num_attention])
@@ -115,11 +116,11 @@ class TranslationDashboard(Callback):
         log.info("dashboard: %d translations and %d heatmaps in %.2f s", len(rows),
                  min(len(rows), self.num_attention), self.seconds[-1])
 
-    def show_attention(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: list) -> None:
+    def show_attention(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[Row, ...]) -> None:
         """Decode the sentences again to get the model's own output tokens, then plot where each
         output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
         vocab, hp = pl_module.tokenizer, pl_module.hparams
-        src_ids = vocab.encode_sources([src for _, src, _, _ in rows])
+        src_ids = vocab.encode_sources([row.source for row in rows])
         collate = Collator(hp.pad_id, hp.bos_id, hp.eos_id)
         src = collate.pad(src_ids).to(pl_module.device)
         was_training = pl_module.model.training
@@ -132,7 +133,7 @@ class TranslationDashboard(Callback):
         folder = self.plot_dir / "attention"
         layer = self.attention_layer % pl_module.model.config.num_decoder_layers
         paths, captions = [], []
-        for (i, _, _, _), ids, hyp, weights in zip(rows, src_ids, hyps, maps):
+        for i, ids, hyp, weights in zip((row.id for row in rows), src_ids, hyps, maps):
             titles = ["mean of heads"] if self.attention_heads == "mean" else [f"head {h}" for h in range(len(weights))]
             fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, hp.eos_id]),
                                          titles, f"sentence {i}, decoder layer {layer}, step {trainer.global_step}")
@@ -144,11 +145,11 @@ class TranslationDashboard(Callback):
     # ----------------------------------------------------------------------------- the end
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The test metrics and sacreBLEU signatures in the run's summary, the translations as a table."""
-        if not trainer.is_global_zero or "test" not in pl_module.eval_results:
+        if not trainer.is_global_zero or "test" not in pl_module.results:
             return
-        results = pl_module.eval_results["test"]
-        summary = {**results["metrics"], "test/bleu_signature": results["bleu_signature"],
-                   "test/chrf_signature": results["chrf_signature"]}
+        results = pl_module.results["test"]
+        summary = {**results.metrics, "test/bleu_signature": results.bleu_signature,
+                   "test/chrf_signature": results.chrf_signature}
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.summary.update(summary)
@@ -157,7 +158,7 @@ class TranslationDashboard(Callback):
                                  for k, v in summary.items())
                 logger.experiment.add_text("test/summary", text, global_step=trainer.global_step)
         if self.test_table:
-            log_table(trainer.loggers, "test/translations", table_rows(results["rows"]), trainer.global_step)
+            log_table(trainer.loggers, "test/translations", table_rows(results.rows), trainer.global_step)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not (self.upload_best_checkpoint and trainer.is_global_zero):

@@ -36,6 +36,15 @@ def known_peak_flops(device_name: str, precision: str) -> float | None:
     return None
 
 
+def logged_step(trainer: L.Trainer, step: int) -> bool:
+    """Whether the values logged at optimizer step `step` (counted from 1) reach the loggers, as
+    Lightning decides it: every `trainer.log_every_n_steps` steps, and at the last one. The figures
+    are computed only then. (During a step, before its optimizer step: trainer.global_step + 1; in
+    on_train_batch_end, after it: trainer.global_step.)"""
+    every = trainer.log_every_n_steps
+    return bool(trainer.fast_dev_run) or trainer.should_stop or (every > 0 and step % every == 0)
+
+
 class TrainingHealth(Callback):
     """Logs train/grad_norm (total 2-norm before clipping), train/padding (the padded fraction of
     the batch's source and target slots), train/tflops (model TFLOP/s of this process, from the
@@ -57,15 +66,9 @@ class TrainingHealth(Callback):
             name = torch.cuda.get_device_name(trainer.strategy.root_device)
             self.peak_flops = known_peak_flops(name, str(trainer.precision))
 
-    @staticmethod
-    def logging_now(trainer: L.Trainer) -> bool:
-        """Whether this batch's logged values reach the loggers (every trainer.log_every_n_steps):
-        the figures are computed only then."""
-        return getattr(trainer._logger_connector, "should_update_logs", True)
-
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
         """Gradients are complete (and unscaled under fp16) here, and not yet clipped."""
-        if not self.logging_now(trainer):
+        if not logged_step(trainer, trainer.global_step + 1):
             return
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
@@ -77,7 +80,7 @@ class TrainingHealth(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
                            batch_idx: int) -> None:
-        if not self.logging_now(trainer):
+        if not logged_step(trainer, trainer.global_step):
             return
         seconds = max(time.perf_counter() - self._start, 1e-9)
         rows = batch["src"].size(0)

@@ -1,0 +1,54 @@
+"""The build step: a run settles what it starts from, then builds its datamodule, module and trainer
+once each; nothing is set on them afterwards and the config is never changed."""
+
+import copy
+
+import pytest
+import torch
+
+from tests.helpers import FAST, compose_config
+from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.build import build_datamodule, build_module, settle
+from transformer_mt.tasks.common import build_trainer
+from transformer_mt.training import TranslationModule
+
+
+def test_built_parts_are_whole_and_a_run_changes_nothing_they_were_built_with(tmp_path):
+    cfg = compose_config(tmp_path, FAST)
+    given = copy.deepcopy(cfg)
+    trainer = build_trainer(cfg)
+    start = settle(cfg)
+    datamodule = build_datamodule(start)
+    module = build_module(start, datamodule)
+    # whole when built: the vocabularies are there before any loader, the module is built from them
+    vocab = datamodule.vocabularies
+    assert module.model.config.src_vocab_size == vocab.src.vocab_size and module.tokenizer.same_as(vocab)
+    hparams, model, tokenizer = copy.deepcopy(dict(module.hparams)), module.model, module.tokenizer
+    trainer.fit(module, datamodule=datamodule)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    assert datamodule.vocabularies is vocab and module.tokenizer is tokenizer and module.model is model
+    assert dict(module.hparams) == hparams
+    assert cfg == given  # the config is never changed
+    assert "test" in module.results and "val" in module.results
+
+
+@pytest.mark.parametrize("cls", [TranslationDataModule, TranslationModule])
+def test_parts_have_no_setters(cls):
+    """What a part needs arrives through its constructor: none of ours offers a set_ method."""
+    assert not [name for name in vars(cls) if name.startswith("set_")]
+
+
+def test_a_resume_settles_the_checkpoints_vocabularies_before_any_part_is_built(small_checkpoint, tmp_path):
+    cfg = compose_config(tmp_path, ["data.corpus.num_train=300", f"ckpt_path={small_checkpoint}"])
+    start = settle(cfg)
+    saved = torch.load(small_checkpoint, weights_only=True, map_location="cpu")
+    assert start.resume == small_checkpoint and start.weights is None
+    assert start.vocabularies.to_dict() == saved["hyper_parameters"]["tokenizer"]
+    assert start.resumed_data == saved["hyper_parameters"]["data"]
+    assert build_datamodule(start).vocabularies is start.vocabularies  # given: not trained again
+
+
+def test_a_model_key_is_checked_when_the_start_is_settled(tmp_path):
+    with pytest.raises(ConfigError, match="model.heads=0: must be an integer >= 1"):
+        settle(compose_config(tmp_path, ["model.heads=0"]))
