@@ -199,3 +199,39 @@ def test_locations_of_hub_and_toy_pairs():
     toy = ToyCorpus(num_train=10, num_val=5, num_test=5)
     assert toy.location("val", 0) == "toy corpus val sentence 1"
     assert toy.location("test", 4) == "toy corpus test sentence 5"
+
+
+# ------------------------------------------------------------------ streaming
+def test_lines_are_checked_across_block_boundaries(tmp_path):
+    """A file longer than one read block: a character and a CRLF cut by the block boundary are read
+    whole, and an error after it names its line as a whole-file read would."""
+    from transformer_mt.data.corpus import BLOCK, file_lines
+
+    filler = "x" * 99 + "\n"  # 100 bytes a line
+    lines_before = BLOCK // len(filler)
+    head = filler * lines_before
+    straddle = "a" * (BLOCK - len(head) - 1) + "é\r\n"  # "é" (2 bytes) starts on the block's last byte
+    write(tmp_path / "big.txt", (head + straddle + "tail\n").encode() + b"bad \xff\n")
+    with pytest.raises(DataError, match=rf"big\.txt:{lines_before + 3}: invalid UTF-8"):
+        list(file_lines(tmp_path / "big.txt"))
+    write(tmp_path / "big.txt", (head + straddle + "tail").encode())
+    lines = list(file_lines(tmp_path / "big.txt"))
+    assert len(lines) == lines_before + 2 and lines[-2].endswith("é") and lines[-1] == "tail"
+    assert lines == read_lines(tmp_path / "big.txt")
+
+
+def test_a_sample_of_a_stream_is_seeded_uniform_and_in_order():
+    from transformer_mt.data.corpus import in_chunks, sample_pairs
+
+    total, size = 20_000, 2_000
+    src = [f"s{i}" for i in range(total)]
+    tgt = [f"t{i}" for i in range(total)]
+    everything = sample_pairs(in_chunks(src, tgt, size=777), size=total)
+    assert everything.src == src and everything.tgt == tgt and everything.stats == {"pairs": total}
+    sample = sample_pairs(in_chunks(src, tgt, size=777), size=size)
+    index = [int(s[1:]) for s in sample.src]
+    assert len(index) == size and index == sorted(set(index))  # distinct pairs, in the corpus's order
+    assert sample.tgt == [f"t{i}" for i in index]  # pairs stay pairs
+    assert sample.src == sample_pairs(in_chunks(src, tgt, size=5000), size=size).src  # seeded, whatever the chunks
+    deciles = [sum(1 for i in index if d * total // 10 <= i < (d + 1) * total // 10) for d in range(10)]
+    assert all(abs(count - size // 10) < 0.25 * size // 10 for count in deciles), deciles

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from transformer_mt.data.corpus import TextFileCorpus
+from transformer_mt.data.corpus import CleanPairs, TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
@@ -98,3 +98,48 @@ def test_encoding_with_worker_processes_equals_one_process(tmp_path):
         dm.setup("fit")
     assert one.datasets["train"].table[:]["src_ids"] == two.datasets["train"].table[:]["src_ids"]
     assert one.datasets["train"].table[:]["tgt_ids"] == two.datasets["train"].table[:]["tgt_ids"]
+
+
+class StreamOnly:
+    """A corpus that can only be streamed: `load` (the whole split in memory) fails; it records the
+    largest chunk it handed out."""
+
+    def __init__(self, folder) -> None:
+        self.files = TextFileCorpus(str(folder), "en", "de")
+        self.largest_chunk = 0
+
+    def pairs(self, split) -> CleanPairs:
+        read = self.files.pairs(split)
+        return CleanPairs(self.recorded(read), read.name, filter_empty=False)
+
+    def recorded(self, chunks):
+        for src, tgt in chunks:
+            self.largest_chunk = max(self.largest_chunk, len(src))
+            yield src, tgt
+
+    def load(self, split):
+        raise AssertionError(f"the whole {split} split was asked for")
+
+    def fingerprint(self, split):
+        return self.files.fingerprint(split)
+
+    def location(self, split, index):
+        return self.files.location(split, index)
+
+
+def test_a_corpus_is_streamed_never_held_whole_and_the_vocabulary_trains_on_a_sample(tmp_path, caplog):
+    from transformer_mt.data.corpus import CHUNK
+
+    pairs, sample = 3 * CHUNK // 2, 500
+    write_corpus(tmp_path / "corpus", n=pairs)
+    corpus = StreamOnly(tmp_path / "corpus")
+    with caplog.at_level(logging.INFO, logger="transformer_mt.data.datamodule"):
+        dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=120, min_frequency=1, train_sample=sample),
+                                   cache_dir=str(tmp_path / "cache"), max_len=64, max_tokens=512)
+        dm.prepare_data()
+        dm.setup("fit")
+    assert f"on {sample} pairs (a sample of {pairs})" in caplog.text
+    assert corpus.largest_chunk == CHUNK and len(dm.datasets["train"]) == pairs
+    first, last = dm.datasets["train"].table[0], dm.datasets["train"].table[pairs - 1]
+    assert first["src_ids"][-1] == last["src_ids"][-1] == dm.vocabularies.special_ids()["eos_id"]
+    assert dm.vocabularies.src.decode([last["tgt_ids"]]) == [f"die Katze Nummer {pairs - 1} sass auf der Matte"]

@@ -35,6 +35,19 @@ def test_length_penalty_reorders_by_normalized_score():
     assert hyps[0][0].logprob == pytest.approx(math.log(0.075))
 
 
+def test_gnmt_length_norm_scores_by_hand():
+    """The paper's normalization, ((5 + len) / 6) ** alpha, on the same two finished hypotheses."""
+    alpha = 0.6
+    model = MarkovModel({1: TABLE_1})
+    search = BeamSearch(beam_size=2, length_penalty=alpha, length_norm="gnmt", nbest=2, max_len_a=0, max_len_b=10)
+    hyps = search(model, src_for(1), BOS, EOS)[0]
+    scores = {tuple(h.tokens): h.score for h in hyps}
+    assert scores[(A, B)] == pytest.approx(math.log(0.075) / ((5 + 3) / 6) ** alpha)
+    assert scores[(B,)] == pytest.approx(math.log(0.2) / ((5 + 2) / 6) ** alpha)
+    with pytest.raises(ConfigError, match="decoding.length_norm='gmnt': must be one of fairseq, gnmt"):
+        BeamSearch(length_norm="gmnt")
+
+
 def test_greedy_differs_and_beam_1_equals_greedy_on_the_toy_model():
     model = MarkovModel({1: TABLE_1})
     greedy = GreedySearch(max_len_a=0, max_len_b=4)(model, src_for(1), BOS, EOS)

@@ -60,3 +60,69 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     assert metrics["decoding"]["beam_size"] == 5 and metrics["decoding"]["length_penalty"] == 1.0
     assert metrics["bleu_tok_lc_signature"].startswith("nrefs:1|case:lc|")
     assert 0.0 <= metrics["test/bleu_tok_lc"] <= 100.0 and metrics["epochs"] == 3
+
+
+# ---------------------------------------------------------------------- the paper's recipes
+PAPER = {  # preset: (target language, d_model, dropout, steps, checkpoints averaged, vocabulary size)
+    "paper/wmt14_en_de_base": ("de", 512, 0.1, 100_000, 5, 37_000),
+    "paper/wmt14_en_de_big": ("de", 1024, 0.3, 300_000, 20, 37_000),
+    "paper/wmt14_en_fr_big": ("fr", 1024, 0.1, 300_000, 20, 32_000),
+}
+PAPER_TOKENS_PER_UPDATE = 25_000  # source (and target) tokens per update in the paper
+
+
+@pytest.mark.parametrize("preset", sorted(PAPER))
+def test_the_papers_recipes_hold_its_settings(tmp_path, preset):
+    lang, d_model, dropout, steps, averaged, vocab = PAPER[preset]
+    cfg = compose_config(tmp_path, [f"experiment={preset}"])
+    assert (cfg.data.corpus.path, cfg.data.corpus.src_lang, cfg.data.corpus.tgt_lang) == ("wmt14", "en", lang)
+    assert (cfg.model.d_model, cfg.model.dropout, cfg.module.label_smoothing) == (d_model, dropout, 0.1)
+    assert cfg.model.d_ff == 4 * d_model and cfg.model.num_encoder_layers == cfg.model.num_decoder_layers == 6
+    assert cfg.data.tokenizer.vocab_size == vocab and cfg.data.tokenizer.joint
+    adam = cfg.optim.optimizer
+    assert (adam.lr, list(adam.betas), adam.eps) == (1.0, [0.9, 0.98], 1e-9)
+    assert cfg.optim.scheduler._target_.endswith("noam") and cfg.optim.scheduler.warmup_steps == 4000
+    assert cfg.tokens_per_update == PAPER_TOKENS_PER_UPDATE and cfg.trainer.max_steps == steps
+    assert cfg.task.average_last_n == averaged and cfg.callbacks.epoch_checkpoint.train_time_interval.minutes == 10
+    beam = cfg.decoding
+    assert (beam.beam_size, beam.length_penalty, beam.length_norm, beam.max_len_a, beam.max_len_b) == (
+        4, 0.6, "gnmt", 1.0, 50)
+    assert cfg.task.tokenized_bleu == "compound"
+
+
+def write_wmt_layout(folder: Path, tgt_lang: str) -> None:
+    """A local copy laid out as the hub's wmt14 (train / validation / test, a `translation` column of
+    {lang: text}), written with save_to_disk from the toy corpus."""
+    import datasets
+
+    corpus = ToyCorpus(num_train=400, num_val=12, num_test=12, seed=3)
+    splits = {}
+    for split, name in (("train", "train"), ("val", "validation"), ("test", "test")):
+        text = corpus.load(split)
+        splits[name] = datasets.Dataset.from_dict({"translation": [{"en": s, tgt_lang: t}
+                                                                   for s, t in zip(text.src, text.tgt)]})
+    datasets.DatasetDict(splits).save_to_disk(str(folder))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", sorted(PAPER))
+def test_the_papers_recipes_run_a_few_steps(tmp_path, preset):
+    """On a WMT-shaped folder, with a tiny model: the update plan, the checkpoints kept by time, their
+    average tested with beam 4 and GNMT's length penalty, and the paper's tokenized BLEU."""
+    write_wmt_layout(tmp_path / "wmt14", PAPER[preset][0])
+    steps = 6
+    cfg = compose_config(tmp_path / "run", [
+        f"experiment={preset}", f"data.corpus.path={tmp_path / 'wmt14'}", "data.tokenizer.vocab_size=200",
+        "data.max_tokens=256", "model=tiny", "trainer.precision=32-true", f"trainer.max_steps={steps}",
+        "trainer.limit_val_batches=2", "callbacks.epoch_checkpoint.train_time_interval.minutes=0.001",
+        "trainer.devices=1", "tokens_per_update=1000"])
+    metrics = run(cfg)
+    # tokens_per_update=1000 on one device of at most 256 tokens: 4 batches of 250 a step
+    assert (metrics["accumulate_grad_batches"], metrics["batch_tokens"]) == (4, 250)
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == steps
+    kept = epoch_checkpoints(tmp_path / "run")
+    averaged = torch.load(tmp_path / "run" / "checkpoints" / "average.ckpt", weights_only=True)["averaged_from"]
+    assert len(kept) >= 2 and averaged == [str(p) for p in kept[-PAPER[preset][4]:]]
+    assert metrics["tested_checkpoint"] == str(tmp_path / "run" / "checkpoints" / "average.ckpt")
+    assert metrics["decoding"]["length_norm"] == "gnmt" and 0.0 <= metrics["test/bleu_tok_compound"] <= 100.0
+    assert metrics["bleu_tok_compound_signature"].endswith("(13a-tokenized, compounds split as get_ende_bleu.sh)")

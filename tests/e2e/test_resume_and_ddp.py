@@ -61,3 +61,46 @@ def test_bleu_under_ddp_equals_single_process_bleu(toy_run, tmp_path):
     assert ddp["val/bleu"] == single["val/bleu"] and ddp["val/chrf"] == single["val/chrf"]
     assert (tmp_path / "ddp" / "val.translations.txt").read_text() == \
         (tmp_path / "single" / "val.translations.txt").read_text()
+
+
+def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
+    """Multi-node DDP as Lightning runs it: two `run.py` processes, NODE_RANK 0 and 1, one process per
+    node, meeting at MASTER_ADDR and sharing one run directory and data cache (a shared filesystem).
+    They take the same steps as `trainer=ddp_cpu` (two processes on one node), reach the same
+    validation BLEU and weights within float rounding, and only rank 0 writes metrics and checkpoints."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import torch
+
+    from tests.helpers import ROOT
+
+    ddp = [*SMALL, "trainer=ddp_cpu", "trainer.limit_val_batches=null", f"paths.cache_dir={tmp_path}/cache"]
+    one_node = run_py(*ddp, f"hydra.run.dir={tmp_path}/one_node", timeout=900)
+    assert one_node.returncode == 0, one_node.stderr[-3000:]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    nodes = []
+    for node in (0, 1):
+        env = {**os.environ, "PYTHONWARNINGS": "ignore", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "NODE_RANK": str(node)}
+        nodes.append(subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), *ddp, "trainer.devices=1", "trainer.num_nodes=2",
+             f"hydra.run.dir={tmp_path}/two_nodes"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    printed = []
+    for process in nodes:
+        out, err = process.communicate(timeout=900)
+        assert process.returncode == 0, err[-3000:]
+        printed.append(out)
+    assert "test/bleu" in printed[0] and "test/bleu" not in printed[1]  # rank 1 writes and prints no result
+    whole, split = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one_node", "two_nodes"))
+    assert split["steps"] == whole["steps"] > 0 and split["val/bleu_best"] == whole["val/bleu_best"]
+    a = torch.load(tmp_path / "one_node" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "two_nodes" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
+    written = sorted(p.name for p in (tmp_path / "two_nodes").iterdir() if p.suffix in (".json", ".txt"))
+    assert written == ["metrics.json", "test.translations.txt"]  # one writer: no file of a second rank

@@ -1,4 +1,8 @@
-"""Parallel text: reading aligned files with clear errors, and the cleaning rule.
+"""Parallel text: reading aligned files with clear errors, and the cleaning rule, as a stream.
+
+A corpus gives each split as `pairs(split)`: chunks of aligned (source, target) sentences, read,
+checked and cleaned as they are iterated, so that memory never holds more than a chunk, whatever
+the corpus size. `load(split)` collects them (small corpora, tests).
 
 Cleaning rule (documented in the README): every line is stripped of leading and trailing
 whitespace and runs of inner whitespace become one space. In the training split a pair with an
@@ -10,14 +14,21 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
+
+import numpy as np
 
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
+CHUNK = 10_000  # pairs per chunk of a stream
+BLOCK = 1 << 22  # bytes read from a file at a time
+Chunk = tuple[list[str], list[str]]  # aligned source and target sentences
 _SPACE = re.compile(r"\s+")
 _BARE_CR = re.compile(r"\r(?!\n)")
 
@@ -40,10 +51,36 @@ def read_lines(path: str | Path) -> list[str]:
 
     Errors name the file and line: unreadable, NUL bytes, invalid UTF-8, bare CR line endings.
     """
+    return list(file_lines(path))
+
+
+def file_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file as read_lines gives them, read and checked a block at a time."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    return text_lines(decode_text(read_bytes(path), str(path)))
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+    with f:
+        rest, first_line = b"", 1
+        while True:
+            try:
+                data = f.read(BLOCK)
+            except OSError as err:
+                raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1  # whole lines only: a character never spans two blocks
+            block, rest = data[:cut], data[cut:]
+            if block:
+                lines = text_lines(decode_text(block, str(path), first_line, bom=first_line == 1))
+                first_line += len(lines)
+                yield from lines
+        if rest:
+            yield from text_lines(decode_text(rest, str(path), first_line, bom=first_line == 1))
 
 
 def text_lines(text: str) -> list[str]:
@@ -54,18 +91,11 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes; an OSError (permissions, I/O) becomes a DataError naming the file."""
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
-
-
-def decode_text(data: bytes, name: str, first_line: int = 1) -> str:
-    """UTF-8 text without a leading BOM; NUL bytes, invalid UTF-8 and bare CRs are `name:LINE:` errors
-    (LINE counted from `first_line`, for text that starts inside a stream)."""
-    data = data.removeprefix(codecs.BOM_UTF8)
+def decode_text(data: bytes, name: str, first_line: int = 1, bom: bool = True) -> str:
+    """UTF-8 text without a leading BOM (with `bom`: the start of a file); NUL bytes, invalid UTF-8 and
+    bare CRs are `name:LINE:` errors (LINE counted from `first_line`, for text inside a stream)."""
+    if bom:
+        data = data.removeprefix(codecs.BOM_UTF8)
     nul = data.find(b"\0")
     if nul >= 0:
         raise DataError(f"{name}:{line_at(data, nul) + first_line - 1}: NUL byte (is this a binary file?)")
@@ -92,26 +122,82 @@ def clean(lines: list[str]) -> tuple[list[str], int]:
     return out, sum(a != b for a, b in zip(lines, out))
 
 
+class CleanPairs:
+    """A split as a stream of chunks, with the text rule applied as they are iterated: both sides
+    cleaned and, with `filter_empty` (training), pairs with an empty side dropped. `stats` counts
+    pairs, whitespace fixes and dropped pairs; they are logged at the end, and with `filter_empty`
+    a split left with no pair is a DataError naming `where` (default: `name`)."""
+
+    def __init__(self, chunks: Iterable[Chunk], name: str, filter_empty: bool, where: str | None = None) -> None:
+        self.chunks, self.name, self.filter_empty, self.where = chunks, name, filter_empty, where or name
+        self.stats = {"pairs": 0, "whitespace_fixed": 0, "empty_dropped": 0}
+
+    def __iter__(self) -> Iterator[Chunk]:
+        stats = self.stats
+        for raw_src, raw_tgt in self.chunks:
+            src, src_changed = clean(raw_src)
+            tgt, tgt_changed = clean(raw_tgt)
+            stats["pairs"] += len(src)
+            stats["whitespace_fixed"] += src_changed + tgt_changed
+            if self.filter_empty:
+                keep = [i for i in range(len(src)) if src[i] and tgt[i]]
+                stats["empty_dropped"] += len(src) - len(keep)
+                if len(keep) < len(src):
+                    src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+            if src:
+                yield src, tgt
+        if self.filter_empty and stats["pairs"] == stats["empty_dropped"]:
+            reason = " (every pair has an empty side)" if stats["pairs"] else ""
+            raise DataError(f"{self.where}: no sentence pairs{reason}")
+        if stats["whitespace_fixed"] or stats["empty_dropped"]:
+            log.info("%s: %d pairs, whitespace normalized in %d lines, %d pairs with an empty side dropped",
+                     self.name, stats["pairs"], stats["whitespace_fixed"], stats["empty_dropped"])
+
+    def collect(self) -> ParallelText:
+        """The whole split in memory."""
+        src, tgt = [], []
+        for chunk_src, chunk_tgt in self:
+            src += chunk_src
+            tgt += chunk_tgt
+        return ParallelText(src, tgt, self.name, dict(self.stats))
+
+
 def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool,
                   where: str | None = None) -> ParallelText:
-    """Clean both sides and, for training, drop pairs with an empty side (counted). With
-    `filter_empty`, no pair left is a DataError naming `where` (default: `name`)."""
-    src, src_changed = clean(src)
-    tgt, tgt_changed = clean(tgt)
-    stats = {"pairs": len(src), "whitespace_fixed": src_changed + tgt_changed, "empty_dropped": 0}
-    if filter_empty:
-        keep = [i for i in range(len(src)) if src[i] and tgt[i]]
-        stats["empty_dropped"] = len(src) - len(keep)
-        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-        if not keep:
-            reason = " (every pair has an empty side)" if stats["pairs"] else ""
-            raise DataError(f"{where or name}: no sentence pairs{reason}")
-    if stats["whitespace_fixed"] or stats["empty_dropped"]:
-        log.info(
-            "%s: %d pairs, whitespace normalized in %d lines, %d pairs with an empty side dropped",
-            name, stats["pairs"], stats["whitespace_fixed"], stats["empty_dropped"],
-        )
-    return ParallelText(src, tgt, name, stats)
+    """Clean both sides of an in-memory split and, for training, drop pairs with an empty side."""
+    return CleanPairs([(src, tgt)], name, filter_empty, where).collect()
+
+
+def in_chunks(src: list[str], tgt: list[str], size: int = CHUNK) -> Iterator[Chunk]:
+    """In-memory sentences as chunks of a stream."""
+    for start in range(0, len(src), size):
+        yield src[start : start + size], tgt[start : start + size]
+
+
+def aligned_chunks(src_path: Path, tgt_path: Path, train: bool, size: int = CHUNK) -> Iterator[Chunk]:
+    """The lines of two aligned files, `size` at a time, checked as they are read; files of
+    different line counts are a DataError naming both counts (found when the shorter one ends), and
+    for training an empty file is one."""
+    for path in (src_path, tgt_path):
+        if not path.is_file():
+            raise DataError(f"{path}: no such file")
+        if train and path.stat().st_size == 0:
+            raise DataError(f"{path}: empty file")
+    src_lines, tgt_lines = file_lines(src_path), file_lines(tgt_path)
+    count = 0
+    while True:
+        src, tgt = list(islice(src_lines, size)), list(islice(tgt_lines, size))
+        if len(src) != len(tgt):
+            src_count = count + len(src) + sum(1 for _ in src_lines)
+            tgt_count = count + len(tgt) + sum(1 for _ in tgt_lines)
+            raise DataError(f"{src_path} has {src_count} lines but {tgt_path} has {tgt_count}: files must be "
+                            "aligned")
+        if not src:
+            if train and count == 0:  # a file of only a byte-order mark
+                raise DataError(f"{src_path}: empty file")
+            return
+        count += len(src)
+        yield src, tgt
 
 
 def split_name(splits: dict[str, str], split: str) -> str:
@@ -136,14 +222,6 @@ def file_digest(*paths: Path, extra: str = "") -> str:
     return digest.hexdigest()
 
 
-def read_train_lines(path: Path, split: str) -> list[str]:
-    """read_lines, and for the training split an empty file is an error naming it."""
-    lines = read_lines(path)
-    if split == "train" and not lines:
-        raise DataError(f"{path}: empty file")
-    return lines
-
-
 class TextFileCorpus:
     """Aligned plain-text files `{data_dir}/{prefix}.{lang}`, one sentence per line.
 
@@ -159,13 +237,14 @@ class TextFileCorpus:
         prefix = self.data_dir / split_name(self.splits, split)
         return Path(f"{prefix}.{self.src_lang}"), Path(f"{prefix}.{self.tgt_lang}")
 
-    def load(self, split: str) -> ParallelText:
+    def pairs(self, split: str) -> CleanPairs:
         src_path, tgt_path = self.paths(split)
-        src, tgt = read_train_lines(src_path, split), read_train_lines(tgt_path, split)
-        if len(src) != len(tgt):
-            raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files must be aligned")
-        return prepare_split(src, tgt, f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train",
-                             where=f"{src_path} / {tgt_path}")
+        return CleanPairs(aligned_chunks(src_path, tgt_path, train=split == "train"),
+                          f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train",
+                          where=f"{src_path} / {tgt_path}")
+
+    def load(self, split: str) -> ParallelText:
+        return self.pairs(split).collect()
 
     def fingerprint(self, split: str) -> str:
         return file_digest(*self.paths(split), extra=f"text:{self.src_lang}:{self.tgt_lang}")
@@ -196,39 +275,42 @@ class TableCorpus:
             raise DataError(f"{path}: cannot tell TSV from JSONL by its name; set data.corpus.format=tsv|jsonl")
         return fmt
 
-    def load(self, split: str) -> ParallelText:
+    def pairs(self, split: str) -> CleanPairs:
         path = self.path(split)
-        lines = read_train_lines(path, split)
-        rows = self._tsv(path, lines) if self._format(path) == "tsv" else self._jsonl(path, lines)
-        src, tgt = [r[0] for r in rows], [r[1] for r in rows]
-        return prepare_split(src, tgt, str(path), filter_empty=split == "train")
+        if not path.is_file():
+            raise DataError(f"{path}: no such file")
+        if split == "train" and path.stat().st_size == 0:
+            raise DataError(f"{path}: empty file")
+        rows = self._tsv(path) if self._format(path) == "tsv" else self._jsonl(path)
+        return CleanPairs(table_chunks(rows), str(path), filter_empty=split == "train")
 
-    def _tsv(self, path: Path, lines: list[str]) -> list[tuple[str, str]]:
-        if not lines:
+    def load(self, split: str) -> ParallelText:
+        return self.pairs(split).collect()
+
+    def _tsv(self, path: Path) -> Iterator[tuple[str, str]]:
+        lines = file_lines(path)
+        header = next(lines, None)
+        if header is None:
             raise DataError(f"{path}: empty file (a TSV file starts with a header row)")
-        header = lines[0].split("\t")
+        header = header.split("\t")
         for column in (self.src_column, self.tgt_column):
             if column not in header:
                 raise DataError(f"{path}:1: no column {column!r} in the header {header}")
         i, j = header.index(self.src_column), header.index(self.tgt_column)
-        rows = []
-        for number, line in enumerate(lines[1:], start=2):
+        for number, line in enumerate(lines, start=2):
             fields = line.split("\t")
             if len(fields) != len(header):
                 raise DataError(f"{path}:{number}: {len(fields)} fields, the header has {len(header)}")
-            rows.append((fields[i], fields[j]))
-        return rows
+            yield fields[i], fields[j]
 
-    def _jsonl(self, path: Path, lines: list[str]) -> list[tuple[str, str]]:
-        rows = []
-        for number, line in enumerate(lines, start=1):
+    def _jsonl(self, path: Path) -> Iterator[tuple[str, str]]:
+        for number, line in enumerate(file_lines(path), start=1):
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DataError(f"{path}:{number}: invalid JSON ({err.msg})") from None
-            rows.append((self._field(record, self.src_column, path, number),
-                         self._field(record, self.tgt_column, path, number)))
-        return rows
+            yield (self._field(record, self.src_column, path, number),
+                   self._field(record, self.tgt_column, path, number))
 
     @staticmethod
     def _field(record, column: str, path: Path, number: int) -> str:
@@ -248,3 +330,32 @@ class TableCorpus:
         """Where pair `index` (from 0) of an unfiltered split comes from: PATH:LINE (TSV: after the header)."""
         path = self.path(split)
         return f"{path}:{index + (2 if self._format(path) == 'tsv' else 1)}"
+
+
+def table_chunks(rows: Iterator[tuple[str, str]], size: int = CHUNK) -> Iterator[Chunk]:
+    """(source, target) rows as chunks of a stream."""
+    while True:
+        chunk = list(islice(rows, size))
+        if not chunk:
+            return
+        yield [src for src, _ in chunk], [tgt for _, tgt in chunk]
+
+
+def sample_pairs(chunks: Iterable[Chunk], size: int | None, seed: int = 0) -> ParallelText:
+    """A uniform sample of `size` pairs of a stream, drawn in one pass (reservoir sampling) with a
+    fixed seed, the pairs kept in their order; all of them when the stream has no more (or size
+    is None). stats["pairs"]: how many the stream had."""
+    rng = np.random.default_rng(seed)
+    kept: list[tuple[int, str, str]] = []
+    seen = 0
+    for src, tgt in chunks:
+        room = len(src) if size is None else max(0, min(len(src), size - len(kept)))
+        kept += zip(range(seen, seen + room), src[:room], tgt[:room])
+        if room < len(src):  # the reservoir is full: item i replaces a random one with probability size / (i + 1)
+            index = np.arange(seen + room, seen + len(src))
+            slots = rng.integers(0, index + 1)
+            for k in np.flatnonzero(slots < size).tolist():
+                kept[slots[k]] = (int(index[k]), src[room + k], tgt[room + k])
+        seen += len(src)
+    kept.sort()
+    return ParallelText([s for _, s, _ in kept], [t for _, _, t in kept], stats={"pairs": seen})

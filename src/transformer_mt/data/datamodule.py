@@ -14,43 +14,31 @@ folder and renamed when complete, so a second run finds them and neither trains 
 import hashlib
 import json
 import logging
-from functools import lru_cache
 from pathlib import Path
 
 import datasets
 import lightning as L
 import numpy as np
 import torch
+from datasets.arrow_writer import ArrowWriter
 from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
-from transformer_mt.data.corpus import SPLITS, ParallelText
+from transformer_mt.data.corpus import SPLITS, CleanPairs, ParallelText, sample_pairs
+from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.validate import check, integer, number
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"  # 2: one ids.arrow per split, written as it is encoded
 STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
 
 
 def digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-@lru_cache(maxsize=4)
-def _vocab_from_json(serialized: str) -> Vocabularies:
-    return Vocabularies.from_dict(json.loads(serialized))
-
-
-def _encode_batch(batch: dict, vocab_json: str) -> dict:
-    """datasets.map worker: token ids and lengths of a batch of pairs."""
-    vocab = _vocab_from_json(vocab_json)
-    src = vocab.encode_sources(batch["src_text"])
-    tgt = vocab.tgt.encode(batch["tgt_text"])
-    return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -126,10 +114,13 @@ class TranslationDataModule(L.LightningDataModule):
         if folder.is_dir():
             log.info("vocabularies: cache hit %s", folder)
         else:
-            train = ParallelText([], []) if self.options.file else self.corpus.load("train")
-            if not self.options.file:
-                log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs", "a joint" if self.options.joint
-                         else "separate", self.options.type, self.options.vocab_size, len(train))
+            if self.options.file:
+                train = ParallelText([], [])
+            else:  # one pass over the training split: every line checked, a seeded sample kept
+                train = sample_pairs(self.corpus.pairs("train"), self.options.train_sample)
+                sampled = f" (a sample of {train.stats['pairs']})" if len(train) < train.stats["pairs"] else ""
+                log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs%s", "a joint" if self.options.joint
+                         else "separate", self.options.type, self.options.vocab_size, len(train), sampled)
             vocab = build_vocabularies(train.src, train.tgt, self.options)
             with atomic_dir(folder) as tmp:
                 vocab.save(tmp)
@@ -158,11 +149,9 @@ class TranslationDataModule(L.LightningDataModule):
         if folder.is_dir():
             log.info("%s: token ids cache hit %s", split, folder)
         else:
-            text = self.corpus.load(split)
-            log.info("%s: encoding %d pairs into %s", split, len(text), folder)
-            table = self._encode(text, train=split == "train")
+            log.info("%s: encoding into %s", split, folder)
             with atomic_dir(folder) as tmp:
-                table.save_to_disk(str(tmp / "data"))
+                self._encode(self.corpus.pairs(split), tmp / "ids.arrow", train=split == "train")
         return folder
 
     def check_splits(self, splits: list[str]) -> None:
@@ -201,29 +190,32 @@ class TranslationDataModule(L.LightningDataModule):
             self._corpus_fingerprints[split] = self.corpus.fingerprint(split)
         return self._corpus_fingerprints[split]
 
-    def _encode(self, text: ParallelText, train: bool) -> datasets.Dataset:
-        datasets.disable_progress_bars()
-        table = datasets.Dataset.from_dict({"src_text": text.src, "tgt_text": text.tgt})
-        num_proc = self.num_proc if self.num_proc > 1 and len(table) >= 10_000 else None
-        table = table.map(_encode_batch, batched=True, batch_size=1000, num_proc=num_proc,
-                          fn_kwargs={"vocab_json": json.dumps(self.vocabularies.to_dict())})
+    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> None:
+        """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
+        batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
+        none holding more than its chunk), training pairs are filtered by length, and the token ids
+        (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
+        corpus size."""
+        limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
+        jobs = ((src, tgt, limits) for src, tgt in read_ahead(pairs))
+        kept = 0
+        try:
+            with ArrowWriter(features=TRAIN_FEATURES if train else EVAL_FEATURES, path=str(path)) as writer, \
+                    encoding_workers(self.num_proc, self.vocabularies) as encode:
+                for batch in encode(jobs):
+                    writer.write_batch(batch)
+                    kept += len(batch["src_ids"])
+                writer.finalize()
+        except MemoryError:
+            raise DataError(f"{pairs.name}: out of memory while encoding (data.num_proc={self.num_proc}): lower "
+                            "data.num_proc") from None
         if train:
-            max_len, ratio = self.max_len, self.max_len_ratio
-
-            def keep(batch: dict) -> list[bool]:
-                return [s <= max_len and t + 1 <= max_len and (ratio is None or max(s, t) <= ratio * max(1, min(s, t)))
-                        for s, t in zip(batch["src_len"], batch["tgt_len"])]
-
-            before = len(table)
-            table = table.filter(keep, batched=True, batch_size=10_000, num_proc=num_proc)
-            removed = before - len(table)
+            total = pairs.stats["pairs"] - pairs.stats["empty_dropped"]
             log.info("%s: removed %d of %d training pairs by length (data.max_len=%d, data.max_len_ratio=%s)",
-                     text.name, removed, before, max_len, ratio)
-            if len(table) == 0:
-                raise DataError(f"{text.name}: no training pairs left after filtering "
-                                f"(data.max_len={max_len}, data.max_len_ratio={ratio})")
-            table = table.remove_columns(["src_text", "tgt_text"])
-        return table
+                     pairs.name, total - kept, total, self.max_len, self.max_len_ratio)
+            if kept == 0:
+                raise DataError(f"{pairs.name}: no training pairs left after filtering "
+                                f"(data.max_len={self.max_len}, data.max_len_ratio={self.max_len_ratio})")
 
     def setup(self, stage: str | None = None) -> None:
         """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
@@ -239,7 +231,7 @@ class TranslationDataModule(L.LightningDataModule):
         """`split`'s token ids, memory-mapped from the cache (built first if missing)."""
         if split not in self.datasets:
             folder = self._build(split)
-            self.datasets[split] = TranslationDataset(datasets.load_from_disk(str(folder / "data")))
+            self.datasets[split] = TranslationDataset(datasets.Dataset.from_file(str(folder / "ids.arrow")))
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:

@@ -9,9 +9,10 @@ a hub name is read from the `datasets` cache if it is there, and fails at once o
 import logging
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
-from transformer_mt.data.corpus import ParallelText, prepare_split, split_name
+from transformer_mt.data.corpus import CHUNK, Chunk, CleanPairs, ParallelText, split_name
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -95,29 +96,37 @@ class HubCorpus:
         finally:
             datasets.config.HF_HUB_OFFLINE = previous
 
-    def load(self, split: str) -> ParallelText:
+    def pairs(self, split: str) -> CleanPairs:
         ds = self.dataset(split)
+        name = split_name(self.splits, split)
+        return CleanPairs(self._chunks(ds), f"{self.path}/{name}", filter_empty=split == "train",
+                          where=f"{self.path} split {name}")
+
+    def load(self, split: str) -> ParallelText:
+        return self.pairs(split).collect()
+
+    def _chunks(self, ds) -> Iterator[Chunk]:
+        """The split's (source, target) sentences, CHUNK rows at a time from the memory-mapped table."""
         if self.src_column and self.tgt_column:
-            columns = (self.src_column, self.tgt_column)
-            for column in columns:
+            for column in (self.src_column, self.tgt_column):
                 if column not in ds.column_names:
                     raise DataError(f"data.corpus.src_column / tgt_column: {self.path} has no column {column!r} "
                                     f"(it has {ds.column_names})")
-            src, tgt = ds[columns[0]], ds[columns[1]]
-        else:
-            column = self.translation_column
-            if column not in ds.column_names:
-                raise DataError(f"data.corpus.translation_column: {self.path} has no column {column!r} "
-                                f"(it has {ds.column_names}); or set data.corpus.src_column and tgt_column")
-            pairs = ds[column]
+            for start in range(0, len(ds), CHUNK):
+                rows = ds[start : start + CHUNK]
+                yield rows[self.src_column], rows[self.tgt_column]
+            return
+        column = self.translation_column
+        if column not in ds.column_names:
+            raise DataError(f"data.corpus.translation_column: {self.path} has no column {column!r} "
+                            f"(it has {ds.column_names}); or set data.corpus.src_column and tgt_column")
+        for start in range(0, len(ds), CHUNK):
+            pairs = ds[start : start + CHUNK][column]
             for lang in (self.src_lang, self.tgt_lang):
                 if pairs and lang not in pairs[0]:
                     raise DataError(f"data.corpus.src_lang / tgt_lang: {self.path} has no language {lang!r} "
                                     f"(it has {sorted(pairs[0])})")
-            src, tgt = [p[self.src_lang] for p in pairs], [p[self.tgt_lang] for p in pairs]
-        name = split_name(self.splits, split)
-        return prepare_split(src, tgt, f"{self.path}/{name}", filter_empty=split == "train",
-                             where=f"{self.path} split {name}")
+            yield [p[self.src_lang] for p in pairs], [p[self.tgt_lang] for p in pairs]
 
     def fingerprint(self, split: str) -> str:
         ds = self.dataset(split)

@@ -8,6 +8,7 @@ are BpeTokenizer, SentencePieceTokenizer and MarianVocabulary (an imported Maria
 
 import base64
 import io
+import itertools
 import json
 import logging
 import os
@@ -46,6 +47,8 @@ class TokenizerOptions:
     normalization: str = "nfkc"  # nfkc | none
     file: str | None = None  # a tokenizer file to use instead of training (tokenizers .json or sentencepiece .model)
     tgt_file: str | None = None  # with joint=false: the target side's file
+    # trained on at most this many training pairs (a fixed-seed sample; null: all of them)
+    train_sample: int | None = 1_000_000
 
     def __post_init__(self) -> None:
         if self.type not in ("bpe", "sentencepiece"):
@@ -57,6 +60,9 @@ class TokenizerOptions:
         smallest = len(SPECIAL_TOKENS) + 1
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < smallest:
             raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size}: must be an integer >= {smallest}")
+        if self.train_sample is not None and (isinstance(self.train_sample, bool) or not isinstance(
+                self.train_sample, int) or self.train_sample < 1):
+            raise ConfigError(f"data.tokenizer.train_sample={self.train_sample!r}: must be an integer >= 1 or null")
         if self.tgt_file and self.joint:
             raise ConfigError(f"data.tokenizer.tgt_file={self.tgt_file!r}: needs data.tokenizer.joint=false")
 
@@ -447,6 +453,6 @@ def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: Toke
         return Vocabularies(src, TextTokenizer.load(options.tgt_file))
     train = train_bpe if options.type == "bpe" else train_sentencepiece
     if options.joint:
-        return Vocabularies(train(src_lines + tgt_lines, options))
+        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options))  # an iterator: no copy
     return Vocabularies(train(src_lines, options), train(tgt_lines, options))
 

@@ -8,7 +8,7 @@ and reordering. `mode="copy"` is the classic copy task (target = source).
 
 import random
 
-from transformer_mt.data.corpus import ParallelText, prepare_split
+from transformer_mt.data.corpus import CleanPairs, ParallelText, in_chunks
 
 DETERMINERS = {"the": "lo", "a": "na", "every": "kadu", "some": "rim", "this": "vel", "no": "zun"}
 NOUNS = {
@@ -90,11 +90,14 @@ class ToyCorpus:
         """Generated data: the options are the content."""
         return f"toy-v1:{self.mode}:{self.seed}:{self.sizes['train']}:{self.sizes['val']}:{self.sizes['test']}:{split}"
 
-    def load(self, split: str) -> ParallelText:
+    def pairs(self, split: str) -> CleanPairs:
         if self._splits is None:
             self._splits = self._generate()
         pairs = self._splits[split]
-        return prepare_split([s for s, _ in pairs], [t for _, t in pairs], f"toy/{split}", filter_empty=False)
+        return CleanPairs(in_chunks([s for s, _ in pairs], [t for _, t in pairs]), f"toy/{split}", filter_empty=False)
+
+    def load(self, split: str) -> ParallelText:
+        return self.pairs(split).collect()
 
     def location(self, split: str, index: int) -> str:
         """Where pair `index` (from 0) of a split comes from: toy corpus SPLIT sentence INDEX+1."""

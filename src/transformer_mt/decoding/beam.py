@@ -6,26 +6,33 @@ from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, Sear
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.quantize import check_quantize
 
+LENGTH_NORMS = ("fairseq", "gnmt")
+
 
 class BeamSearch:
     """Keep the `beam_size` best prefixes of every sentence; all sentences advance together.
 
     Each step takes the 2 x beam_size best extensions of a sentence's beams. An extension ending
     in EOS that ranks among the first beam_size is finished: its score is
-        sum of token log-probabilities (EOS included) / length ** length_penalty
-    with length = tokens including EOS (fairseq's normalization; length_penalty=0 disables it,
-    1 is the average log-probability). The best beam_size extensions that do not end in EOS go
-    on; finished hypotheses are never extended. A sentence stops when it has beam_size finished
-    hypotheses (early stopping) and leaves the batch; the search ends when all have stopped. At
-    max_len_a * src_len + max_len_b tokens EOS is forced; before min_len tokens it is banned.
+        sum of token log-probabilities (EOS included) / norm(length)
+    with length = tokens including EOS and norm = length ** length_penalty (length_norm=fairseq;
+    length_penalty=0 disables it, 1 is the average log-probability) or GNMT's
+    ((5 + length) / 6) ** length_penalty (length_norm=gnmt, what the Transformer paper used). The
+    best beam_size extensions that do not end in EOS go on; finished hypotheses are never extended.
+    A sentence stops when it has beam_size finished hypotheses (early stopping) and leaves the
+    batch; the search ends when all have stopped. At max_len_a * src_len + max_len_b tokens EOS is
+    forced; before min_len tokens it is banned.
     no_repeat_ngram_size > 0 bans any n-gram from occurring twice. `nbest` best are returned.
     quantize=int8: run on an int8 copy of the model (which the caller, TranslationModule, makes; CPU).
     """
 
     def __init__(self, beam_size: int = 4, length_penalty: float = 1.0, max_len_a: float = 1.2,
                  max_len_b: int = 10, min_len: int = 0, nbest: int = 1, no_repeat_ngram_size: int = 0,
-                 use_cache: bool = True, quantize: str = "none") -> None:
+                 use_cache: bool = True, quantize: str = "none", length_norm: str = "fairseq") -> None:
         self.quantize = check_quantize(quantize)
+        if length_norm not in LENGTH_NORMS:
+            raise ConfigError(f"decoding.length_norm={length_norm!r}: must be one of {', '.join(LENGTH_NORMS)}")
+        self.length_norm = length_norm
         if beam_size < 1:
             raise ConfigError(f"decoding.beam_size must be >= 1, got {beam_size}")
         if not 1 <= nbest <= beam_size:
@@ -78,7 +85,7 @@ class BeamSearch:
                top_scores: torch.Tensor, top_beam: torch.Tensor, is_eos: torch.Tensor) -> None:
         """Record the candidates (active sentences x 2 beam_size) that end in EOS and rank among
         their sentence's first beam_size, while it has fewer than beam_size finished hypotheses;
-        the score is normalized by length (tokens + EOS) ** length_penalty."""
+        the score is normalized by length (tokens + EOS): `normalizer`."""
         k = self.beam_size
         ends = is_eos & torch.isfinite(top_scores)
         ends[:, k:] = False
@@ -87,7 +94,13 @@ class BeamSearch:
             if len(finished[sentence]) < k:
                 logprob = float(top_scores[i, j])
                 tokens = prefix[i * k + int(top_beam[i, j]), 1:].tolist()
-                finished[sentence].append(Hypothesis(tokens, logprob / (step + 1) ** self.length_penalty, logprob))
+                finished[sentence].append(Hypothesis(tokens, logprob / self.normalizer(step + 1), logprob))
+
+    def normalizer(self, length: int) -> float:
+        """What a finished hypothesis' log-probability is divided by (length: tokens + EOS)."""
+        if self.length_norm == "gnmt":
+            return ((5 + length) / 6) ** self.length_penalty
+        return length ** self.length_penalty
 
     def best(self, finished: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
         """The nbest finished hypotheses of each sentence, best first; a sentence whose rules no

@@ -6,8 +6,13 @@ BLEU: torchmetrics' SacreBLEUScore (13a tokenization, mixed case, no smoothing),
 does not match sacreBLEU's default chrF, so it is not used.
 """
 
+import re
+
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from torchmetrics.text import SacreBLEUScore
+
+_COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 def signature(metric: BLEU | CHRF) -> str:
@@ -32,6 +37,22 @@ def tokenized_lowercased_bleu(hypotheses: list[str], references: list[str]) -> d
         "bleu_tok_lc": 100.0 * float(bleu(hypotheses, [[r] for r in references])),
         "bleu_tok_lc_signature": signature(BLEU(tokenize="13a", lowercase=True, smooth_method="none")),
     }
+
+
+def compound_split_bleu(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
+    """BLEU as the Transformer paper reported it for English-German (tensor2tensor's get_ende_bleu.sh):
+    cased, on tokenized text whose hyphenated compounds are split ("a-b" -> "a ##AT##-##AT## b").
+    sacreBLEU's 13a tokenizer stands in for Moses' tokenizer.perl. Not comparable with sacreBLEU:
+    report it only beside that one."""
+    tokenize = Tokenizer13a()
+
+    def split(text: str) -> str:
+        return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenize(text))
+
+    score = BLEU(tokenize="none", smooth_method="none").corpus_score([split(h) for h in hypotheses],
+                                                                     [[split(r) for r in references]])
+    return {"bleu_tok_compound": score.score,
+            "bleu_tok_compound_signature": signature(BLEU(tokenize="none", smooth_method="none"))}
 
 
 def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:

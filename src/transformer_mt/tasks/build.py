@@ -21,6 +21,7 @@ architecture, so that `${model.d_model}` (the noam schedule's) means the model t
 
 import copy
 import logging
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -108,9 +109,55 @@ def check_resumable(path: Path, checkpoint: dict, arch: dict) -> None:
                               f"model.{key}={saved.get(key)}: resume with the checkpoint's model settings")
 
 
-def build_datamodule(start: Start) -> TranslationDataModule:
-    """The data config, with the vocabularies the run starts from (None: the datamodule makes them)."""
-    return instantiate(start.config.data, vocabularies=start.vocabularies)
+@dataclass(frozen=True)
+class UpdatePlan:
+    """How an optimizer step sees `tokens_per_update` padded tokens (per side): `processes` (devices x
+    nodes) each take `accumulation` batches of at most `batch_tokens`."""
+
+    processes: int
+    accumulation: int
+    batch_tokens: int
+
+
+def device_count(trainer: DictConfig) -> int:
+    """The processes per node `trainer.devices` asks for (an int, a list of devices, or -1 / "auto":
+    every GPU, or one process on the CPU)."""
+    devices, accelerator = trainer.get("devices", "auto"), str(trainer.get("accelerator", "auto"))
+    if isinstance(devices, int) and devices > 0:
+        return devices
+    if not isinstance(devices, int | str):
+        return len(devices)
+    if isinstance(devices, str) and devices.isdigit() and int(devices) > 0:
+        return int(devices)
+    gpus = torch.cuda.device_count() if accelerator in ("auto", "gpu", "cuda") else 0
+    return max(gpus, 1)
+
+
+def update_plan(cfg: DictConfig) -> UpdatePlan | None:
+    """With `tokens_per_update` T: accumulation A = ceil(T / (processes x data.max_tokens)) batches
+    of T / (processes x A) tokens each (data.max_tokens is then the most a device takes); None without."""
+    tokens = cfg.get("tokens_per_update")
+    if tokens is None:
+        return None
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        raise ConfigError(f"tokens_per_update={tokens!r}: must be an integer >= 1 or null")
+    if cfg.trainer.get("accumulate_grad_batches", 1) != 1:
+        raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
+                          f"trainer.accumulate_grad_batches at 1 (it is {cfg.trainer.accumulate_grad_batches})")
+    devices, nodes = device_count(cfg.trainer), int(cfg.trainer.get("num_nodes") or 1)
+    accumulation = max(1, math.ceil(tokens / (devices * nodes * cfg.data.max_tokens)))
+    plan = UpdatePlan(devices * nodes, accumulation, math.ceil(tokens / (devices * nodes * accumulation)))
+    log.info("tokens_per_update=%d: %d device(s) x %d node(s) x %d tokens per batch x accumulation %d = %d padded "
+             "tokens per optimizer step", tokens, devices, nodes, plan.batch_tokens, accumulation,
+             plan.processes * plan.batch_tokens * accumulation)
+    return plan
+
+
+def build_datamodule(start: Start, plan: UpdatePlan | None = None) -> TranslationDataModule:
+    """The data config, with the vocabularies the run starts from (None: the datamodule makes them)
+    and, with an update plan, its batch budget."""
+    derived = {"max_tokens": plan.batch_tokens} if plan else {}
+    return instantiate(start.config.data, vocabularies=start.vocabularies, **derived)
 
 
 def data_record(data: DictConfig, fingerprints: dict) -> dict:

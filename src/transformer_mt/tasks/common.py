@@ -21,14 +21,15 @@ from transformer_mt.training.results import EvalResults, Row
 log = logging.getLogger(__name__)
 
 
-def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True) -> L.Trainer:
-    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger` and callbacks of `cfg.callbacks`;
-    a value the Trainer rejects is reported as a config error naming `trainer`."""
+def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True, **derived) -> L.Trainer:
+    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger`, the callbacks of `cfg.callbacks`
+    and what the run derives (`derived`, e.g. accumulate_grad_batches); a value the Trainer rejects
+    is reported as a config error naming `trainer`."""
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
     loggers = [instantiate(lg, **wandb_names(cfg, lg)) for lg in (cfg.get("logger") or {}).values() if lg] \
         if with_logger else False
     try:
-        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, **derived)
     except Exception as err:
         if find_user_error(err) is not None:
             raise
@@ -159,11 +160,24 @@ def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dic
     return metrics
 
 
-def tokenized_bleu_extra(split: str, rows: tuple[Row, ...]) -> dict:
-    """`<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU) and its signature, for metrics.json."""
-    from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
+TOKENIZED_BLEU = (False, True, "compound")
 
-    scores = tokenized_lowercased_bleu([r.hypothesis for r in rows], [r.reference for r in rows])
+
+def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = True) -> dict:
+    """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
+    compound, `<split>/bleu_tok_compound` (the paper's: tokenized, compounds split); and its signature."""
+    from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
+
+    if mode not in TOKENIZED_BLEU:
+        raise ConfigError(f"task.tokenized_bleu={mode!r}: must be false, true (13a-tokenized, lowercased) or "
+                          "compound (the paper's: tokenized, hyphenated compounds split)")
+    hyps, refs = [r.hypothesis for r in rows], [r.reference for r in rows]
+    if mode == "compound":
+        scores = compound_split_bleu(hyps, refs)
+        return {f"{split}/bleu_tok_compound": scores["bleu_tok_compound"],
+                "bleu_tok_compound_signature": scores["bleu_tok_compound_signature"]
+                + " (13a-tokenized, compounds split as get_ende_bleu.sh)"}
+    scores = tokenized_lowercased_bleu(hyps, refs)
     return {f"{split}/bleu_tok_lc": scores["bleu_tok_lc"],
             "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
 

@@ -71,7 +71,7 @@ def run(cfg: DictConfig) -> dict:
     results = module.results["test"].renamed("test", split)
     extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
     if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra(split, results.rows))
+        extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu))
     metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
     print_summary(f"evaluate {path.name} on {split}", metrics, results.rows)
     return metrics

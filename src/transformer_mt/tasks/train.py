@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.average import epoch_checkpoints, write_average
-from transformer_mt.tasks.build import build_datamodule, build_module, check_same_data, settle
+from transformer_mt.tasks.build import build_datamodule, build_module, check_same_data, settle, update_plan
 from transformer_mt.tasks.checks import check_config, check_dashboard_layer
 from transformer_mt.tasks.common import (
     build_trainer,
@@ -43,11 +43,12 @@ def run(cfg: DictConfig) -> dict:
     check_averaging(cfg)
     if cfg.get("ckpt_path"):
         keep_earlier_curves(Path(cfg.paths.output_dir))
-    trainer = build_trainer(cfg)
+    plan = update_plan(cfg)
+    trainer = build_trainer(cfg, **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)
     check_dashboard_layer(cfg, start.architecture)
-    datamodule = build_datamodule(start)
+    datamodule = build_datamodule(start, plan)
     check_same_data(start, datamodule.fingerprints())
     datamodule.check_splits(["train", "val", cfg.data.split])
     module = build_module(start, datamodule)
@@ -75,11 +76,13 @@ def run(cfg: DictConfig) -> dict:
         "train_seconds": round(train_seconds, 1),
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
+        "accumulate_grad_batches": trainer.accumulate_grad_batches,
+        "batch_tokens": datamodule.max_tokens,
         "decoding": module.hparams.decoding,
     }
     results = module.results["test"]
     if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra("test", results.rows))
+        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu))
     metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
     print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
     return metrics

@@ -1,0 +1,147 @@
+"""Data preparation at WMT scale: wall time of each phase and peak memory, for corpora of growing size.
+
+    python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1]
+
+Writes a synthetic corpus of WMT14 en-de's shape (about 25 words a side, a Zipf vocabulary of 60k
+made-up words per language) once, of the largest size; smaller ones are its first lines. For each
+size, a fresh process prepares it as a training run does, with a cold cache and a 37k joint BPE
+trained on the default sample (data.tokenizer.train_sample): the streaming check and sample pass,
+tokenizer training, encoding of train / val / test into the Arrow cache, and the first training
+batch. Peak resident memory is that process's (and, with --num-proc > 1, its largest worker's).
+"""
+
+import argparse
+import json
+import logging
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+EVAL_PAIRS = 3000  # val and test
+
+
+def words(rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` made-up words of 1 to 4 syllables."""
+    syllables = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["sch", "ung", "er", "ein"])
+    lengths = rng.integers(1, 5, size=count)
+    return np.array(["".join(rng.choice(syllables, n)) for n in lengths])
+
+
+def write_corpus(folder: Path, pairs: int, seed: int = 0) -> None:
+    """train / val / test .en / .de: sentences of Zipf-distributed words, the target a word-for-word
+    image of the source (another vocabulary) with its last word moved to the front."""
+    rng = np.random.default_rng(seed)
+    vocab = 60_000
+    src_words, tgt_words = words(rng, vocab), words(rng, vocab)
+    weights = 1.0 / np.arange(1, vocab + 1)
+    weights /= weights.sum()
+    folder.mkdir(parents=True, exist_ok=True)
+    splits = {"train": pairs, "val": EVAL_PAIRS, "test": EVAL_PAIRS}
+    for split, count in splits.items():
+        with open(folder / f"{split}.en", "w") as en, open(folder / f"{split}.de", "w") as de:
+            for start in range(0, count, 100_000):
+                n = min(100_000, count - start)
+                lengths = np.clip(rng.normal(25, 8, n).astype(int), 3, 80)
+                ids = rng.choice(vocab, size=int(lengths.sum()), p=weights)
+                cuts = np.cumsum(lengths)[:-1]
+                for sentence in np.split(ids, cuts):
+                    en.write(" ".join(src_words[sentence]) + ".\n")
+                    de.write(" ".join(tgt_words[np.roll(sentence, 1)]) + ".\n")
+
+
+def peak_mb() -> tuple[float, float]:
+    """Peak resident memory so far of this process and of its largest finished child (MB)."""
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+
+
+def resident() -> dict[str, float]:
+    """This process's resident memory now (MB): anonymous (its own data) and file-backed (pages of
+    memory-mapped files, such as the Arrow cache, which the kernel drops when memory is short)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return {key: int(status[key].split()[0]) / 1024 for key in ("RssAnon", "RssFile") if key in status}
+
+
+def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
+    """In this process: prepare the first `pairs` training pairs as a run does; phase times and memory."""
+    from transformer_mt.data.corpus import TextFileCorpus
+    from transformer_mt.data.datamodule import TranslationDataModule
+    from transformer_mt.data.tokenizer import TokenizerOptions
+
+    marks: dict[str, float] = {}
+
+    class Marks(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if text.startswith("training ") and "vocabularies" in text:
+                marks["tokenizer"] = time.perf_counter()
+
+    logging.getLogger("transformer_mt").addHandler(Marks())
+    logging.getLogger("transformer_mt").setLevel(logging.INFO)
+    with tempfile.TemporaryDirectory() as cache:
+        folder = Path(cache) / "corpus"
+        folder.mkdir()
+        for split in ("train", "val", "test"):  # the first `pairs` lines of train, all of val and test
+            for lang in ("en", "de"):
+                with open(f"{corpus_dir}/{split}.{lang}") as src, open(folder / f"{split}.{lang}", "w") as dst:
+                    for i, line in enumerate(src):
+                        if split == "train" and i == pairs:
+                            break
+                        dst.write(line)
+        result = {"pairs": pairs, "text_mb": sum(p.stat().st_size for p in folder.glob("train.*")) / 2**20}
+        start = time.perf_counter()
+        dm = TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), TokenizerOptions(vocab_size=37000),
+                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc)
+        built = time.perf_counter()
+        result["check_s"] = marks["tokenizer"] - start
+        result["tokenizer_s"] = built - marks["tokenizer"]
+        result["after_tokenizer_mb"] = peak_mb()[0]
+        dm.prepare_data()
+        encoded = time.perf_counter()
+        result["encode_s"] = encoded - built
+        result["after_encoding_mb"], result["worker_mb"] = peak_mb()
+        dm.setup("fit")
+        batch = next(iter(dm.train_dataloader()))
+        result["first_batch_s"] = time.perf_counter() - encoded
+        result.update(resident())
+        result["batch_rows"] = int(batch["src"].size(0))
+        result["total_s"] = time.perf_counter() - start
+        result["peak_mb"] = max(peak_mb())
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000])
+    parser.add_argument("--num-proc", type=int, default=1)
+    parser.add_argument("--corpus", help="a folder written by an earlier run of this script (kept)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(prepare(args.child[0], int(args.child[1]), args.num_proc)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(args.corpus or Path(tmp) / "corpus")
+        if not (corpus / "train.en").is_file() or sum(1 for _ in open(corpus / "train.en")) < max(args.sizes):
+            started = time.perf_counter()
+            write_corpus(corpus, max(args.sizes))
+            print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        print("| pairs | text (MB) | check + sample (s) | tokenizer (s) | encode (s) | first batch (s) | "
+              "total (s) | peak RSS (MB) |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for size in args.sizes:
+            out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc), "--child",
+                                  str(corpus), str(size)], capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"| {r['pairs']:,} | {r['text_mb']:,.0f} | {r['check_s']:.0f} | {r['tokenizer_s']:.0f} | "
+                  f"{r['encode_s']:.0f} | {r['first_batch_s']:.0f} | {r['total_s']:.0f} | {r['peak_mb']:,.0f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Encoding a stream of sentence pairs into token ids, a chunk at a time, in this process or in
+worker processes, with reading overlapped with encoding."""
+
+import json
+import multiprocessing
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from queue import Queue
+
+import datasets
+
+from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.errors import DataError
+
+IDS = {"src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
+       "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32")}
+TRAIN_FEATURES = datasets.Features(IDS)
+EVAL_FEATURES = datasets.Features({"src_text": datasets.Value("string"), "tgt_text": datasets.Value("string"), **IDS})
+
+
+def encode_pairs(vocab: Vocabularies, src: list[str], tgt: list[str], max_len: int | None = None,
+                 max_len_ratio: float | None = None, with_text: bool = False) -> dict[str, list]:
+    """Token ids and lengths of aligned sentences (with_text: the sentences too); with max_len
+    (training), only the pairs whose sides have at most max_len tokens (the target with its EOS),
+    the longer at most max_len_ratio times the shorter."""
+    src_ids, tgt_ids = vocab.encode_sources(src), vocab.tgt.encode(tgt)
+    out = {"src_ids": src_ids, "tgt_ids": tgt_ids, "src_len": [len(s) for s in src_ids],
+           "tgt_len": [len(t) for t in tgt_ids]}
+    if with_text:
+        out = {"src_text": src, "tgt_text": tgt, **out}
+    if max_len is None:
+        return out
+    ratio = max_len_ratio
+    keep = [i for i, (s, t) in enumerate(zip(out["src_len"], out["tgt_len"]))
+            if s <= max_len and t + 1 <= max_len and (ratio is None or max(s, t) <= ratio * max(1, min(s, t)))]
+    return {key: [values[i] for i in keep] for key, values in out.items()} if len(keep) < len(src_ids) else out
+
+
+_worker_vocab: Vocabularies | None = None  # an encoding worker's vocabularies (set once, by init_worker)
+
+
+def init_worker(vocab_json: str) -> None:
+    """An encoding worker process: its vocabularies."""
+    global _worker_vocab
+    _worker_vocab = Vocabularies.from_dict(json.loads(vocab_json))
+
+
+def encode_in_worker(job: tuple[list[str], list[str], dict]) -> dict[str, list]:
+    src, tgt, options = job
+    return encode_pairs(_worker_vocab, src, tgt, **options)
+
+
+def read_ahead(chunks: Iterable[tuple[list[str], list[str]]], depth: int = 2) -> Iterator[tuple[list[str], list[str]]]:
+    """The chunks of a stream, read and cleaned by a thread of their own up to `depth` chunks ahead,
+    so that reading (Python) overlaps encoding (tokenizers' threads, which release the GIL). An
+    error of the reader (a bad line) is raised here, where the chunk it stopped at was expected."""
+    done = object()
+    queue: Queue = Queue(maxsize=depth)
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                queue.put(chunk)
+            queue.put(done)
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            queue.put(err)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    while (item := queue.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    reader.join()
+
+
+@contextmanager
+def encoding_workers(num_proc: int, vocab: Vocabularies) -> Iterator[Callable[[Iterable[tuple]], Iterator[dict]]]:
+    """A function from (src, tgt, options) jobs to encoded chunks, in order: in this process (on
+    tokenizers' threads), or with num_proc > 1 in that many worker processes holding the
+    vocabularies (tokenizers' own threads off in them: one process, one core), at most two chunks
+    per worker in flight. A worker that dies (out of memory) is one line naming data.num_proc."""
+    if num_proc <= 1:
+        yield lambda jobs: (encode_pairs(vocab, src, tgt, **options) for src, tgt, options in jobs)
+        return
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # inherited by the workers
+    context = multiprocessing.get_context("fork")
+    try:
+        with ProcessPoolExecutor(num_proc, context, init_worker, (json.dumps(vocab.to_dict()),)) as pool:
+            def encode(jobs: Iterable[tuple]) -> Iterator[dict]:
+                pending: deque = deque()
+                try:
+                    for job in jobs:
+                        pending.append(pool.submit(encode_in_worker, job))
+                        if len(pending) >= 2 * num_proc:
+                            yield pending.popleft().result()
+                    while pending:
+                        yield pending.popleft().result()
+                except BrokenProcessPool:
+                    raise DataError(f"an encoding worker died (out of memory?) with data.num_proc={num_proc}: lower "
+                                    "data.num_proc") from None
+
+            yield encode
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
