@@ -29,3 +29,16 @@ def test_perfect_and_mismatched():
     assert corpus_scores(["a b c d e"], ["a b c d e"])["bleu"] == pytest.approx(100.0)
     with pytest.raises(ValueError, match="2 hypotheses for 1 references"):
         corpus_scores(["a", "b"], ["a"])
+
+
+def test_compound_split_bleu_splits_hyphens_as_get_ende_bleu_did():
+    """'Euro-Zone' -> 'Euro ##AT##-##AT## Zone' on both sides, after 13a tokenization, cased."""
+    import sacrebleu
+
+    from transformer_mt.evaluation.metrics import compound_split_bleu
+
+    hyp, ref = "Die Euro-Zone wächst, sagt die EU-Kommission.", "Die Euro-Zone wächst schnell, sagt die Kommission."
+    split_hyp = "Die Euro ##AT##-##AT## Zone wächst , sagt die EU ##AT##-##AT## Kommission ."
+    split_ref = "Die Euro ##AT##-##AT## Zone wächst schnell , sagt die Kommission ."
+    expected = sacrebleu.corpus_bleu([split_hyp], [[split_ref]], tokenize="none", smooth_method="none").score
+    assert compound_split_bleu([hyp], [ref])["bleu_tok_compound"] == expected > 0
