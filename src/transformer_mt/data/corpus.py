@@ -162,12 +162,6 @@ class CleanPairs:
         return ParallelText(src, tgt, self.name, dict(self.stats))
 
 
-def prepare_split(src: list[str], tgt: list[str], name: str, filter_empty: bool,
-                  where: str | None = None) -> ParallelText:
-    """Clean both sides of an in-memory split and, for training, drop pairs with an empty side."""
-    return CleanPairs([(src, tgt)], name, filter_empty, where).collect()
-
-
 def in_chunks(src: list[str], tgt: list[str], size: int = CHUNK) -> Iterator[Chunk]:
     """In-memory sentences as chunks of a stream."""
     for start in range(0, len(src), size):

@@ -29,9 +29,3 @@ class EvalResults:
         """The same results with the metrics named `{split}/...` instead of `{stage}/...`."""
         metrics = {key.replace(f"{stage}/", f"{split}/", 1): value for key, value in self.metrics.items()}
         return EvalResults(metrics, self.rows, self.bleu_signature, self.chrf_signature)
-
-    def hypotheses(self) -> list[str]:
-        return [row.hypothesis for row in self.rows]
-
-    def references(self) -> list[str]:
-        return [row.reference for row in self.rows]
