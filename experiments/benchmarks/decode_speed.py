@@ -3,6 +3,7 @@
     python experiments/benchmarks/decode_speed.py --ckpt outputs/train/<run>/checkpoints/best.ckpt \\
         --source $DATA_DIR/multi30k/test2016.en --reference $DATA_DIR/multi30k/test2016.de [--repeat 3]
     python experiments/benchmarks/decode_speed.py --ckpt ... --cache     # the KV cache against none
+    python experiments/benchmarks/decode_speed.py --ckpt ... --device cuda --dtype bf16 --json out.json
 
 Systems, on the same weights: ours (fp32, and `decoding.quantize=int8`), the checkpoint's Hugging
 Face export (`MarianMTModel.generate`) and its CTranslate2 exports (float32, int8). Greedy and
@@ -12,9 +13,17 @@ length, 64 sentences each) and 2 threads; each system's best time of --repeat ro
 sentence at 1.2 x source tokens + 10; the peers have one limit per batch, so their outputs are cut
 where ours would have stopped. With --cache: greedy and beam 4 with and without the KV cache, and
 every output forced to exactly 50 tokens.
+
+--device cuda --dtype bf16 | fp16: ours (the model cast to the dtype), HF generate (the same) and
+CTranslate2 (compute_type bfloat16 / float16) on the GPU; the int8 systems are CPU-only. CUDA clocks
+are read after a synchronize. --limit N: the first N sentences. --json PATH: every figure of the
+tables as JSON.
 """
 
 import argparse
+import copy
+import importlib.util
+import json
 import tempfile
 import time
 from functools import partial
@@ -30,7 +39,20 @@ from transformer_mt.model.quantize import quantize_int8
 from transformer_mt.tasks.common import load_module
 
 BATCH = 64
-THREADS = 2
+THREADS = 2  # on the CPU
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # also CTranslate2's compute_type
+
+
+def installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def clock(device: str) -> float:
+    """perf_counter, after the GPU's queue has drained."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def batches(items: list, size: int = BATCH) -> list[list]:
@@ -39,24 +61,31 @@ def batches(items: list, size: int = BATCH) -> list[list]:
 
 def ours(module, model, src: list[list[int]], search) -> list[list[int]]:
     collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
+    device = next(model.parameters()).device
     out = []
     for chunk in batches(src):
-        out += [n[0].tokens for n in search(model, collate.pad(chunk), module.hparams.bos_id, module.hparams.eos_id)]
+        tokens = collate.pad(chunk).to(device)
+        out += [n[0].tokens for n in search(model, tokens, module.hparams.bos_id, module.hparams.eos_id)]
     return out
 
 
-def hf_translator(folder: Path, module):
+def cast(model, device: str, dtype: str):
+    """A copy of the model on `device` in `dtype` (the checkpoint's stays fp32 on the CPU, for the exports)."""
+    return copy.deepcopy(model).to(device=device, dtype=DTYPES[dtype])
+
+
+def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"):
     import transformers
 
-    model = transformers.MarianMTModel.from_pretrained(folder).eval()
+    model = transformers.MarianMTModel.from_pretrained(folder).to(device=device, dtype=DTYPES[dtype]).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     eos, pad_id = model.config.eos_token_id, model.config.pad_token_id
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
         out = []
         for chunk in batches(lines):
-            enc = tokenizer(chunk, return_tensors="pt", padding=True)
-            limit = int(max_lengths(enc["input_ids"], pad_id, 1.2, 10, module.model.config.max_positions).max())
+            enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
+            limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.model.config.max_positions).max())
             with torch.no_grad():
                 rows = model.generate(**enc, num_beams=beams, length_penalty=0.6, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
@@ -68,10 +97,13 @@ def hf_translator(folder: Path, module):
     return translate
 
 
-def ct2_translator(folder: Path, module):
+def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"):
+    """On the CPU the export's own type (float32 or int8); on CUDA compute_type = dtype."""
     import ctranslate2
 
-    translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1, intra_threads=THREADS)
+    compute_type = NAMES[dtype] if device == "cuda" else "default"
+    translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type, inter_threads=1,
+                                        intra_threads=THREADS)
     vocab = module.tokenizer
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
@@ -83,87 +115,110 @@ def ct2_translator(folder: Path, module):
     return translate
 
 
-def best_time(repeat: int, run, *args) -> tuple[float, list]:
+def best_time(repeat: int, run, *args, device: str = "cpu") -> tuple[float, list]:
     """The shortest of `repeat` calls run(*args), and its output."""
-    return race({"": partial(run, *args)}, repeat)[""]
+    return race({"": partial(run, *args)}, repeat, device)[""]
 
 
-def race(runs: dict, repeat: int) -> dict[str, tuple[float, list]]:
+def race(runs: dict, repeat: int, device: str = "cpu") -> dict[str, tuple[float, list]]:
     """Each run's shortest time of `repeat` rounds, and its output; the runs take turns in every
     round, so a slower spell of a shared machine hits them all alike."""
     best: dict[str, tuple[float, list]] = {}
     for _ in range(repeat):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start = clock(device)
             out = run()
-            seconds = time.perf_counter() - start
+            seconds = clock(device) - start
             if name not in best or seconds < best[name][0]:
                 best[name] = (seconds, out)
     return best
 
 
-def compare(module, lines: list[str], refs: list[str], repeat: int) -> None:
-    """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search."""
-    from transformer_mt.interop.ctranslate2 import export_ct2
-    from transformer_mt.interop.marian import export_hf
-
+def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
+            dtype: str = "fp32") -> dict:
+    """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
+    and returned (rows and ratios) for --json."""
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
     collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
     limits = Rules(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()  # our searches' limits
-    int8 = quantize_int8(module.model)
+    mine, name = f"ours {NAMES[dtype]}", NAMES[dtype]
+    systems = {mine: cast(module.model, device, dtype)}
+    if device == "cpu":
+        systems["ours int8"] = quantize_int8(module.model)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        export_hf(module, Path(tmp) / "hf")
-        export_ct2(module, Path(tmp) / "ct2", "none")
-        export_ct2(module, Path(tmp) / "ct2_int8", "int8")
-        peers = [("HF generate", hf_translator(Path(tmp) / "hf", module)),
-                 ("CTranslate2 float32", ct2_translator(Path(tmp) / "ct2", module)),
-                 ("CTranslate2 int8", ct2_translator(Path(tmp) / "ct2_int8", module))]
+        peers = []
+        if installed("transformers"):
+            from transformer_mt.interop.marian import export_hf
+
+            export_hf(module, Path(tmp) / "hf")
+            peers.append(("HF generate", hf_translator(Path(tmp) / "hf", module, device, dtype)))
+        if installed("ctranslate2"):
+            from transformer_mt.interop.ctranslate2 import export_ct2
+
+            export_ct2(module, Path(tmp) / "ct2", "none")
+            ct2_name = f"CTranslate2 {name if device == 'cuda' else 'float32'}"
+            peers.append((ct2_name, ct2_translator(Path(tmp) / "ct2", module, device, dtype)))
+            if device == "cpu":
+                export_ct2(module, Path(tmp) / "ct2_int8", "int8")
+                peers.append(("CTranslate2 int8", ct2_translator(Path(tmp) / "ct2_int8", module)))
         for beams, search in ((1, GreedySearch(1.2, 10)), (4, BeamSearch(4, 0.6, 1.2, 10))):
-            runs = {"ours float32": partial(ours, module, module.model, src, search),
-                    "ours int8": partial(ours, module, int8, src, search)}
-            runs.update({name: partial(translate, lines, beams) for name, translate in peers})
-            results = race(runs, repeat)
-            mine = results["ours float32"][1]
-            for name, (seconds, ids) in results.items():
-                if not name.startswith("ours"):
+            runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
+            runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
+            results = race(runs, repeat, device)
+            reference = results[mine][1]
+            for system, (seconds, ids) in results.items():
+                if not system.startswith("ours"):
                     ids = [hyp[:limit] for hyp, limit in zip(ids, limits)]
                 bleu = corpus_scores(module.tokenizer.tgt.decode(ids), refs)["bleu"]
-                same = sum(a == b for a, b in zip(ids, mine))
-                rows.append((f"beam {beams}" if beams > 1 else "greedy", name, seconds, bleu, same))
-    print(f"{len(lines)} sentences, batches of {BATCH}, {THREADS} threads, best of {repeat}; "
+                rows.append({"search": f"beam {beams}" if beams > 1 else "greedy", "system": system,
+                             "seconds": seconds, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
+                             "outputs_equal": sum(a == b for a, b in zip(ids, reference)), "sentences": len(lines)})
+    where = f"{THREADS} threads" if device == "cpu" else "CUDA"
+    print(f"{len(lines)} sentences, batches of {BATCH}, {where}, {dtype}, best of {repeat}; "
           "BLEU: sacreBLEU 13a, cased, detokenized\n")
-    print("| search | system | seconds | sentences/s | BLEU | outputs equal to ours float32 |")
+    print(f"| search | system | seconds | sentences/s | BLEU | outputs equal to {mine} |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for search, name, seconds, bleu, same in rows:
-        rate = len(lines) / seconds
-        print(f"| {search} | {name} | {seconds:.2f} | {rate:.0f} | {bleu:.2f} | {same} / {len(lines)} |")
-    print("\n| search | ours float32 vs HF generate | ours int8 vs CTranslate2 int8 "
-          "| ours float32 vs CTranslate2 float32 |")
-    print("| --- | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['search']} | {r['system']} | {r['seconds']:.2f} | {r['sentences_per_s']:.0f} | {r['bleu']:.2f} "
+              f"| {r['outputs_equal']} / {r['sentences']} |")
+    pairs = [(mine, peer) for peer, _ in peers if peer != "CTranslate2 int8"]
+    if device == "cpu" and any(peer == "CTranslate2 int8" for peer, _ in peers):
+        pairs.append(("ours int8", "CTranslate2 int8"))
+    ratios = []
     for search in ("greedy", "beam 4"):
-        t = {name: seconds for s, name, seconds, _, _ in rows if s == search}
-        print(f"| {search} | {t['HF generate'] / t['ours float32']:.2f}x | "
-              f"{t['CTranslate2 int8'] / t['ours int8']:.2f}x | {t['CTranslate2 float32'] / t['ours float32']:.2f}x |")
-    print("\n(x > 1: ours is faster)")
+        t = {r["system"]: r["seconds"] for r in rows if r["search"] == search}
+        ratios += [{"search": search, "ours": a, "peer": b, "ratio": t[b] / t[a]} for a, b in pairs]
+    if pairs:
+        print("\n| search | " + " | ".join(f"{a} vs {b}" for a, b in pairs) + " |")
+        print("| --- |" + " ---: |" * len(pairs))
+        for search in ("greedy", "beam 4"):
+            print(f"| {search} | " + " | ".join(f"{r['ratio']:.2f}x" for r in ratios if r["search"] == search) + " |")
+        print("\n(x > 1: ours is faster)")
+    return {"systems": rows, "ratios": ratios}
 
 
-def cache_tables(module, src: list[list[int]], forced_limit: int) -> None:
-    """Greedy and beam 4 with and without the KV cache (same outputs), and at 50-token outputs."""
+def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = "cpu", dtype: str = "fp32") -> dict:
+    """Greedy and beam 4 with and without the KV cache (same outputs), and at 50-token outputs;
+    printed, and returned for --json."""
+    model = cast(module.model, device, dtype)
+    rows, forced_rows = [], []
     print("| search | cache | sentences/s | tokens/s | seconds | same output as cached |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
     for name, make in (("greedy", lambda c: GreedySearch(use_cache=c)),
                        ("beam 4", lambda c: BeamSearch(beam_size=4, length_penalty=0.6, use_cache=c))):
         cached_out = None
         for use_cache in (True, False):
-            seconds, out = best_time(1, ours, module, module.model, src, make(use_cache))
+            seconds, out = best_time(1, ours, module, model, src, make(use_cache), device=device)
             tokens = sum(len(o) + 1 for o in out)
             cached_out = out if use_cache else cached_out
-            same = "-" if use_cache else str(out == cached_out)
+            same = None if use_cache else out == cached_out
+            rows.append({"search": name, "cache": use_cache, "sentences_per_s": len(src) / seconds,
+                         "tokens_per_s": tokens / seconds, "seconds": seconds, "same_output_as_cached": same})
             print(f"| {name} | {'yes' if use_cache else 'no'} | {len(src) / seconds:.1f} | {tokens / seconds:.0f} "
-                  f"| {seconds:.1f} | {same} |")
+                  f"| {seconds:.1f} | {'-' if same is None else same} |")
     forced = src[:forced_limit]
     print(f"\nEvery output forced to 50 tokens ({len(forced)} sentences):\n")
     print("| search | tokens/s with cache | tokens/s without | cache speed-up |")
@@ -171,10 +226,13 @@ def cache_tables(module, src: list[list[int]], forced_limit: int) -> None:
     options = dict(max_len_a=0, max_len_b=50, min_len=50)
     for name, make in (("greedy", lambda c: GreedySearch(use_cache=c, **options)),
                        ("beam 4", lambda c: BeamSearch(beam_size=4, use_cache=c, **options))):
-        with_cache, out = best_time(1, ours, module, module.model, forced, make(True))
-        without, _ = best_time(1, ours, module, module.model, forced, make(False))
+        with_cache, out = best_time(1, ours, module, model, forced, make(True), device=device)
+        without, _ = best_time(1, ours, module, model, forced, make(False), device=device)
         tokens = sum(len(o) + 1 for o in out)
+        forced_rows.append({"search": name, "tokens_per_s_cache": tokens / with_cache,
+                            "tokens_per_s_no_cache": tokens / without, "speed_up": without / with_cache})
         print(f"| {name} | {tokens / with_cache:.0f} | {tokens / without:.0f} | {without / with_cache:.2f}x |")
+    return {"cache": rows, "forced_50_tokens": forced_rows}
 
 
 def main() -> None:
@@ -185,17 +243,29 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per system; the best time counts")
     parser.add_argument("--cache", action="store_true", help="the KV-cache tables instead of the systems table")
     parser.add_argument("--forced-limit", type=int, default=200, help="sentences for the 50-token comparison")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="ours (cast), HF and CTranslate2")
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    parser.add_argument("--json", type=Path, help="write every figure of the tables here as JSON")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no GPU")
     torch.set_num_threads(THREADS)
     module = load_module(Path(args.ckpt))
-    lines = Path(args.source).read_text(encoding="utf-8").splitlines()
+    lines = Path(args.source).read_text(encoding="utf-8").splitlines()[: args.limit]
     print(f"checkpoint: {args.ckpt} ({module.model.num_parameters():,} parameters)\nsentences: {args.source}\n")
     if args.cache:
-        cache_tables(module, module.tokenizer.encode_sources(lines), args.forced_limit)
+        tables = cache_tables(module, module.tokenizer.encode_sources(lines), args.forced_limit, args.device,
+                              args.dtype)
     else:
         if not args.reference:
             parser.error("--reference is needed for the systems table (or give --cache)")
-        compare(module, lines, Path(args.reference).read_text(encoding="utf-8").splitlines(), args.repeat)
+        refs = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
+        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype)
+    if args.json:
+        setup = {"checkpoint": args.ckpt, "source": args.source, "sentences": len(lines), "device": args.device,
+                 "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat}
+        args.json.write_text(json.dumps({**setup, **tables}, indent=1))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,36 @@ loss (the peers: our `label_smoothed_nll_loss` on their logits; ours: its traini
 `output_layer_loss`, which applies the output layer chunk by chunk), fused Adam. Prints target
 tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs estimate
 (transformer_mt.model.flops) over a matmul peak measured in the same run.
+
+    python experiments/benchmarks/train_speed.py --loop [--model tiny|small|base|big] [--tokens 25000]
+        [--precision 32-true|bf16-mixed|16-mixed] [--compile] [--device cpu|cuda] [--steps 20]
+        [--warmup 5] [--pad-to-multiple 1] [--workers N] [--peer hf] [--json PATH]
+
+--loop: what a training run does, step for step: TranslationModule's training step (loss, the
+NaN guard, logging, TrainingHealth) and its optimizer + schedule (conf/optim/noam.yaml), through
+lightning.Trainer.fit (CSV logger, no checkpoints, no validation), on token-budget batches
+(TokenBudgetBatchSampler + Collator, as the datamodule makes them) of random ids from a 37k
+vocabulary, with sentence lengths drawn from a lognormal (median 25 tokens, at most 250; the
+target's correlated with the source's). The model is conf/model/<model>.yaml. --warmup steps
+(which also absorb compilation) are not timed; the next --steps are, each with CUDA events on a
+GPU (read at the end) or the host clock on a CPU. Prints target and source + target tokens/s,
+the step time, model TFLOP/s and MFU (against the GPU's data-sheet peak, training.health.PEAK_FLOPS;
+on a CPU against a matmul peak measured in the same run), peak GPU memory, and which SDPA backend
+each kind of attention gets on the first batch. --peer hf: HF MarianMTModel of the same shape on
+the same batches, in a plain loop (same optimizer, schedule and autocast).
 """
 
 import argparse
+import gc
+import json
+import logging
 import math
+import sys
+import tempfile
 import time
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -27,7 +51,9 @@ from transformer_mt.model.embedding import sinusoid_table
 from transformer_mt.model.flops import training_flops
 from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
 
-V, PAD, BOS = 10_000, 0, 1
+ROOT = Path(__file__).resolve().parents[2]
+
+V, PAD, BOS, EOS = 10_000, 0, 1, 2
 
 
 @dataclass
@@ -67,16 +93,16 @@ class TorchTransformer(nn.Module):
 
 
 class HFMarian(nn.Module):
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, vocab: int = V, positions: int = 256, dropout: float = 0.1) -> None:
         super().__init__()
         import transformers
 
         config = transformers.MarianConfig(
-            vocab_size=V, decoder_vocab_size=V, d_model=shape.d, encoder_layers=shape.layers,
+            vocab_size=vocab, decoder_vocab_size=vocab, d_model=shape.d, encoder_layers=shape.layers,
             decoder_layers=shape.layers, encoder_attention_heads=shape.heads, decoder_attention_heads=shape.heads,
             encoder_ffn_dim=shape.ff, decoder_ffn_dim=shape.ff,
-            activation_function="relu", max_position_embeddings=256, scale_embedding=True, pad_token_id=PAD,
-            decoder_start_token_id=BOS, dropout=0.1)
+            activation_function="relu", max_position_embeddings=positions, scale_embedding=True, pad_token_id=PAD,
+            decoder_start_token_id=BOS, dropout=dropout)
         self.model = transformers.MarianMTModel(config)
 
     def forward(self, src, tgt_in):
@@ -121,6 +147,8 @@ def sync(device: str) -> None:
 
 
 def main() -> None:
+    if "--loop" in sys.argv[1:]:
+        return loop_main()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
@@ -170,6 +198,306 @@ def main() -> None:
             mfu = flops * r / tokens / peak
             print(f"| {name} | {r:.0f} | {rate['ours'] / r:.2f} | {mfu:.1%} |")
         print()
+
+
+# ------------------------------------------------------------------------------ --loop
+LOOP_VOCAB = 37_000
+PRECISION_DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def progress(message: str) -> None:
+    print(f"[train_speed] {message}", file=sys.stderr, flush=True)
+
+
+def compose_run_config(model: str, compile_: bool):
+    """The run config of `python run.py model=<model> [module.compile=true]` (hydra compose)."""
+    from hydra import compose, initialize_config_dir
+
+    overrides = [f"model={model}", *(["++module.compile=true"] if compile_ else [])]
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"), job_name="train_speed"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def specials_only_vocabularies():
+    """A vocabulary of just <pad>, <s>, </s>, <unk> (ids 0-3): what the module keeps; the model's
+    own vocabulary size is given separately."""
+    from tokenizers import Tokenizer, models
+
+    from transformer_mt.data.tokenizer import SPECIAL_TOKENS, UNK, BpeTokenizer, Vocabularies
+
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+    return Vocabularies(BpeTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))))
+
+
+def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max_len: int = 250):
+    """n random sentence pairs as the datamodule's Arrow table (src_ids ending in EOS, tgt_ids
+    without specials): source lengths lognormal (median `median`), the target's the source's times
+    a lognormal factor (correlated), both at most max_len with their EOS."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+
+    from transformer_mt.data.encoding import TRAIN_FEATURES
+
+    rng = np.random.default_rng(seed)
+    src_len = np.clip(np.rint(rng.lognormal(math.log(median), 0.6, n)), 2, max_len).astype(np.int32)
+    tgt_len = np.clip(np.rint(src_len * rng.lognormal(0.05, 0.2, n)), 1, max_len - 1).astype(np.int32)
+
+    def lists(lengths, ids):
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids.astype(np.int32)))
+
+    src_ids = rng.integers(4, vocab, int(src_len.sum()))
+    src_ids[np.cumsum(src_len) - 1] = EOS  # each source ends in EOS
+    tgt_ids = rng.integers(4, vocab, int(tgt_len.sum()))
+    columns = {"src_ids": lists(src_len, src_ids), "tgt_ids": lists(tgt_len, tgt_ids),
+               "src_len": pa.array(src_len), "tgt_len": pa.array(tgt_len)}
+    return datasets.Dataset.from_dict(columns, features=TRAIN_FEATURES)
+
+
+def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool):
+    """Batches as the datamodule's training loader makes them (shuffled, seed 0)."""
+    from torch.utils.data import DataLoader
+
+    from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+
+    dataset = TranslationDataset(table)
+    padding = {"pad_to_multiple": pad_to_multiple} if pad_to_multiple > 1 else {}
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), max_tokens, shuffle=True, seed=0, **padding)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=Collator(PAD, BOS, EOS, **padding),
+                      num_workers=workers, persistent_workers=workers > 0, pin_memory=pin)
+
+
+class StepRecord:
+    """What the timed steps saw: a timer and the batch's shapes and token counts per step."""
+
+    def __init__(self, device: torch.device, skip: int) -> None:
+        from transformer_mt.training.health import timer_for
+
+        self.device, self.skip, self.timer_for = device, skip, timer_for
+        self.timers, self.batches = [], []
+        self.warmup_seconds = self.wall_seconds = 0.0
+        self._began = self._timed_from = 0.0
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def begin(self, step: int, batch: dict) -> None:
+        if step == 0:
+            self._began = time.perf_counter()
+        if step < self.skip:
+            return
+        if step == self.skip:  # warm-up (and compilation) done: one sync, then the timed steps
+            self.sync()
+            self._timed_from = time.perf_counter()
+            self.warmup_seconds = self._timed_from - self._began
+        timer = self.timer_for(self.device)
+        timer.start()
+        self.timers.append(timer)
+        self.batches.append((batch["src"].size(0), batch["src"].numel() + batch["tgt_in"].numel(),
+                             batch["num_tokens"], batch["num_src_tokens"]))
+
+    def end(self, step: int) -> None:
+        if step >= self.skip:
+            self.timers[-1].stop()
+
+    def finish(self) -> None:
+        self.sync()
+        self.wall_seconds = time.perf_counter() - self._timed_from
+
+    def figures(self, config: TransformerConfig, peak_flops: float) -> dict:
+        """Throughput of the timed steps (device time), FLOP/s and MFU, padding, wall-clock rate."""
+        seconds = sum(t.seconds() for t in self.timers)
+        tokens = sum(int(n) for _, _, n, _ in self.batches)
+        src_tokens = sum(int(s) for _, _, _, s in self.batches)
+        flops = sum(training_flops(config, int(s), int(n) - int(s), int(s) / rows, (int(n) - int(s)) / rows)
+                    for rows, _, n, s in self.batches)
+        slots = sum(slots for _, slots, _, _ in self.batches)
+        return {"steps": len(self.timers), "target_tokens_per_s": (tokens - src_tokens) / seconds,
+                "tokens_per_s": tokens / seconds, "step_ms": 1000 * seconds / len(self.timers),
+                "step_ms_max": 1000 * max(t.seconds() for t in self.timers),  # a recompile shows here
+                "tflops": flops / seconds / 1e12, "mfu": flops / seconds / peak_flops,
+                "wall_tokens_per_s": tokens / self.wall_seconds, "padding": 1 - tokens / slots,
+                "tokens_per_step": tokens / len(self.timers), "warmup_s": self.warmup_seconds}
+
+
+def lightning_timer(record: StepRecord):
+    """A Lightning callback that times each training batch (start to end of its optimizer step)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class StepTimer(Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            record.begin(trainer.global_step, batch)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            record.end(trainer.global_step - 1)
+
+        def on_train_end(self, trainer, pl_module) -> None:
+            record.finish()
+
+    return StepTimer()
+
+
+def peak_memory_gb(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+
+def peak_flops_of(device: torch.device, precision: str) -> tuple[float, str]:
+    """The GPU's data-sheet peak at this precision; else (a CPU, an unknown GPU) a matmul peak measured now."""
+    from transformer_mt.training.health import known_peak_flops
+
+    if device.type == "cuda":
+        peak = known_peak_flops(torch.cuda.get_device_name(device), precision)
+        if peak:
+            return peak, "data sheet"
+    dtype = PRECISION_DTYPES[precision] or torch.float32
+    n = 2048 if device.type == "cuda" else 1024
+    return matmul_peak(str(device), dtype, n=n), "measured matmul"
+
+
+def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dict, dict]:
+    """TranslationModule through lightning.Trainer.fit: its figures, and the SDPA call and backend
+    of each attention kind on the first batch."""
+    import lightning as L
+    from hydra.utils import instantiate
+    from lightning.pytorch.loggers import CSVLogger
+
+    from transformer_mt.model.backends import attention_calls, backend_of
+    from transformer_mt.tasks.build import architecture
+    from transformer_mt.training.health import TrainingHealth
+
+    L.seed_everything(0, verbose=False)
+    make = instantiate(cfg.module, _partial_=True, _recursive_=False)
+    module = make(model=architecture(cfg.model), src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, pad_id=PAD,
+                  bos_id=BOS, eos_id=EOS, tokenizer=specials_only_vocabularies().to_dict())
+    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
+    first = next(iter(loader))
+    model = module.model.to(device).train()
+    calls = attention_calls(model, first["src"].to(device), first["tgt_in"].to(device),
+                            PRECISION_DTYPES[args.precision])
+    attention = {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
+    del calls, first
+    record = StepRecord(device, args.warmup)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with tempfile.TemporaryDirectory() as logs:
+        trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
+                            precision=args.precision, max_steps=args.warmup + args.steps, max_epochs=-1,
+                            logger=CSVLogger(logs, name="csv", version=""),
+                            log_every_n_steps=cfg.trainer.log_every_n_steps,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            limit_val_batches=0, num_sanity_val_steps=0, use_distributed_sampler=False,
+                            callbacks=[lightning_timer(record), TrainingHealth(peak_flops=peak)])
+        progress(f"ours: {args.warmup} warm-up + {args.steps} timed steps through lightning.Trainer.fit")
+        trainer.fit(module, train_dataloaders=loader)
+    figures = {"system": "ours", "compile": args.compile, **record.figures(module.model.config, peak),
+               "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters()}
+    return figures, attention
+
+
+def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
+    """HF MarianMTModel of the same shape on the same batches: a plain loop, same optimizer,
+    schedule, loss and autocast (with a gradient scaler under 16-mixed)."""
+    from hydra.utils import instantiate
+
+    torch.manual_seed(0)
+    m = cfg.model
+    shape = Shape(m.d_model, m.d_ff, m.heads, m.num_encoder_layers, 0, 0)
+    model = HFMarian(shape, args.vocab, m.max_positions, m.dropout).to(device).train()
+    optimizer = instantiate(cfg.optim.optimizer)(params=model.parameters())
+    schedule = instantiate(cfg.optim.scheduler)(optimizer=optimizer)
+    dtype = PRECISION_DTYPES[args.precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
+    record = StepRecord(device, args.warmup)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    progress(f"HF MarianMTModel: {args.warmup} warm-up + {args.steps} timed steps, plain loop")
+    for step, batch in enumerate(loader):
+        if step == args.warmup + args.steps:
+            break
+        record.begin(step, batch)
+        src, tgt_in, tgt_out = (batch[k].to(device, non_blocking=True) for k in ("src", "tgt_in", "tgt_out"))
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss_sum, _, ntokens = model.loss(src, tgt_in, tgt_out)
+        scaler.scale(loss_sum / ntokens).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        record.end(step)
+    record.finish()
+    config = TransformerConfig(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, pad_id=PAD,
+                               num_encoder_layers=m.num_encoder_layers, num_decoder_layers=m.num_decoder_layers,
+                               d_model=m.d_model, d_ff=m.d_ff, heads=m.heads)
+    return {"system": "HF MarianMTModel", "compile": False, **record.figures(config, peak),
+            "peak_memory_gb": peak_memory_gb(device), "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def markdown(result: dict) -> str:
+    """The figures of one --loop run as a Markdown table."""
+    lines = [f"model={result['model']} ({result['parameters'] / 1e6:.1f}M parameters), {result['max_tokens']} tokens "
+             f"per batch, {result['precision']}, {result['device_name']}, torch {result['torch']}; MFU against "
+             f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
+             + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), "",
+             "| system | compile | target tokens/s | src+tgt tokens/s | step ms | TFLOP/s | MFU | peak GPU GB "
+             "| padding | warm-up s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in result["systems"]:
+        memory = "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}"
+        lines.append(f"| {r['system']} | {'yes' if r['compile'] else 'no'} | {r['target_tokens_per_s']:,.0f} "
+                     f"| {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} | {r['tflops']:.2f} | {r['mfu']:.1%} "
+                     f"| {memory} | {r['padding']:.1%} | {r['warmup_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def loop_main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loop", action="store_true", required=True)
+    parser.add_argument("--model", default="base", choices=["tiny", "small", "base", "big"])
+    parser.add_argument("--tokens", type=int, default=25_000, help="max padded tokens per batch")
+    parser.add_argument("--precision", default="32-true", choices=sorted(PRECISION_DTYPES))
+    parser.add_argument("--compile", action="store_true", help="module.compile=true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (they absorb compilation)")
+    parser.add_argument("--pad-to-multiple", type=int, default=1, help="batch lengths padded to a multiple of it")
+    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: 4 on cuda, 0 on cpu)")
+    parser.add_argument("--vocab", type=int, default=LOOP_VOCAB)
+    parser.add_argument("--peer", choices=["hf"], help="also HF MarianMTModel on the same batches")
+    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    args.workers = args.workers if args.workers is not None else (4 if device.type == "cuda" else 0)
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no accelerator banners
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*(LeafSpec|isinstance.*treespec).*")
+    warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
+    cfg = compose_run_config(args.model, args.compile)
+    mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
+    sentences = int(1.3 * (args.warmup + args.steps) * args.tokens / mean) + 1000  # about an epoch
+    progress(f"{sentences:,} random sentence pairs, model={args.model}, {args.device}, {args.precision}")
+    table = synthetic_pairs(sentences, args.vocab)
+    peak, peak_source = peak_flops_of(device, args.precision)
+    ours, attention = train_ours(args, cfg, table, device, peak)
+    systems = [ours]
+    if args.peer == "hf":
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        systems.append(train_hf(args, cfg, table, device, peak))
+    result = {"benchmark": "train_speed --loop", "model": args.model, "parameters": ours["parameters"],
+              "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision, "compile": args.compile,
+              "pad_to_multiple": args.pad_to_multiple, "warmup_steps": args.warmup, "timed_steps": args.steps,
+              "device": args.device,
+              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+              "threads": torch.get_num_threads(), "torch": torch.__version__, "peak_tflops": peak / 1e12,
+              "peak_source": peak_source, "attention": attention, "systems": systems}
+    print(markdown(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

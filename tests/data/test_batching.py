@@ -1,12 +1,20 @@
-"""Token-budget batches: properties over random inputs (hypothesis), resumption, collation."""
+"""Token-budget batches: properties over random inputs (hypothesis), resumption, collation (equal to
+the former per-sentence Python collator), padding to a multiple."""
 
 import random
 
+import datasets
+import numpy as np
+import pyarrow as pa
 import pytest
+import torch
+from datasets.arrow_writer import ArrowWriter
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils.data import DataLoader
 
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES
 from transformer_mt.errors import DataError
 
 sizes_st = st.lists(st.integers(min_value=1, max_value=80), min_size=1, max_size=400)
@@ -96,20 +104,132 @@ def test_example_over_budget_is_a_clear_error():
 
 def test_collate_shifts_the_target():
     batch = Collator(pad_id=0, bos_id=1, eos_id=2)(
-        [{"id": 0, "src": [5, 6, 2], "tgt": [7], "src_text": "a", "tgt_text": "b"},
-         {"id": 1, "src": [5, 2], "tgt": [8, 9], "src_text": "c", "tgt_text": "d"}]
+        pa.table({"src_ids": [[5, 6, 2], [5, 2]], "tgt_ids": [[7], [8, 9]], "src_text": ["a", "c"],
+                  "tgt_text": ["b", "d"], "id": [0, 1]})
     )
     assert batch["src"].tolist() == [[5, 6, 2], [5, 2, 0]]
     assert batch["tgt_in"].tolist() == [[1, 7, 0], [1, 8, 9]]
     assert batch["tgt_out"].tolist() == [[7, 2, 0], [8, 9, 2]]
     assert batch["tgt_text"] == ["b", "d"]
+    assert (batch["num_tokens"], batch["num_src_tokens"]) == (3 + 2 + 2 + 3, 5)
+
+
+class PythonCollator:
+    """The collator before it was vectorized (Python lists, a tensor and a copy per sentence): the
+    reference the vectorized one must equal."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    def pad(self, seqs: list[list[int]]) -> torch.Tensor:
+        out = torch.full((len(seqs), max(len(s) for s in seqs)), self.pad_id, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        return out
+
+    def __call__(self, table, indices: list[int]) -> dict:
+        rows = table[indices]  # the former TranslationDataset.__getitems__: Arrow rows as Python lists
+        examples = [{"id": i, "src": s, "tgt": t} for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"])]
+        if "tgt_text" in table.column_names:
+            for example, src, tgt in zip(examples, rows["src_text"], rows["tgt_text"]):
+                example["src_text"], example["tgt_text"] = src, tgt
+        batch = {
+            "id": torch.tensor([e["id"] for e in examples], dtype=torch.long),
+            "src": self.pad([e["src"] for e in examples]),
+            "tgt_in": self.pad([[self.bos_id, *e["tgt"]] for e in examples]),
+            "tgt_out": self.pad([[*e["tgt"], self.eos_id] for e in examples]),
+            "num_tokens": sum(len(e["src"]) + len(e["tgt"]) + 1 for e in examples),
+            "num_src_tokens": sum(len(e["src"]) for e in examples),
+        }
+        if "tgt_text" in examples[0]:
+            batch["src_text"] = [e["src_text"] for e in examples]
+            batch["tgt_text"] = [e["tgt_text"] for e in examples]
+        return batch
+
+
+def random_arrow_file(path, n: int, with_text: bool, seed: int = 0) -> datasets.Dataset:
+    """n random pairs written as the datamodule writes them, memory-mapped back: sources of 1 (EOS
+    alone) to 40 tokens, targets of 0 to 40."""
+    rng = np.random.default_rng(seed)
+    src = [[*rng.integers(4, 1000, rng.integers(0, 40)).tolist(), 2] for _ in range(n)]
+    tgt = [rng.integers(4, 1000, rng.integers(0, 41)).tolist() for _ in range(n)]
+    src[0], tgt[0], tgt[1] = [2], [], []  # the edge cases: a lone EOS, empty targets
+    rows = {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
+    if with_text:
+        rows = {"src_text": [f"s{i}" for i in range(n)], "tgt_text": [f"t{i}" for i in range(n)], **rows}
+    with ArrowWriter(features=EVAL_FEATURES if with_text else TRAIN_FEATURES, path=str(path)) as writer:
+        writer.write_batch(rows)
+        writer.finalize()
+    return datasets.Dataset.from_file(str(path))
+
+
+def assert_same_batch(new: dict, old: dict) -> None:
+    assert new.keys() == old.keys()
+    for key, value in old.items():
+        if isinstance(value, torch.Tensor):
+            assert new[key].dtype == torch.long and torch.equal(new[key], value), key
+        else:
+            assert type(new[key]) is type(value) and new[key] == value, key
+
+
+@pytest.mark.parametrize("with_text", [False, True])
+def test_vectorized_collate_equals_the_python_collator(tmp_path, with_text):
+    table = random_arrow_file(tmp_path / "ids.arrow", 300, with_text)
+    dataset, new, old = TranslationDataset(table), Collator(0, 1, 2), PythonCollator(0, 1, 2)
+    rng = random.Random(1)
+    batches = [[0], [1], [0, 1], [1, 0, 5], list(range(300))]  # lone EOS, empty targets, all of it
+    batches += [rng.sample(range(300), rng.randint(1, 60)) for _ in range(40)]
+    for indices in batches:
+        assert_same_batch(new(dataset.__getitems__(indices)), old(table, indices))
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), 400, shuffle=True, seed=3)  # as the DataLoader does it
+    loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=new)
+    for indices, batch in zip(sampler, loader, strict=True):
+        assert_same_batch(batch, old(table, indices))
+
+
+@pytest.mark.parametrize("multiple", [2, 8])
+def test_pad_to_multiple_pads_the_same_batch_further(tmp_path, multiple):
+    table = random_arrow_file(tmp_path / "ids.arrow", 100, with_text=False)
+    dataset, plain, padded = TranslationDataset(table), Collator(0, 1, 2), Collator(0, 1, 2, pad_to_multiple=multiple)
+    for indices in ([0], [1, 2, 3], list(range(100))):
+        rows = dataset.__getitems__(indices)
+        a, b = plain(rows), padded(rows)
+        for key in ("src", "tgt_in", "tgt_out"):
+            width = a[key].shape[1]
+            assert b[key].shape == (len(indices), -(-width // multiple) * multiple)  # the next multiple up
+            assert torch.equal(b[key][:, :width], a[key]) and (b[key][:, width:] == 0).all()
+        assert (b["num_tokens"], b["num_src_tokens"], b["id"].tolist()) == (a["num_tokens"], a["num_src_tokens"],
+                                                                            indices)
+
+
+def test_pad_equals_the_python_pad():
+    rng = random.Random(0)
+    for _ in range(20):
+        seqs = [[rng.randint(1, 50) for _ in range(rng.randint(1, 30))] for _ in range(rng.randint(1, 20))]
+        new, old = Collator(0, 1, 2).pad(seqs), PythonCollator(0, 1, 2).pad(seqs)
+        assert new.dtype == torch.long and torch.equal(new, old)
+    assert Collator(3, 1, 2).pad([[7], [5, 6, 9]]).tolist() == [[7, 3, 3], [5, 6, 9]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=sizes_st, budget=st.integers(80, 1000), multiple=st.sampled_from([2, 8, 64]))
+def test_padded_batches_fit_the_budget(sizes, budget, multiple):
+    if max(-(-s // multiple) * multiple for s in sizes) > budget:
+        with pytest.raises(DataError, match=f"padded to a multiple of {multiple}, more than the batch budget"):
+            TokenBudgetBatchSampler(sizes, budget, shuffle=True, pad_to_multiple=multiple)
+        return
+    sampler = TokenBudgetBatchSampler(sizes, budget, shuffle=True, seed=1, pad_to_multiple=multiple)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(sizes)))
+    for batch in batches:  # count x (longest rounded up to the multiple) within the budget
+        assert len(batch) * (-(-max(sizes[i] for i in batch) // multiple) * multiple) <= budget
+    assert 0 <= sampler.padding_fraction() < 1
 
 
 def test_lightning_set_epoch_reaches_the_batch_sampler_on_every_rank():
     """Lightning calls set_epoch on `dataloader.sampler` and `batch_sampler.sampler` only; through
     the EpochHook it reaches our batch sampler, so each epoch (and each DDP rank) gets a new order."""
     from lightning.fabric.utilities.data import _set_sampler_epoch
-    from torch.utils.data import DataLoader
 
     sizes = [random.Random(i).randint(3, 30) for i in range(300)]
     orders = {}

@@ -1,15 +1,20 @@
 """The Arrow cache: built once, reused without training or encoding, rebuilt when inputs change;
-length filtering on train only; nothing half-written."""
+length filtering on train only; nothing half-written. The loaders: batches padded to a multiple,
+the same from worker processes, pinned on CUDA; workers set by the GPU trainer presets."""
 
 import logging
+from types import SimpleNamespace
 
 import pytest
+import torch
+from omegaconf import OmegaConf
 
+from tests.helpers import compose_config
 from transformer_mt.data.corpus import CleanPairs, TextFileCorpus
-from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.datamodule import TranslationDataModule, pin_memory
 from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import DataError
+from transformer_mt.errors import ConfigError, DataError
 
 
 def write_corpus(folder, n=60):
@@ -143,3 +148,74 @@ def test_a_corpus_is_streamed_never_held_whole_and_the_vocabulary_trains_on_a_sa
     first, last = dm.datasets["train"].table[0], dm.datasets["train"].table[pairs - 1]
     assert first["src_ids"][-1] == last["src_ids"][-1] == dm.vocabularies.special_ids()["eos_id"]
     assert dm.vocabularies.src.decode([last["tgt_ids"]]) == [f"die Katze Nummer {pairs - 1} sass auf der Matte"]
+
+
+def test_pin_memory_only_when_the_root_device_is_cuda():
+    def trainer(device: str) -> SimpleNamespace:  # a stand-in: the one attribute the decision reads
+        return SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device)))
+
+    assert pin_memory(trainer("cuda:0")) and pin_memory(trainer("cuda"))
+    assert not pin_memory(trainer("cpu")) and not pin_memory(trainer("meta")) and not pin_memory(None)
+
+
+@pytest.mark.parametrize("value", [0, -8, 2.5, "8", None])
+def test_pad_to_multiple_must_be_a_positive_integer(tmp_path, value):
+    with pytest.raises(ConfigError, match=f"data.pad_to_multiple={value!r}"):
+        make_dm(tmp_path / "corpus", tmp_path / "cache", pad_to_multiple=value)
+
+
+def loader_batches(tmp_path, **options) -> list[dict]:
+    dm = TranslationDataModule(ToyCorpus(num_train=600, num_val=10, num_test=10), TokenizerOptions(vocab_size=256),
+                               cache_dir=str(tmp_path / "cache"), max_tokens=300, **options)
+    dm.prepare_data()
+    dm.setup("fit")
+    loader = dm.train_dataloader()
+    assert not loader.pin_memory  # no trainer: not on CUDA
+    return list(loader)
+
+
+def test_batches_padded_to_a_multiple_fit_the_budget_and_workers_build_the_same(tmp_path):
+    plain, padded = loader_batches(tmp_path), loader_batches(tmp_path, pad_to_multiple=8)
+    for batch in padded:
+        count, width, length = *batch["src"].shape, batch["tgt_in"].shape[1]
+        assert width % 8 == 0 and length % 8 == 0 and count * max(width, length) <= 300
+        # no further than the next multiple (pad id 0): the last 8 columns hold the longest sentence's end
+        assert (batch["src"][:, width - 8 :] != 0).any() and (batch["tgt_out"][:, length - 8 :] != 0).any()
+    assert sum(b["num_tokens"] for b in padded) == sum(b["num_tokens"] for b in plain)  # the same sentences
+    assert any(b["src"].shape[1] % 8 for b in plain)  # the toy corpus has other lengths: padding did something
+    in_worker = loader_batches(tmp_path, pad_to_multiple=8, num_workers=1)
+    assert len(in_worker) == len(padded)
+    for a, b in zip(in_worker, padded):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k]
+                                            for k in a)
+
+
+def test_gpu_trainer_presets_add_loader_workers_and_leave_the_trainer_as_it_was(tmp_path):
+    def composed(*overrides: str):
+        cfg = compose_config(tmp_path, list(overrides))
+        return OmegaConf.to_container(cfg.trainer), cfg.data.num_workers, set(cfg)
+
+    default, workers, top = composed()
+    assert workers == 0
+    for preset in ("cpu", "ddp_cpu"):
+        trainer, workers, keys = composed(f"trainer={preset}")
+        assert workers == 0 and keys == top
+    expected = {"gpu": {"accelerator": "gpu", "devices": 1, "precision": "bf16-mixed"},
+                "ddp": {"accelerator": "gpu", "devices": 4, "num_nodes": 1, "strategy": "ddp",
+                        "precision": "bf16-mixed"}}
+    for preset, changes in expected.items():
+        trainer, workers, keys = composed(f"trainer={preset}")
+        assert trainer == {**default, **changes}  # the default trainer and the preset's own keys, nothing more
+        assert workers == 4 and keys == top  # no trainer key leaked to the top level
+        assert composed(f"trainer={preset}", "data.num_workers=0")[1] == 0  # the command line still decides
+    assert composed("experiment=paper/wmt14_en_de_big", "trainer=gpu")[1] == 4
+
+
+def test_sentences_that_fit_only_unpadded_name_pad_to_multiple(tmp_path):
+    write_corpus(tmp_path / "corpus")
+    dm = make_dm(tmp_path / "corpus", tmp_path / "cache", max_tokens=15)
+    dm.check_splits(["train", "val"])  # every pair fits 15 tokens as it is (between 9 and 15)
+    padded = make_dm(tmp_path / "corpus", tmp_path / "cache", max_tokens=15, pad_to_multiple=8)
+    with pytest.raises(ConfigError, match=r"pairs of 16 tokens, more than the batch budget data.max_tokens=15 "
+                                          r"\(lengths padded to a multiple of data.pad_to_multiple=8\)"):
+        padded.check_splits(["train", "val"])

@@ -39,11 +39,11 @@ class MarkovModel:
         table = src[:, :1].repeat_interleave(beams, dim=0)  # beams share their source row
         return self.logits[table, tgt]  # (N, T, V)
 
-    def init_cache(self):
-        return [{"self": {}, "cross": {}}]
+    def init_cache(self, capacity=None):
+        return [{"self": {}, "cross": {}}]  # the prefix grows by concatenation: a toy needs no capacity
 
     @staticmethod
-    def reorder_cache(cache, index, memory_index=None):
+    def reorder_cache(cache, index, memory_index=None, in_place=False):
         return [{"self": {k: v.index_select(0, index) for k, v in layer["self"].items()}, "cross": layer["cross"]}
                 for layer in cache]
 

@@ -223,14 +223,17 @@ def test_a_nan_loss_stops_training_and_keeps_the_earlier_checkpoints(reference, 
         assert all(torch.isfinite(t).all() for t in weights(checkpoint).values() if t.is_floating_point())
 
 
-def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path):
-    """Two NaN steps in a row are skipped (no gradients, so Adam changes no weight; the step counter
-    and schedule still advance, as Lightning counts them); the third stops training."""
+@pytest.mark.parametrize("fused", [True, False])
+def test_max_nonfinite_steps_skips_bad_steps_then_stops(tmp_path, fused):
+    """Two NaN steps in a row are skipped (Adam changes no weight; the step counter and schedule
+    still advance, as Lightning counts them); the third stops training. A fused Adam (the presets')
+    is told on the device (found_inf), any other optimizer has its gradients dropped."""
     first_nan, limit = 2, 3  # module.max_nonfinite_steps: 3 by default
     nan_loss = [f"+callbacks.nan._target_={__name__}.NanLossFrom", f"+callbacks.nan.step={first_nan}"]
     with pytest.raises(TrainingDiverged, match=rf"train: loss nan at step {first_nan + limit - 1} \(lr .*\), "
                                                rf"{limit} steps in a row"):
-        run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0", *nan_loss]))
+        run(compose_config(tmp_path, [*SMALL, "trainer.max_epochs=1", "trainer.limit_val_batches=0", *nan_loss,
+                                      f"optim.optimizer.fused={fused}"]))
 
 
 def test_last_checkpoint_holds_the_final_state_when_max_steps_stops_mid_epoch(tmp_path):

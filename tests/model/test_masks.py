@@ -1,8 +1,10 @@
 """Masks hide exactly what they should."""
 
+import pytest
 import torch
 
-from tests.helpers import make_model
+from tests.helpers import make_model, padded_sources
+from transformer_mt.training.loss import output_layer_loss
 
 
 def test_future_target_tokens_do_not_change_earlier_logits(model):
@@ -52,13 +54,54 @@ def test_cross_attention_sees_the_whole_source_not_a_causal_prefix(model):
 def test_mask_values():
     model = make_model()
     tgt = torch.tensor([[1, 5, 6, 0], [1, 7, 0, 0]])
-    mask = model.causal_mask(tgt)
-    expected_row0 = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.bool)
-    expected_row1 = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]], dtype=torch.bool)
-    assert torch.equal(mask[0, 0], expected_row0)
-    assert torch.equal(mask[1, 0], expected_row1)
-    assert model.causal_mask(torch.tensor([[1, 5, 6]])) is None  # no padding: plain causal attention
     assert torch.equal(model.padding_mask(tgt)[:, 0, 0], tgt != 0)
+    assert model.padding_mask(tgt).shape == (2, 1, 1, 4)
+
+
+def masked_decoder_states(model, tgt, memory, src):
+    """The decoder as it was before `is_causal`: self-attention masked to causal AND key-not-padding
+    (position 0, the start token, always a key)."""
+    key_ok = tgt != model.config.pad_id
+    key_ok[:, 0] = True
+    t = tgt.size(1)
+    self_mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None] & key_ok[:, None, None, :]
+    x = model.embed_dropout(model.tgt_pos(model.tgt_embed(tgt)))
+    for layer in model.decoder_layers:
+        x, _ = layer(x, memory, self_mask, model.padding_mask(src))
+    return model.decoder_norm(x)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_causal_self_attention_without_a_mask_equals_the_masked_path_on_padded_batches(norm_first):
+    """Right-padded targets: every real position gets exactly what the padding-masked path gave (a
+    real position only sees earlier keys, all real); the loss never sees the padded positions."""
+    model = make_model(norm_first=norm_first)
+    src = padded_sources()
+    tgt = torch.randint(4, 50, (4, 7))
+    tgt[:, 0] = 1
+    for row, length in enumerate([7, 3, 5, 1]):
+        tgt[row, length:] = 0
+    memory = model.encode(src)
+    ours, masked = model.decoder_states(tgt, memory, src), masked_decoder_states(model, tgt, memory, src)
+    real = tgt != 0
+    real[:, 0] = True
+    torch.testing.assert_close(ours[real], masked[real], atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(ours[~real], masked[~real])  # padded positions differ, and nothing reads them
+    # ... as the loss shows: any tokens in the padded target positions give the same loss and gradients
+    model.train(False)
+    tgt_out = torch.cat([tgt[:, 1:], torch.zeros(4, 1, dtype=torch.long)], dim=1)
+    tgt_out[real.roll(-1, dims=1) & real] = torch.randint(4, 50, (int((real.roll(-1, 1) & real).sum()),))
+    changed = tgt.masked_fill(~real, 9)
+    losses = []
+    for tokens in (tgt, changed):
+        model.zero_grad()
+        out = model.output_proj
+        loss = output_layer_loss(model.features(src, tokens), out.weight, out.bias, tgt_out, 0.1, 0)[0]
+        loss.backward()
+        losses.append((loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(losses[0][0], losses[1][0], atol=0, rtol=0)
+    for a, b in zip(losses[0][1], losses[1][1]):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
 def test_attention_weights_are_zero_exactly_where_masked(model):

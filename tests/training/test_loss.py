@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
+from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
 
 
 def test_matches_hand_computation():
@@ -93,3 +93,25 @@ def test_output_layer_loss_under_bf16_autocast_is_close_to_fp32():
     for a, b in zip(g_low, g_exact):
         assert a.dtype == b.dtype == torch.float32
         assert (a - b).abs().max() < 0.05 * b.abs().max()
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_compiled_chunk_body_equals_the_eager_one(autocast):
+    """module.compile's chunk body (one graph: logits, log-sum-exp, loss and d loss / d logits)
+    gives the eager chunk's sums and gradients, in fp32 and under bf16 autocast (fp32 statistics)."""
+    torch.manual_seed(0)
+    hidden = torch.randn(5, 9, 32, requires_grad=True)
+    weight = (torch.randn(70, 32) * 0.2).requires_grad_()
+    target = torch.randint(1, 70, (5, 9))
+    target[2, 4:] = 0
+    compiled = torch.compile(chunk_loss, fullgraph=True, backend="aot_eager")
+    results = []
+    for chunk_fn in (None, compiled):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss, nll, count = output_layer_loss(hidden, weight, None, target, 0.1, 0, chunk_rows=8,
+                                                 chunk_fn=chunk_fn)
+        assert loss.dtype == nll.dtype == torch.float32
+        results.append((loss, nll, count, *torch.autograd.grad(loss, [hidden, weight])))
+    for eager, fused in zip(*results):
+        torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-5)
+    assert int(results[0][2]) == 5 * 9 - 5

@@ -1,9 +1,11 @@
 """Token-budget batching: length buckets, a padded-token budget, per-epoch shuffling, DDP shards,
 and a resumable position inside an epoch."""
 
+import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, Sampler
 
@@ -16,22 +18,19 @@ class TranslationDataset(Dataset):
 
     def __init__(self, table) -> None:
         self.table = table
-        self.with_text = "tgt_text" in table.column_names
+        self.rows = table.with_format("arrow")  # indexing gives pyarrow tables, never Python lists
 
     def __len__(self) -> int:
         return len(self.table)
 
-    def __getitem__(self, i: int) -> dict:
-        return self.__getitems__([i])[0]
+    def __getitem__(self, i: int) -> pa.Table:
+        return self.__getitems__([i])
 
-    def __getitems__(self, indices: list[int]) -> list[dict]:
-        """One Arrow read per batch (the DataLoader calls this with the whole batch)."""
-        rows = self.table[list(indices)]
-        out = [{"id": i, "src": s, "tgt": t} for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"])]
-        if self.with_text:
-            for example, src, tgt in zip(out, rows["src_text"], rows["tgt_text"]):
-                example["src_text"], example["tgt_text"] = src, tgt
-        return out
+    def __getitems__(self, indices: list[int]) -> pa.Table:
+        """The batch's rows as one Arrow table, with their indices as an `id` column (the DataLoader
+        calls this once per batch)."""
+        rows = self.rows[list(indices)]
+        return rows.append_column("id", pa.array(indices, type=pa.int64()))
 
     def sizes(self) -> np.ndarray:
         """Padded cost of each example: the longer of the source and the target + 1 (BOS / EOS)."""
@@ -40,32 +39,60 @@ class TranslationDataset(Dataset):
         return np.maximum(src, tgt + 1)
 
 
+def round_up(sizes: np.ndarray | int, multiple: int) -> np.ndarray | int:
+    """`sizes` rounded up to a multiple of `multiple`."""
+    return -(-sizes // multiple) * multiple
+
+
+def flat_lists(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The values of an Arrow list column end to end, and the length of each list."""
+    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column  # a chunk per gathered row
+    return lists.flatten().to_numpy(), np.diff(lists.offsets.to_numpy()).astype(np.int64)
+
+
 class Collator:
-    """Pads a list of examples into src (B, S), tgt_in = BOS + y (B, T), tgt_out = y + EOS (B, T);
-    num_tokens counts the real (unpadded) source and target tokens, num_src_tokens the source ones,
-    both known without a device sync."""
+    """Pads a batch into src (B, S), tgt_in = BOS + y (B, T), tgt_out = y + EOS (B, T), with S and T
+    rounded up to a multiple of `pad_to_multiple`; num_tokens counts the real (unpadded) source and
+    target tokens, num_src_tokens the source ones, both known without a device sync. Each tensor is
+    written once, with numpy, from the Arrow columns."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1) -> None:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.pad_to_multiple = pad_to_multiple
 
-    def pad(self, seqs: list[list[int]]) -> torch.Tensor:
-        out = torch.full((len(seqs), max(len(s) for s in seqs)), self.pad_id, dtype=torch.long)
-        for i, s in enumerate(seqs):
-            out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    def padded(self, values: np.ndarray, lengths: np.ndarray, width: int, start: int = 0) -> np.ndarray:
+        """A (B, width) array of pad_id whose row i holds the next lengths[i] of `values` from column `start`."""
+        out = np.full((len(lengths), width), self.pad_id, dtype=np.int64)
+        out[:, start:][np.arange(width - start) < lengths[:, None]] = values
         return out
 
-    def __call__(self, examples: list[dict]) -> dict:
+    def pad(self, seqs: list[list[int]]) -> torch.Tensor:
+        """Token id lists padded into one (B, longest) tensor."""
+        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+        values = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
+        return torch.from_numpy(self.padded(values, lengths, int(lengths.max())))
+
+    def __call__(self, rows: pa.Table) -> dict:
+        """The batch of the rows that `TranslationDataset.__getitems__` read."""
+        src, src_len = flat_lists(rows.column("src_ids"))
+        tgt, tgt_len = flat_lists(rows.column("tgt_ids"))
+        width = round_up(int(src_len.max()), self.pad_to_multiple)
+        length = round_up(int(tgt_len.max()) + 1, self.pad_to_multiple)
+        tgt_in = self.padded(tgt, tgt_len, length, start=1)
+        tgt_in[:, 0] = self.bos_id
+        tgt_out = self.padded(tgt, tgt_len, length)
+        tgt_out[np.arange(len(tgt_len)), tgt_len] = self.eos_id
         batch = {
-            "id": torch.tensor([e["id"] for e in examples], dtype=torch.long),
-            "src": self.pad([e["src"] for e in examples]),
-            "tgt_in": self.pad([[self.bos_id, *e["tgt"]] for e in examples]),
-            "tgt_out": self.pad([[*e["tgt"], self.eos_id] for e in examples]),
-            "num_tokens": sum(len(e["src"]) + len(e["tgt"]) + 1 for e in examples),
-            "num_src_tokens": sum(len(e["src"]) for e in examples),
+            "id": torch.from_numpy(rows.column("id").to_numpy().astype(np.int64)),
+            "src": torch.from_numpy(self.padded(src, src_len, width)),
+            "tgt_in": torch.from_numpy(tgt_in),
+            "tgt_out": torch.from_numpy(tgt_out),
+            "num_tokens": int(src_len.sum() + tgt_len.sum()) + len(tgt_len),
+            "num_src_tokens": int(src_len.sum()),
         }
-        if "tgt_text" in examples[0]:
-            batch["src_text"] = [e["src_text"] for e in examples]
-            batch["tgt_text"] = [e["tgt_text"] for e in examples]
+        if "tgt_text" in rows.column_names:
+            batch["src_text"] = rows.column("src_text").to_pylist()
+            batch["tgt_text"] = rows.column("tgt_text").to_pylist()
         return batch
 
 
@@ -81,9 +108,10 @@ class EpochHook:
 
 
 class TokenBudgetBatchSampler(Sampler[list[int]]):
-    """Batches of similar-length examples whose padded size (count x longest) fits `max_tokens`.
+    """Batches of similar-length examples whose padded size (count x longest, the longest rounded up
+    to a multiple of `pad_to_multiple` as the Collator pads it) fits `max_tokens`.
 
-    Examples are sorted by length (ties broken at random per epoch when shuffling), cut into
+    Examples are sorted by that padded length (ties broken at random per epoch when shuffling), cut into
     batches greedily, and the batch order is shuffled from (seed, epoch). Batches, not examples,
     are dealt out to the `num_replicas` ranks; with `even=True` (training) the list is padded by
     repeating batches so every rank runs the same number of steps, with `even=False` (evaluation)
@@ -95,12 +123,14 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0, even: bool = True) -> None:
-        sizes = np.asarray(sizes, dtype=np.int64)
+                 num_replicas: int = 1, rank: int = 0, even: bool = True, pad_to_multiple: int = 1) -> None:
+        self.lengths = np.asarray(sizes, dtype=np.int64)
+        sizes = round_up(self.lengths, pad_to_multiple)  # what a batch costs once padded
         too_long = np.flatnonzero(sizes > max_tokens)
         if too_long.size:
+            padded = f" padded to a multiple of {pad_to_multiple}" if pad_to_multiple > 1 else ""
             raise DataError(
-                f"example {too_long[0]} has {sizes[too_long[0]]} tokens, more than the batch budget "
+                f"example {too_long[0]} has {sizes[too_long[0]]} tokens{padded}, more than the batch budget "
                 f"{max_tokens} (data.max_tokens / data.eval_max_tokens)"
             )
         self.sizes, self.max_tokens, self.shuffle, self.seed = sizes, max_tokens, shuffle, seed
@@ -176,8 +206,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self._resume = (state["epoch"], state["consumed"])
 
     def padding_fraction(self) -> float:
-        """Share of padded positions in this epoch's batches (of count x longest)."""
+        """Share of padded positions in this epoch's batches (of count x padded longest)."""
         batches = self.all_batches()
         total = sum(len(b) * int(self.sizes[b].max()) for b in batches)
-        used = sum(int(self.sizes[b].sum()) for b in batches)
+        used = sum(int(self.lengths[b].sum()) for b in batches)
         return 1 - used / total if total else 0.0

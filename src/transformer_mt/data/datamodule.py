@@ -24,7 +24,7 @@ from datasets.arrow_writer import ArrowWriter
 from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
 from transformer_mt.data.corpus import SPLITS, CleanPairs, ParallelText, sample_pairs
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
@@ -41,6 +41,12 @@ def digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def pin_memory(trainer) -> bool:
+    """Whether batches go to page-locked memory: when the trainer's root device is a GPU (a faster,
+    asynchronous copy to it)."""
+    return trainer is not None and trainer.strategy.root_device.type == "cuda"
+
+
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
@@ -50,13 +56,14 @@ class TranslationDataModule(L.LightningDataModule):
     starts from a checkpoint or a Marian folder (a `tokenizer.file` must then hold the same ones);
     None: made from `tokenizer` now. max_len / max_len_ratio filter the training split only
     (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
-    with the run.
+    with the run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch
+    budget counts them so).
     """
 
     def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
                  max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
                  max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
-                 num_proc: int = 1, vocabularies: Vocabularies | None = None) -> None:
+                 num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -64,6 +71,7 @@ class TranslationDataModule(L.LightningDataModule):
         check("data.max_len_ratio", max_len_ratio, number(1.0), "a number >= 1 or null", nullable=True)
         check("data.num_workers", num_workers, integer(0), "an integer >= 0")
         check("data.num_proc", num_proc, integer(1), "an integer >= 1")
+        check("data.pad_to_multiple", pad_to_multiple, integer(1), "an integer >= 1")
         if split not in SPLITS:
             raise ConfigError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
         self.corpus = corpus
@@ -72,6 +80,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
+        self.pad_to_multiple = pad_to_multiple
         self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split) hashes whole files: once
         if vocabularies is None:
             self.vocab_key = self._options_key()
@@ -159,12 +168,14 @@ class TranslationDataModule(L.LightningDataModule):
         budget, so that a bad validation or test line stops the run before training, not after."""
         for split in dict.fromkeys(splits):
             self._load(split)
-            sizes = self.datasets[split].sizes()
+            sizes = round_up(self.datasets[split].sizes(), self.pad_to_multiple)
             budget = self.max_tokens if split == "train" else self.eval_max_tokens
             too_long = np.flatnonzero(sizes > budget)
             if not too_long.size:
                 continue
             i = int(too_long[0])
+            if self.pad_to_multiple > 1:
+                budget = f"{budget} (lengths padded to a multiple of data.pad_to_multiple={self.pad_to_multiple})"
             if split == "train":  # training pairs passed the data.max_len filter
                 raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {sizes[i]} tokens, more than "
                                   f"the batch budget data.max_tokens={budget}: lower data.max_len or raise "
@@ -242,7 +253,7 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBudgetBatchSampler(
             dataset.sizes(), self.max_tokens if train else self.eval_max_tokens, shuffle=train, seed=self.seed,
             num_replicas=trainer.world_size if trainer else 1, rank=trainer.global_rank if trainer else 0,
-            even=train,
+            even=train, pad_to_multiple=self.pad_to_multiple,
         )
         if train:
             if self._resume_state is not None:
@@ -252,11 +263,12 @@ class TranslationDataModule(L.LightningDataModule):
                      len(sampler), 100 * sampler.padding_fraction(), self.max_tokens)
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
-        collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"])
+        collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple)
         # its own generator: creating an iterator never draws from the global RNG (exact resume)
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0, generator=generator)
+                          persistent_workers=self.num_workers > 0, pin_memory=pin_memory(trainer),
+                          generator=generator)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

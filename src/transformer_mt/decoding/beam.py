@@ -1,12 +1,33 @@
 """Beam search, batched over sentences and beams, with fairseq's finalization rules."""
 
+from dataclasses import dataclass
+
 import torch
 
-from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, SearchModel
+from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, SearchModel, check_interval
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.quantize import check_quantize
 
 LENGTH_NORMS = ("fairseq", "gnmt")
+
+
+@dataclass
+class Finished:
+    """The finished hypotheses of a batch, on the device, in the order they finished: sentence b's
+    are slots 0 ... count[b] - 1 of its 2 x beam_size (slots beam_size ... are where candidates
+    that do not finish are written, one per candidate, so that writes never collide)."""
+
+    tokens: torch.Tensor  # (batch * 2k, max steps): the hypothesis' tokens (BOS and EOS excluded)
+    length: torch.Tensor  # (batch * 2k,): how many of them
+    logprob: torch.Tensor  # (batch * 2k,): sum of token log-probabilities, EOS included
+    count: torch.Tensor  # (batch,): finished hypotheses of each sentence, at most k
+
+    @classmethod
+    def empty(cls, batch: int, k: int, steps: int, device: torch.device) -> "Finished":
+        slots = batch * 2 * k
+        return cls(torch.zeros(slots, steps, dtype=torch.long, device=device),
+                   torch.zeros(slots, dtype=torch.long, device=device),
+                   torch.zeros(slots, device=device), torch.zeros(batch, dtype=torch.long, device=device))
 
 
 class BeamSearch:
@@ -24,11 +45,19 @@ class BeamSearch:
     forced; before min_len tokens it is banned.
     no_repeat_ngram_size > 0 bans any n-gram from occurring twice. `nbest` best are returned.
     quantize=int8: run on an int8 copy of the model (which the caller, TranslationModule, makes; CPU).
+
+    The bookkeeping stays on the device (Finished); every `check_every` steps (None: 1 on the CPU,
+    8 on a GPU; search.check_interval) one host sync decides which sentences go on, and the stopped
+    ones leave the batch. In between, a stopped sentence rides along without changing its result
+    (it has beam_size finished hypotheses, or no beam with a finite score): the search is the same
+    at any check_every, though the batch's size between checks is not, and a model's arithmetic
+    may round differently in a batch of another size (scores in the last bits, as any batching).
     """
 
     def __init__(self, beam_size: int = 4, length_penalty: float = 1.0, max_len_a: float = 1.2,
                  max_len_b: int = 10, min_len: int = 0, nbest: int = 1, no_repeat_ngram_size: int = 0,
-                 use_cache: bool = True, quantize: str = "none", length_norm: str = "fairseq") -> None:
+                 use_cache: bool = True, quantize: str = "none", length_norm: str = "fairseq",
+                 check_every: int | None = None) -> None:
         self.quantize = check_quantize(quantize)
         if length_norm not in LENGTH_NORMS:
             raise ConfigError(f"decoding.length_norm={length_norm!r}: must be one of {', '.join(LENGTH_NORMS)}")
@@ -39,62 +68,76 @@ class BeamSearch:
             raise ConfigError(f"decoding.nbest must be between 1 and decoding.beam_size={beam_size}, got {nbest}")
         self.beam_size, self.length_penalty, self.nbest = beam_size, length_penalty, nbest
         self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
-        self.use_cache = use_cache
+        self.use_cache, self.check_every = use_cache, check_every
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
         batch, k, device = src.size(0), self.beam_size, src.device
-        pad_id = model.config.pad_id
-        limits = self.rules.limits(model, src)
-        state = DecoderState(model, src, self.use_cache, beams=k)  # one memory row per sentence, k prefix rows
-        active = torch.arange(batch, device=device)  # sentences still searching
+        pad_id, every = model.config.pad_id, check_interval(self.check_every, device)
+        limits = self.rules.limits(model, src)  # of the sentences in the batch
+        longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()  # one host sync
+        steps = longest + 1
+        state = DecoderState(model, src, self.use_cache, beams=k, capacity=steps)  # one memory row per sentence
+        done = Finished.empty(batch, k, steps, device)
+        sentence = torch.arange(batch, device=device)  # of each sentence in the batch
         prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         scores = torch.zeros(batch, k, device=device)
         scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first one
         scores = scores.view(-1)
-        finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
 
-        for step in range(int(limits.max()) + 1):
-            n = active.numel()
-            at_limit = (step >= limits[active]).repeat_interleave(k)
+        for step in range(steps):
+            n = sentence.numel()
+            at_limit = self.rules.at_limit(limits, step, first_limit)
+            at_limit = None if at_limit is None else at_limit[:, None].expand(n, k).reshape(-1)
             lprobs = self.rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
             vocab = lprobs.size(1)
             candidates = lprobs.add_(scores[:, None]).view(n, k * vocab)  # in place: lprobs is not needed again
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
             top_beam, top_token = top_index // vocab, top_index % vocab
-            self.finish(finished, active, prefix, step, top_scores, top_beam, top_token == eos_id)
+            self.finish(done, sentence, prefix, step, top_scores, top_beam, top_token == eos_id)
 
             # the beam_size best extensions that do not end in EOS carry on; where fewer than
             # beam_size are possible, the rest copy the best one with score -inf (dead beams)
             open_scores = top_scores.masked_fill(top_token == eos_id, float("-inf"))
             next_scores, pick = open_scores.topk(k, dim=1)
             pick = torch.where(torch.isfinite(next_scores), pick, pick[:, :1])
-            going = torch.tensor([len(finished[int(s)]) < k for s in active], device=device)
-            going &= torch.isfinite(next_scores[:, 0])
-            if not bool(going.any()):
-                break
-            keep = going.nonzero().squeeze(1)
-            rows = (keep[:, None] * k + top_beam.gather(1, pick)[keep]).view(-1)
-            prefix = torch.cat([prefix[rows], top_token.gather(1, pick)[keep].view(-1, 1)], dim=1)
-            scores = next_scores[keep].view(-1)
-            state.reorder(rows, keep if keep.numel() < n else None)  # the memory changes when sentences stop
-            active = active[keep]
-        return self.best(finished)
+            rows = torch.arange(n, device=device)[:, None] * k + top_beam.gather(1, pick)  # (n, k) prefix rows
+            tokens = top_token.gather(1, pick)
+            keep = None
+            if (step + 1) % every == 0:  # which sentences go on: the check's one host sync
+                going = (done.count.index_select(0, sentence) < k) & torch.isfinite(next_scores[:, 0])
+                keep = going.nonzero().squeeze(1)
+                if keep.numel() == 0:
+                    break
+                if keep.numel() == n:
+                    keep = None
+                else:
+                    rows, tokens, next_scores, sentence, limits = (
+                        t.index_select(0, keep) for t in (rows, tokens, next_scores, sentence, limits))
+            rows = rows.view(-1)
+            prefix = torch.cat([prefix.index_select(0, rows), tokens.view(-1, 1)], dim=1)
+            scores = next_scores.view(-1)
+            state.reorder(rows, keep)  # the memory changes only when sentences stop
+        return self.best(done)
 
-    def finish(self, finished: list[list[Hypothesis]], active: torch.Tensor, prefix: torch.Tensor, step: int,
+    def finish(self, done: Finished, sentence: torch.Tensor, prefix: torch.Tensor, step: int,
                top_scores: torch.Tensor, top_beam: torch.Tensor, is_eos: torch.Tensor) -> None:
-        """Record the candidates (active sentences x 2 beam_size) that end in EOS and rank among
-        their sentence's first beam_size, while it has fewer than beam_size finished hypotheses;
-        the score is normalized by length (tokens + EOS): `normalizer`."""
-        k = self.beam_size
-        ends = is_eos & torch.isfinite(top_scores)
-        ends[:, k:] = False
-        for i, j in ends.nonzero().tolist():
-            sentence = int(active[i])
-            if len(finished[sentence]) < k:
-                logprob = float(top_scores[i, j])
-                tokens = prefix[i * k + int(top_beam[i, j]), 1:].tolist()
-                finished[sentence].append(Hypothesis(tokens, logprob / self.normalizer(step + 1), logprob))
+        """Record, on the device, the candidates (sentences in the batch x 2 beam_size) that end in
+        EOS and rank among their sentence's first beam_size, in rank order, while it has fewer than
+        beam_size finished hypotheses."""
+        n, k = sentence.numel(), self.beam_size
+        ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (n, k)
+        count = done.count.index_select(0, sentence)
+        slot = count[:, None] + ends.cumsum(dim=1) - 1  # the place in the sentence's list of each that ends
+        spare = torch.arange(k, 2 * k, device=slot.device)  # candidate j's own slot when it does not finish
+        slot = torch.where(ends & (slot < k), slot, spare)
+        flat = (sentence[:, None] * 2 * k + slot).view(-1)
+        done.count.index_copy_(0, sentence, (count + ends.sum(dim=1)).clamp(max=k))
+        done.logprob.index_copy_(0, flat, top_scores[:, :k].reshape(-1))
+        done.length.index_fill_(0, flat, step)
+        if step:
+            rows = (torch.arange(n, device=slot.device)[:, None] * k + top_beam[:, :k]).view(-1)
+            done.tokens[:, :step].index_copy_(0, flat, prefix.index_select(0, rows)[:, 1:])
 
     def normalizer(self, length: int) -> float:
         """What a finished hypothesis' log-probability is divided by (length: tokens + EOS)."""
@@ -102,8 +145,18 @@ class BeamSearch:
             return ((5 + length) / 6) ** self.length_penalty
         return length ** self.length_penalty
 
-    def best(self, finished: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
-        """The nbest finished hypotheses of each sentence, best first; a sentence whose rules no
-        hypothesis could meet gets one empty, impossible hypothesis."""
+    def best(self, done: Finished) -> list[list[Hypothesis]]:
+        """The nbest finished hypotheses of each sentence, best first (read from the device once); a
+        sentence whose rules no hypothesis could meet gets one empty, impossible hypothesis. The
+        score, logprob / normalizer(length + 1), is computed here in double precision."""
         empty = Hypothesis([], float("-inf"), float("-inf"))
-        return [sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty] for hyps in finished]
+        slots = 2 * self.beam_size
+        tokens, lengths, logprobs = done.tokens.tolist(), done.length.tolist(), done.logprob.tolist()
+        out = []
+        for b, count in enumerate(done.count.tolist()):
+            hyps = []
+            for i in range(b * slots, b * slots + count):
+                score = logprobs[i] / self.normalizer(lengths[i] + 1)
+                hyps.append(Hypothesis(tokens[i][: lengths[i]], score, logprobs[i]))
+            out.append(sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty])
+        return out

@@ -27,16 +27,30 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def multinomial(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row of probs (N, V), drawn as torch.multinomial(probs, 1) draws it (the same
+    random numbers, the same tokens): argmax(probs / q), q ~ Exp(1). Without its checks of probs,
+    each a host sync (a row of NaN, as an ended row may have, picks some token)."""
+    q = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    return (probs / q).argmax(dim=-1)
+
+
 class Sampling:
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
     by their log-probability under the model; `seed` makes the draws reproducible. Length, EOS and
     n-gram rules as every search (Rules). quantize=int8: run on an int8 copy of the model (which the
-    caller, TranslationModule, makes; CPU)."""
+    caller, TranslationModule, makes; CPU).
+
+    check_every: steps between the host's looks at which samples ended (see search.check_interval).
+    A step draws one random row per row of the batch, so the draws depend on when ended rows leave
+    it: the default 1 gives each seed the samples it always gave (one host sync per step, where
+    torch.multinomial took three); a larger value gives other samples, as reproducible."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, min_len: int = 0,
-                 no_repeat_ngram_size: int = 0, use_cache: bool = True, quantize: str = "none") -> None:
+                 no_repeat_ngram_size: int = 0, use_cache: bool = True, quantize: str = "none",
+                 check_every: int = 1) -> None:
         self.quantize = check_quantize(quantize)
         if temperature <= 0:
             raise ConfigError(f"decoding.temperature must be > 0, got {temperature}")
@@ -46,7 +60,7 @@ class Sampling:
             raise ConfigError(f"decoding.nbest must be >= 1, got {nbest}")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
         self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
-        self.use_cache = use_cache
+        self.use_cache, self.check_every = use_cache, check_every
 
     def distribution(self, lprobs: torch.Tensor) -> torch.Tensor:
         """The probabilities tokens are drawn from, given the model's log-probabilities."""
@@ -58,8 +72,9 @@ class Sampling:
         generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
 
         def draw(lprobs: torch.Tensor) -> torch.Tensor:
-            return torch.multinomial(self.distribution(lprobs), 1, generator=generator).squeeze(1)
+            return multinomial(self.distribution(lprobs), generator)
 
-        hyps = token_by_token(model, src, bos_id, eos_id, self.rules, draw, copies=self.nbest, use_cache=self.use_cache)
+        hyps = token_by_token(model, src, bos_id, eos_id, self.rules, draw, copies=self.nbest, use_cache=self.use_cache,
+                              check_every=self.check_every)
         n = self.nbest
         return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

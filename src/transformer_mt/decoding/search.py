@@ -1,7 +1,11 @@
 """What every search strategy shares: the model interface it needs (SearchModel), hypotheses, the
 rules every search obeys (Rules: length limits, EOS, padding, repeated n-grams), and the decoder
 state that runs the model one step at a time (with the KV cache, or by re-decoding the prefix for
-comparison)."""
+comparison).
+
+No search waits for the host at every step: what a step decides stays on the device, and the
+searches look at it (which rows ended, which sentences stopped) every `check_every` steps, where
+rows that have ended leave the batch. See `check_interval`."""
 
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,12 +28,14 @@ class SearchModel(Protocol):
         src have N / beams rows: `beams` consecutive prefixes (the beams of a sentence) share one
         (beams = 1: one memory row per prefix). Any other layout is a ValueError."""
 
-    def init_cache(self) -> Any:
-        """An empty incremental-decoding cache."""
+    def init_cache(self, capacity: int | None = None) -> Any:
+        """An empty incremental-decoding cache for up to `capacity` positions (None: any number)."""
 
-    def reorder_cache(self, cache: Any, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> Any:
+    def reorder_cache(self, cache: Any, index: torch.Tensor, memory_index: torch.Tensor | None = None,
+                      in_place: bool = False) -> Any:
         """The cache of the prefixes' rows `index` (beams move between rows), and of the memory's
-        rows `memory_index` (None: the memory's part stays)."""
+        rows `memory_index` (None: the memory's part stays); in_place: `cache`'s buffers may be
+        written (the caller no longer uses it)."""
 
 
 @dataclass
@@ -37,6 +43,20 @@ class Hypothesis:
     tokens: list[int]  # without BOS and EOS
     score: float  # the search's score: sum of token log-probabilities (EOS included), length-normalized by beam
     logprob: float  # sum of token log-probabilities, EOS included
+
+
+CHECK_EVERY = 8  # steps between a search's looks at the host on a GPU
+
+
+def check_interval(check_every: int | None, device: torch.device) -> int:
+    """Steps between the looks at which rows ended: `check_every`, or by default 1 on the CPU (a
+    look costs nothing there, and ended rows leave the batch at once) and CHECK_EVERY elsewhere (a
+    look waits for the GPU's queue to drain; ended rows ride along, masked, until the next)."""
+    if check_every is None:
+        return 1 if device.type == "cpu" else CHECK_EVERY
+    if check_every < 1:
+        raise ValueError(f"check_every must be >= 1, got {check_every}")
+    return check_every
 
 
 def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, max_positions: int) -> torch.Tensor:
@@ -61,19 +81,25 @@ class Rules:
         """The output length limit of each source row."""
         return max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
 
-    def apply(self, lprobs: torch.Tensor, prefix: torch.Tensor, step: int, at_limit: torch.Tensor, eos_id: int,
-              pad_id: int) -> torch.Tensor:
+    def apply(self, lprobs: torch.Tensor, prefix: torch.Tensor, step: int, at_limit: torch.Tensor | None,
+              eos_id: int, pad_id: int) -> torch.Tensor:
         """lprobs (N, V) of the token after `prefix` (N, step + 1) with the rules applied; rows with
-        at_limit (N,) True may only end (EOS keeps its probability)."""
+        at_limit (N,) True may only end (EOS keeps its probability). at_limit None: no row is at its
+        limit (what a search knows on the host before the smallest limit, saving a pass over lprobs)."""
         eos = lprobs[:, eos_id].clone()
         lprobs[:, pad_id] = float("-inf")
         lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
         if step < self.min_len:
             lprobs[:, eos_id] = float("-inf")
-        if bool(at_limit.any()):
-            lprobs[at_limit] = float("-inf")
-            lprobs[at_limit, eos_id] = eos[at_limit]
+        if at_limit is not None:  # decided on the device: no host sync
+            lprobs.masked_fill_(at_limit[:, None], float("-inf"))
+            lprobs[:, eos_id] = torch.where(at_limit, eos, lprobs[:, eos_id])
         return lprobs
+
+    def at_limit(self, limits: torch.Tensor, step: int, first_limit: int) -> torch.Tensor | None:
+        """The rows whose limit is reached at `step` (limits (N,)), or None before `first_limit`, the
+        smallest limit of the search (a host int), when none can be."""
+        return None if step < first_limit else step >= limits
 
 
 class DecoderState:
@@ -82,14 +108,15 @@ class DecoderState:
     With use_cache, each step feeds only the newest token and K, V of earlier steps come from the
     model's cache; without it, the whole prefix is decoded again (for tests and benchmarks).
     `reorder(index, memory_index)` selects prefix rows of the cache and rows of the memory (None:
-    the memory stays). The prefixes come `beams` per memory row, consecutive (the beams of a
-    sentence share its memory row); beams = 1: one prefix per memory row.
+    the memory stays), in place. The prefixes come `beams` per memory row, consecutive (the
+    beams of a sentence share its memory row); beams = 1: one prefix per memory row.
     """
 
-    def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True, beams: int = 1) -> None:
+    def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True, beams: int = 1,
+                 capacity: int | None = None) -> None:
         self.model, self.src, self.beams = model, src, beams
         self.memory = model.encode(src)
-        self.cache = model.init_cache() if use_cache else None
+        self.cache = model.init_cache(capacity) if use_cache else None  # capacity: the search's most steps
 
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         """prefix (N, t) starting with BOS -> log-probabilities (N, V) of token t+1, in fp32."""
@@ -104,53 +131,65 @@ class DecoderState:
             self.memory = self.memory.index_select(0, memory_index)
             self.src = self.src.index_select(0, memory_index)
         if self.cache is not None:
-            self.cache = self.model.reorder_cache(self.cache, index, memory_index)
+            self.cache = self.model.reorder_cache(self.cache, index, memory_index, in_place=True)
 
 
 def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tensor:
     """Set to -inf every token that would complete an n-gram already present in the prefix
-    (BOS excluded); prefix (N, t), lprobs (N, V)."""
+    (BOS excluded); prefix (N, t), lprobs (N, V). On the device: the banned tokens are scattered
+    into a mask, n-grams that do not match into a spare column V."""
     tokens = prefix[:, 1:]
     if n <= 0 or tokens.size(1) < n:
         return lprobs
     grams = tokens.unfold(1, n, 1)  # (N, t - n + 1, n)
     tail = tokens[:, tokens.size(1) - n + 1 :]  # the last n - 1 tokens
     match = (grams[:, :, : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, t - n + 1)
-    rows, cols = match.nonzero(as_tuple=True)
-    lprobs = lprobs.clone()
-    lprobs[rows, grams[rows, cols, n - 1]] = float("-inf")
-    return lprobs
+    rows, vocab = lprobs.shape
+    banned = grams[:, :, n - 1].masked_fill(~match, vocab)
+    mask = torch.zeros(rows, vocab + 1, dtype=torch.bool, device=lprobs.device).scatter_(1, banned, True)
+    return lprobs.masked_fill(mask[:, :vocab], float("-inf"))
 
 
 def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, rules: Rules, pick,
-                   copies: int = 1, use_cache: bool = True) -> list[Hypothesis]:
+                   copies: int = 1, use_cache: bool = True, check_every: int | None = None) -> list[Hypothesis]:
     """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
-    EOS; a row that ends leaves the batch, so the model only runs on unfinished ones. Each source
-    is encoded once and decoded `copies` times in consecutive rows (its memory row copied too, so
-    one prefix per memory row: beams = 1). One hypothesis per row."""
+    EOS. Every `check_every` steps (check_interval) the rows that have ended leave the batch, so the
+    model only runs on unfinished ones; in between, an ended row rides along and what it picks is
+    ignored. Each source is encoded once and decoded `copies` times in consecutive rows (its memory
+    row copied too, so one prefix per memory row: beams = 1). One hypothesis per row.
+
+    Host syncs: one at the start (the limits), one per check (which rows go on), one at the end."""
+    every = check_interval(check_every, src.device)
     limits = rules.limits(model, src)
-    state = DecoderState(model, src, use_cache, beams=1)
+    longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()
+    steps = longest + 1  # rules force EOS at each row's limit: every row ends within `steps`
+    state = DecoderState(model, src, use_cache, beams=1, capacity=steps)
     if copies > 1:
-        rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
+        rows = torch.arange(src.size(0), device=src.device)[:, None].expand(-1, copies).reshape(-1)
         state.reorder(rows, rows)
-        limits = limits[rows]
-    n, steps = limits.numel(), int(limits.max()) + 1
+        limits = limits.index_select(0, rows)
+    n = limits.numel()
     out = torch.full((n, steps), eos_id, dtype=torch.long, device=src.device)  # each row's tokens, then EOS
     scores = torch.zeros(n, device=src.device)
-    alive = torch.arange(n, device=src.device)  # the rows still decoding, in the order of the batch
+    alive = torch.arange(n, device=src.device)  # the rows of the batch, in the order of `out`
+    ended = torch.zeros(n, dtype=torch.bool, device=src.device)  # rows of the batch that have picked EOS
     prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
     for step in range(steps):
-        lprobs = rules.apply(state.step(prefix), prefix, step, step >= limits, eos_id, model.config.pad_id)
+        at_limit = rules.at_limit(limits, step, first_limit)
+        lprobs = rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id)
         token = pick(lprobs)
-        scores[alive] += lprobs.gather(1, token[:, None]).squeeze(1)
-        out[alive, step] = token
-        ended = token == eos_id
-        if bool(ended.any()):  # rules force EOS at each row's limit: every row ends within `steps`
-            keep = (~ended).nonzero().squeeze(1)
+        gained = lprobs.gather(1, token[:, None]).squeeze(1).masked_fill(ended, 0.0)  # ended rows gain nothing
+        scores.index_add_(0, alive, gained)
+        out[:, step].index_copy_(0, alive, token)  # after a row's first EOS, what it picks is never read
+        ended |= token == eos_id
+        if (step + 1) % every == 0:
+            keep = (~ended).nonzero().squeeze(1)  # the check's host sync
             if keep.numel() == 0:
                 break
-            alive, prefix, limits, token = alive[keep], prefix[keep], limits[keep], token[keep]
-            state.reorder(keep, keep)
+            if keep.numel() < ended.numel():
+                alive, prefix, limits, token = (t.index_select(0, keep) for t in (alive, prefix, limits, token))
+                ended = ended.index_select(0, keep)
+                state.reorder(keep, keep)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
     hyps = []
     for row, score in zip(out.tolist(), scores.tolist()):

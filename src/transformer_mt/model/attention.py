@@ -50,8 +50,9 @@ class MultiHeadAttention(nn.Module):
         sentence) share one, attended as extra query positions so that the memory's K, V are never
         copied per beam. A query batch that is not exactly beams x the memory's is a ValueError.
 
-        With `cache`, self-attention appends this step's K, V to cache["k"], cache["v"], and
-        cross-attention reuses cache["k"], cache["v"] of the memory once they are computed.
+        With `cache`, self-attention writes this step's K, V into the buffers cache["k"], cache["v"]
+        at position cache["length"] and attends to the filled part (`_self_kv`), and cross-attention
+        reuses cache["k"], cache["v"] of the memory once they are computed.
         """
         if self.cross:
             q = self._split(self.q_proj(x))
@@ -62,10 +63,7 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"beams={beams} applies to cross-attention only; self-attention takes beams=1")
             q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
             if cache is not None:
-                if "k" in cache:
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                k, v = self._self_kv(cache, k, v)
         b, _, t, _ = q.shape
         if beams > 1:  # (B, H, T) queries -> (B / beams, H, beams * T) queries
             q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
@@ -90,6 +88,27 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             cache["k"], cache["v"] = k, v
         return k, v
+
+    @staticmethod
+    def _self_kv(cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Self-attention's K, V of every position so far. This step's (B, H, T, d_k) are written in
+        place at positions cache["length"] ... + T of (B, capacity, H, d_k) buffers, allocated at
+        the first step for cache["capacity"] positions (None, or too few: the buffers grow, by
+        doubling), and the filled part is returned as (B, H, length, d_k) views. Position-major
+        rows keep a row's filled part contiguous (one copy per row when beams move; only the
+        pages in use are touched). The length is a Python int: no host sync."""
+        start, end = cache["length"], cache["length"] + k.size(2)
+        if "k" not in cache or cache["k"].size(1) < end:
+            size = max(end, cache["capacity"] or 0, 2 * start)
+            for name, new in (("k", k), ("v", v)):
+                buffer = new.new_empty(new.size(0), size, new.size(1), new.size(3))
+                if start:
+                    buffer[:, :start] = cache[name][:, :start]
+                cache[name] = buffer
+        cache["k"][:, start:end] = k.transpose(1, 2)
+        cache["v"][:, start:end] = v.transpose(1, 2)
+        cache["length"] = end
+        return cache["k"][:, :end].transpose(1, 2), cache["v"][:, :end].transpose(1, 2)
 
 
 def _check_beams(query_rows: int, memory_rows: int, beams: int) -> None:

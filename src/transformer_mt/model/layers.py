@@ -108,7 +108,8 @@ class DecoderLayer(nn.Module):
         B / beams rows: `beams` consecutive rows of x share one (see MultiHeadAttention).
         """
         out, self_weights = self.self_attn(
-            self.self_block.sublayer_input(x), mask=self_mask, is_causal=self_mask is None and x.size(1) > 1,
+            self.self_block.sublayer_input(x), mask=self_mask,
+            is_causal=self_mask is None and (cache is None or x.size(1) > 1),
             cache=None if cache is None else cache["self"], need_weights=need_weights,
         )
         x = self.self_block.combine(x, out)

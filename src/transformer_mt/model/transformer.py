@@ -17,7 +17,9 @@ from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.validate import PROBABILITY, check, integer
 
-Cache = list[dict[str, dict[str, torch.Tensor]]]
+# per decoder layer: "self": {"k", "v": (B, capacity, H, d_k) buffers, "length": positions filled (int),
+# "capacity": int | None}; "cross": {"k", "v": the memory's (B / beams, H, S, d_k)} (see init_cache)
+Cache = list[dict[str, dict[str, torch.Tensor | int | None]]]
 
 
 @dataclass
@@ -114,18 +116,6 @@ class Transformer(nn.Module):
         """(B, S) tokens -> (B, 1, 1, S) boolean mask, True where a key is a real token."""
         return (tokens != self.config.pad_id)[:, None, None, :]
 
-    def causal_mask(self, tgt: torch.Tensor) -> torch.Tensor | None:
-        """Decoder self-attention mask: None (plain causal) when tgt has no padding, else
-        causal AND key-not-padding as a (B, 1, T, T) boolean mask. Position 0 holds the start
-        token, never padding (Marian models start from the <pad> token)."""
-        key_ok = tgt != self.config.pad_id
-        key_ok[:, 0] = True
-        if bool(key_ok.all()):
-            return None
-        t = tgt.size(1)
-        causal = torch.ones(t, t, dtype=torch.bool, device=tgt.device).tril()
-        return causal[None, None] & key_ok[:, None, None, :]
-
     # --------------------------------------------------------------------------------- encoder
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) -> memory (B, S, D)."""
@@ -153,13 +143,13 @@ class Transformer(nn.Module):
         """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
 
         With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
-        of earlier steps come from the cache, and the new ones are appended to it. memory and src
+        of earlier steps come from the cache, and the new ones are written into it. memory and src
         have B / beams rows: `beams` consecutive rows of tgt (the beams of a sentence) share one;
         any other layout is a ValueError.
         """
         offset = 0
         if cache is not None:
-            offset = cache[0]["self"]["k"].size(2) if "k" in cache[0]["self"] else 0
+            offset = cache[0]["self"]["length"]  # a Python int: no host sync
             if offset and tgt.size(1) != 1:
                 raise ValueError("incremental decoding takes one new token per step")
         return self.output_proj(self.decoder_states(tgt, memory, src, offset, cache, beams))
@@ -172,14 +162,17 @@ class Transformer(nn.Module):
     def _decoder_stack(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
                        cache: Cache | None = None, beams: int = 1,
                        need_weights: bool = False) -> tuple[torch.Tensor, list[dict]]:
-        """The decoder states and the per-layer {"self", "cross"} attention weights (None without need_weights)."""
-        self_mask = self.causal_mask(tgt) if cache is None else None
+        """The decoder states and the per-layer {"self", "cross"} attention weights (None without need_weights).
+
+        Self-attention is causal with no mask (`is_causal`, which FlashAttention runs): targets are
+        right-padded, so a real position i only sees keys <= i, all real; what padded positions
+        compute never reaches the loss (their targets are padding) nor a real position."""
         memory_mask = self.padding_mask(src)
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
         weights = []
         for i, layer in enumerate(self.decoder_layers):
             layer_cache = None if cache is None else cache[i]
-            x, w = layer(x, memory, self_mask, memory_mask, cache=layer_cache, need_weights=need_weights, beams=beams)
+            x, w = layer(x, memory, None, memory_mask, cache=layer_cache, need_weights=need_weights, beams=beams)
             weights.append(w)
         return self.decoder_norm(x), weights
 
@@ -199,18 +192,40 @@ class Transformer(nn.Module):
         return {"encoder": enc, "decoder_self": [w["self"] for w in dec], "cross": [w["cross"] for w in dec]}
 
     # ------------------------------------------------------------------- incremental decoding
-    def init_cache(self) -> Cache:
-        """An empty per-layer cache: self-attention K, V grow each step; cross K, V are set once."""
-        return [{"self": {}, "cross": {}} for _ in self.decoder_layers]
+    def init_cache(self, capacity: int | None = None) -> Cache:
+        """An empty per-layer cache. Self-attention K, V go into buffers allocated at the first step
+        for `capacity` positions (a search's most steps; None: they grow as needed) and written in
+        place each step; cross-attention K, V are set once."""
+        return [{"self": {"length": 0, "capacity": capacity}, "cross": {}} for _ in self.decoder_layers]
 
     @staticmethod
-    def reorder_cache(cache: Cache, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> Cache:
-        """Rows `index` of the self-attention cache (beams move between rows) and rows
-        `memory_index` of the memory's cross-attention K, V (None: they stay as they are)."""
+    def reorder_cache(cache: Cache, index: torch.Tensor, memory_index: torch.Tensor | None = None,
+                      in_place: bool = False) -> Cache:
+        """Rows `index` of the self-attention buffers (beams move between rows; only the filled
+        positions are copied) and rows `memory_index` of the memory's cross-attention K, V (None:
+        they stay as they are). By default into new buffers of the same capacity, leaving `cache`
+        as it was; in_place (a search, which drops `cache`): the rows are gathered into a
+        temporary and written back into `cache`'s own buffers, which it may no longer be used
+        through (on a CPU the fresh pages of new buffers at every step cost more than the copy)."""
+        def select_self(entries: dict) -> dict:
+            entries = dict(entries)
+            if "k" in entries:
+                n, rows = entries["length"], index.numel()
+                for name in ("k", "v"):
+                    buffer = entries[name]
+                    if in_place and rows <= buffer.size(0):
+                        target = buffer[:rows]
+                        target[:, :n] = buffer[:, :n].index_select(0, index)
+                    else:
+                        target = buffer.new_empty(rows, *buffer.shape[1:])
+                        torch.index_select(buffer[:, :n], 0, index, out=target[:, :n])
+                    entries[name] = target
+            return entries
+
         def select(entries: dict, rows: torch.Tensor | None) -> dict:
             return entries if rows is None else {name: t.index_select(0, rows) for name, t in entries.items()}
 
-        return [{"self": select(layer["self"], index), "cross": select(layer["cross"], memory_index)}
+        return [{"self": select_self(layer["self"]), "cross": select(layer["cross"], memory_index)}
                 for layer in cache]
 
     def hparams(self) -> dict:

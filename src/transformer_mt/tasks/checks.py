@@ -49,7 +49,7 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
         if not ok(value):
             raise ConfigError(f"{key}={value!r}: must be {what}")
     if "trainer" in groups:
-        check_device(cfg.trainer)
+        check_device(cfg.trainer, bool(OmegaConf.select(cfg, "optim.optimizer.fused", default=False)))
 
 
 def check_model(architecture: dict) -> None:
@@ -69,9 +69,10 @@ def check_dashboard_layer(cfg: DictConfig, architecture: dict) -> None:
                           f"(0 to {layers - 1}, or -1 for the last)")
 
 
-def check_device(trainer: DictConfig) -> None:
+def check_device(trainer: DictConfig, fused: bool = False) -> None:
     """An accelerator that is not there, or a precision it cannot do, stops the run before any data
-    work (Lightning would say so only after the data is prepared, or not at all)."""
+    work (Lightning would say so only after the data is prepared, or not at all). fused: whether
+    the optimizer is a fused one."""
     accelerator, precision = str(trainer.get("accelerator", "auto")), str(trainer.get("precision", "32-true"))
     cuda = torch.cuda.is_available()
     if accelerator in ("gpu", "cuda") and not cuda:
@@ -80,6 +81,11 @@ def check_device(trainer: DictConfig) -> None:
     on_gpu = cuda and accelerator in ("gpu", "cuda", "auto")
     if precision in ("16", "16-mixed", "16-true", "half") and not on_gpu:
         raise ConfigError(f"trainer.precision={precision}: float16 needs a GPU; on the CPU use bf16-mixed or 32-true")
+    clip = trainer.get("gradient_clip_val") or 0
+    if precision in ("16", "16-mixed") and clip and fused:
+        raise ConfigError(f"trainer.gradient_clip_val={clip} with trainer.precision={precision}: a fused optimizer "
+                          "(optim.optimizer.fused=true) unscales float16 gradients inside its step, after clipping; "
+                          "use bf16-mixed or optim.optimizer.fused=false")
     if precision.startswith("bf16") and on_gpu and not torch.cuda.is_bf16_supported():
         raise ConfigError(f"trainer.precision={precision}: this GPU ({torch.cuda.get_device_name()}) has no "
                           "bfloat16; use 16-mixed or 32-true")

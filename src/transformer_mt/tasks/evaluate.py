@@ -1,8 +1,9 @@
 """task=evaluate: decode and score a checkpoint on a split with the same code as validation/test.
 
 Without `data=` / `data.*` / `experiment=` on the command line, the data is the checkpoint's (it
-records its resolved data config); `data.split`, `data.eval_max_tokens`, `data.num_workers` and
-`data.num_proc` may still be set. With data chosen on the command line, a split that differs
+records its resolved data config); `data.split` and `data.eval_max_tokens` may still be set, and
+how the data is read (`data.num_workers`, `data.num_proc`, `data.pad_to_multiple`) is always this
+command's, not the training machine's. With data chosen on the command line, a split that differs
 from the checkpoint's is scored as asked, after a warning that says so.
 """
 
@@ -26,7 +27,10 @@ from transformer_mt.tasks.common import (
 
 log = logging.getLogger(__name__)
 
-EVALUATION_DATA_KEYS = ("split", "eval_max_tokens", "num_workers", "num_proc", "cache_dir", "run_dir")
+EVALUATION_DATA_KEYS = ("split", "eval_max_tokens", "num_workers", "num_proc", "pad_to_multiple", "cache_dir",
+                        "run_dir")
+# how this machine reads the data (not what the data is): always this command's, never the checkpoint's
+HOW_DATA_KEYS = ("num_workers", "num_proc", "pad_to_multiple", "cache_dir", "run_dir")
 
 
 def chose_data(keys: set[str]) -> bool:
@@ -45,7 +49,7 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
         return cfg.data
     data = OmegaConf.create(record["config"])
     for key in EVALUATION_DATA_KEYS:
-        if key in ("cache_dir", "run_dir") or f"data.{key}" in keys:
+        if key in HOW_DATA_KEYS or f"data.{key}" in keys:
             data[key] = cfg.data[key]
     log.info("data: the checkpoint's, %s", describe_corpus(record["config"]))
     return data

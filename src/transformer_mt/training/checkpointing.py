@@ -11,6 +11,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
+from transformer_mt.training.health import logged_step
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -61,8 +62,9 @@ class LastCheckpoint(Checkpoint):
         step = trainer.global_step
         urgent = trainer.received_sigterm or (
             self.every_n_minutes is not None and time.monotonic() - self._saved_at >= 60 * self.every_n_minutes)
-        if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together
-            urgent = trainer.strategy.reduce_boolean_decision(urgent, all=False)
+        if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together,
+            # on logging steps (deciding together waits for the devices: not on every step)
+            urgent = logged_step(trainer, step) and trainer.strategy.reduce_boolean_decision(urgent, all=False)
         due = self.every_n_steps is not None and step % self.every_n_steps == 0
         if (due or urgent) and step != self._saved_step:
             self.save(trainer)

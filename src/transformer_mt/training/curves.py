@@ -59,7 +59,7 @@ class LearningCurves(Callback):
 
     def record_train_loss(self, step: int) -> None:
         """The mean train loss of the batches since the last point, as the point of `step`."""
-        if int(self._batches) and step > 0 and step != self._recorded_step:
+        if step > 0 and step != self._recorded_step and int(self._batches):  # int(): a sync, so last
             self.history.append((step, "train/loss", float(self._loss_sum) / int(self._batches)))
             self._loss_sum, self._batches, self._recorded_step = 0.0, 0, step
 

@@ -1,8 +1,11 @@
 """Training health for the loggers: gradient norm before clipping, padding, model FLOPs
 utilization (MFU) and GPU memory, logged by a Lightning callback at the trainer's log interval
-(and computed only on the batches whose values are logged)."""
+(and computed only on the batches whose values are logged). A step is timed on the device that
+runs it: CUDA events on a GPU (read only when the figure is logged), the host clock on a CPU."""
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import lightning as L
 import torch
@@ -36,6 +39,51 @@ def known_peak_flops(device_name: str, precision: str) -> float | None:
     return None
 
 
+class HostTimer:
+    """Host wall-clock time from start() to stop(): what a step takes on a CPU."""
+
+    def __init__(self) -> None:
+        self._start = self._stop = 0.0
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+
+    def stop(self) -> None:
+        self._stop = time.perf_counter()
+
+    def seconds(self) -> float:
+        return self._stop - self._start
+
+
+class CudaTimer:
+    """GPU time from start() to stop(): CUDA events recorded on the current stream, so the host
+    never waits while timing. seconds() waits for the stop event (a sync): call it only when the
+    figure is needed. `event` makes an event (torch.cuda.Event(enable_timing=True) by default);
+    the events are made at the first start(), never before."""
+
+    def __init__(self, event: Callable[[], Any] | None = None) -> None:
+        self._make = event or (lambda: torch.cuda.Event(enable_timing=True))
+        self._events: tuple[Any, Any] | None = None
+
+    def start(self) -> None:
+        if self._events is None:
+            self._events = (self._make(), self._make())
+        self._events[0].record()
+
+    def stop(self) -> None:
+        self._events[1].record()
+
+    def seconds(self) -> float:
+        start, stop = self._events
+        stop.synchronize()
+        return start.elapsed_time(stop) / 1000.0  # milliseconds
+
+
+def timer_for(device: torch.device) -> HostTimer | CudaTimer:
+    """CUDA events on a CUDA device, the host clock elsewhere."""
+    return CudaTimer() if device.type == "cuda" else HostTimer()
+
+
 def logged_step(trainer: L.Trainer, step: int) -> bool:
     """Whether the values logged at optimizer step `step` (counted from 1) reach the loggers, as
     Lightning decides it: every `trainer.log_every_n_steps` steps, and at the last one. The figures
@@ -45,11 +93,27 @@ def logged_step(trainer: L.Trainer, step: int) -> bool:
     return bool(trainer.fast_dev_run) or trainer.should_stop or (every > 0 and step % every == 0)
 
 
+class StepWatch:
+    """For callbacks that act on logging steps in `on_train_batch_end`: whether the batch that just
+    ended made a logged optimizer step (with gradient accumulation, only the last batch of a step
+    makes it). Call `start` in `on_train_batch_start`."""
+
+    def __init__(self) -> None:
+        self.before = -1
+
+    def start(self, trainer: L.Trainer) -> None:
+        self.before = trainer.global_step
+
+    def logged(self, trainer: L.Trainer) -> bool:
+        return trainer.global_step != self.before and logged_step(trainer, trainer.global_step)
+
+
 class TrainingHealth(Callback):
     """Logs train/grad_norm (total 2-norm before clipping), train/padding (the padded fraction of
     the batch's source and target slots), train/tflops (model TFLOP/s of this process, from the
     architecture: transformer_mt.model.flops), train/mfu (that over the device's peak) and, on
-    CUDA, train/gpu_mem_gb (max allocated).
+    CUDA, train/gpu_mem_gb (max allocated). A batch is timed from its start to the end of its
+    optimizer step with `timer_for` the device (CUDA events on a GPU, read only on logged steps).
 
     peak_flops: the peak FLOP/s of one device at the run's precision; None looks the GPU up in
     PEAK_FLOPS (no MFU on a CPU or an unknown GPU unless it is given).
@@ -59,9 +123,10 @@ class TrainingHealth(Callback):
         if peak_flops is not None and not (isinstance(peak_flops, int | float) and peak_flops > 0):
             raise ConfigError(f"callbacks.training_health.peak_flops={peak_flops!r}: must be a number > 0 or null")
         self.peak_flops = float(peak_flops) if peak_flops is not None else None
-        self._start = 0.0
+        self.timer: HostTimer | CudaTimer = HostTimer()
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.timer = timer_for(trainer.strategy.root_device)
         if self.peak_flops is None and trainer.strategy.root_device.type == "cuda":
             name = torch.cuda.get_device_name(trainer.strategy.root_device)
             self.peak_flops = known_peak_flops(name, str(trainer.precision))
@@ -76,13 +141,14 @@ class TrainingHealth(Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict,
                              batch_idx: int) -> None:
-        self._start = time.perf_counter()
+        self.timer.start()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
                            batch_idx: int) -> None:
+        self.timer.stop()
         if not logged_step(trainer, trainer.global_step):
             return
-        seconds = max(time.perf_counter() - self._start, 1e-9)
+        seconds = max(self.timer.seconds(), 1e-9)
         rows = batch["src"].size(0)
         src_tokens, tgt_tokens = batch["num_src_tokens"], batch["num_tokens"] - batch["num_src_tokens"]
         slots = batch["src"].numel() + batch["tgt_in"].numel()

@@ -16,11 +16,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.quantize import Int8Copy
 from transformer_mt.training.guard import NonFiniteGuard
-from transformer_mt.training.loss import output_layer_loss
+from transformer_mt.training.health import logged_step
+from transformer_mt.training.loss import chunk_loss, output_layer_loss
 from transformer_mt.training.results import EvalResults, Row
 from transformer_mt.training.rng import RngState
 from transformer_mt.training.throughput import Throughput
@@ -31,6 +33,21 @@ log = logging.getLogger(__name__)
 def plain(value):
     """DictConfig / ListConfig -> dict / list (resolved); anything else unchanged."""
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def compiled_step(model: Transformer, backend: bool | str):
+    """The training step's parts, `model.features` and `chunk_loss`, compiled with `backend`
+    (True: inductor; False: both None, the eager path)."""
+    if backend is False:
+        return None, None
+    if not isinstance(backend, str | bool):
+        raise ConfigError(f"module.compile={backend!r}: must be true, false or a torch.compile backend name")
+    backend = "inductor" if backend is True else backend
+    if backend not in torch.compiler.list_backends(exclude_tags=()):
+        raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
+                          f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
+    features = torch.compile(model.features, fullgraph=True, dynamic=True, backend=backend)
+    return features, torch.compile(chunk_loss, fullgraph=True, backend=backend)
 
 
 class TranslationModule(L.LightningModule):
@@ -52,6 +69,7 @@ class TranslationModule(L.LightningModule):
         max_nonfinite_steps: int = 3,
         data: dict | None = None,
         initial_weights: dict[str, torch.Tensor] | None = None,
+        compile: bool | str = False,
     ) -> None:
         """model: the Transformer's keys (TransformerConfig fields but the vocabulary sizes and pad
         id, which come from the tokenizer); tokenizer: the vocabularies as plain data
@@ -62,7 +80,11 @@ class TranslationModule(L.LightningModule):
         in a row whose loss is NaN or inf (they are skipped). data: what the run trained on
         ({"config": the resolved data config, "fingerprints": per split and of the vocabularies}),
         kept in every checkpoint for task=evaluate and resume. initial_weights: the Transformer's
-        state_dict to start from (a Marian folder's, a checkpoint's), not a hyper-parameter."""
+        state_dict to start from (a Marian folder's, a checkpoint's), not a hyper-parameter.
+        compile: torch.compile the training step's two parts, each one graph (fullgraph): the
+        model's decoder states (dynamic shapes: a batch of a new size does not recompile) and the
+        output layer + loss of one chunk of target positions; true = the inductor backend, a
+        string = that torch.compile backend. Evaluation stays eager."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
@@ -78,6 +100,7 @@ class TranslationModule(L.LightningModule):
         self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
         self._rows: list[Row] = []
         self._stats = torch.zeros(3, dtype=torch.float64)  # loss sum, nll sum, tokens
+        self.train_features, self.train_chunk = compiled_step(self.model, compile)
 
     def configure_callbacks(self) -> list[L.Callback]:
         """What every run of this module needs, whatever `callbacks=` says."""
@@ -90,6 +113,18 @@ class TranslationModule(L.LightningModule):
         scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Lightning's clipping, except under bf16-mixed with a fused optimizer, which Lightning
+        refuses because fp16's loss scaler would leave the gradients scaled; bf16 has no scaler,
+        so the gradients are clipped as in fp32 (without a sync: torch's clip_grad_norm_)."""
+        if gradient_clip_val and str(self.trainer.precision) == "bf16-mixed":
+            if gradient_clip_algorithm == "value":
+                torch.nn.utils.clip_grad_value_(self.parameters(), gradient_clip_val)
+            else:
+                torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            return
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def on_fit_start(self) -> None:
         log.info("model: %s parameters", f"{self.model.num_parameters():,}")
 
@@ -98,19 +133,23 @@ class TranslationModule(L.LightningModule):
             checkpoint["val_bleu"] = float(self.results["val"].metrics["val/bleu"])
 
     # ---------------------------------------------------------------------------- training
-    def losses(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Label-smoothed loss and NLL summed over the batch's target tokens, and their count."""
-        states, out = self.model.features(batch["src"], batch["tgt_in"]), self.model.output_proj
+    def losses(self, batch: dict, features=None, chunk_fn=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Label-smoothed loss and NLL summed over the batch's target tokens, and their count.
+        features / chunk_fn: the (compiled) parts of the training step; None = eager."""
+        states = (features or self.model.features)(batch["src"], batch["tgt_in"])
+        out = self.model.output_proj
         return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
-                                 self.hparams.pad_id)
+                                 self.hparams.pad_id, chunk_fn=chunk_fn)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss_sum, nll_sum, ntokens = self.losses(batch)
+        """The loss of a batch; its values reach the loggers (and the host) only on logging steps."""
+        loss_sum, nll_sum, ntokens = self.losses(batch, self.train_features, self.train_chunk)
         loss, nll = loss_sum / ntokens, nll_sum / ntokens
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/nll", nll)
-        self.log("train/ppl", torch.exp(nll.detach()))
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=True)
+        if logged_step(self.trainer, self.trainer.global_step + 1):
+            self.log("train/loss", loss)  # on the progress bar: training/progress.py
+            self.log("train/nll", nll)
+            self.log("train/ppl", torch.exp(nll.detach()))
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         return loss
 
     # ------------------------------------------------------------------ validation and test

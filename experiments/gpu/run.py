@@ -1,0 +1,357 @@
+"""Every GPU measurement of issue 22 in one command, for a fresh GPU machine (see README.md).
+
+    python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs] [--out DIR]
+        [--budget-minutes 25]
+    python experiments/gpu/run.py --merge A/results.json B/results.json ... [--out DIR]
+
+Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
+the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
+torch), then the `speed` group: train_speed.py --loop for model=base and model=big at 25k-token
+batches in bf16 without and with --compile (without it also --peer hf); then the `runs` group:
+the toy default job, experiment=multi30k_recipe for a fixed number of steps (data:
+$DATA_DIR/multi30k, else .gpu-data/multi30k) and decode_speed.py on that run's checkpoint.
+--only runs one group. A failed step is recorded and the next one runs; the exit status is 1 if
+any step failed.
+
+Writes three files to --out (default experiments/gpu): results.json (every figure, per step, with
+its status, seconds, command and error; meta: GPU, torch, CUDA, date), results.md (the tables)
+and run.log (every step's output). Runs, caches, checkpoints and the steps' own JSON files go to
+a temporary folder, removed at the end. --merge: the steps of several results.json files (of
+`--only speed` and `--only runs`, say) in one results.json and results.md.
+
+--smoke: the same steps at tiny sizes (model tiny, a few steps; no --compile: inductor takes
+minutes on a CPU; made-up sentences as a Multi30k folder when none is found): about a minute
+with --device cpu.
+
+Only the standard library here: every step runs in its own process, so a step that cannot even
+import still leaves the others and the report.
+"""
+
+import argparse
+import csv
+import glob
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+GROUPS = ("speed", "runs")
+
+ENVIRONMENT = """
+import json, os, platform, torch
+cuda = torch.cuda.is_available()
+print(json.dumps({"torch": torch.__version__, "python": platform.python_version(), "cuda_available": cuda,
+                  "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name() if cuda else None,
+                  "capability": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
+                  "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
+                  "cpu_count": os.cpu_count()}))
+"""
+
+
+def log(message: str) -> None:
+    print(f"[gpu] {message}", file=sys.stderr, flush=True)
+
+
+class Runner:
+    """Runs the steps, each within its own limit and the overall budget; records how each went.
+    Each step's output goes to WORK/logs/<step>.log, then to OUT/run.log."""
+
+    def __init__(self, out: Path, work: Path, budget_s: float) -> None:
+        self.out, self.work, self.deadline = out, work, time.monotonic() + budget_s
+        self.steps: dict[str, dict] = {}
+        (work / "logs").mkdir(parents=True, exist_ok=True)
+        (out / "run.log").write_text("")
+
+    def run(self, name: str, command: list[str], limit_s: float, env: dict | None = None) -> dict:
+        """Run `command`; its record: status ok | failed, seconds, command, error (the output's tail)."""
+        shown = " ".join(command) if "-c" not in command else f"{command[0]} -c ..."
+        record = {"status": "failed", "command": shown, "figures": {}}
+        self.steps[name] = record
+        left = self.deadline - time.monotonic()
+        if left < 5:
+            record["error"] = "not run: the time budget was spent"
+            log(f"{name}: not run (time budget spent)")
+            return record
+        log(f"{name}: {shown}")
+        output = self.work / "logs" / f"{name.replace('/', '_')}.log"
+        started = time.monotonic()
+        with open(output, "w") as sink:
+            try:
+                code = subprocess.run(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                                      timeout=min(limit_s, left)).returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        record["seconds"] = round(time.monotonic() - started, 1)
+        text = output.read_text(errors="replace")
+        with open(self.out / "run.log", "a") as combined:
+            combined.write(f"===== {name}: {shown}\n{text}\n")
+        if code == 0:
+            record["status"] = "ok"
+        else:
+            reason = f"exit status {code}" if code is not None else f"timed out after {min(limit_s, left):.0f} s"
+            record["error"] = "\n".join([reason, *text.strip().splitlines()[-15:]])
+        log(f"{name}: {record['status']} ({record['seconds']} s)")
+        return record
+
+    def fail(self, name: str, error: str) -> None:
+        self.steps[name] = {"status": "failed", "error": error, "figures": {}}
+        log(f"{name}: failed: {error}")
+
+
+def install(runner: Runner, device: str) -> None:
+    """The carried wheels, then the project (editable), as ../shared/gpu/README.md says: on CUDA
+    only, and only when the project does not import yet."""
+    probe = [PY, "-c", "import transformer_mt, hydra, omegaconf, datasets"]
+    if device == "cpu" or subprocess.run(probe, cwd=ROOT, capture_output=True).returncode == 0:
+        runner.steps["install"] = {"status": "skipped", "figures": {},
+                                   "note": "--device cpu" if device == "cpu" else "already installed"}
+        return
+    if not glob.glob(str(ROOT / ".gpu-wheels" / "*.whl")):
+        runner.fail("install", "no .gpu-wheels/*.whl: fill it with ../shared/gpu/carry-wheels.sh and carry it")
+        return
+    script = (f"{PY} -m pip install -q --no-index --no-deps .gpu-wheels/*.whl && "
+              f"{PY} -m pip install -q --no-deps --no-build-isolation -e .")
+    runner.run("install", ["bash", "-c", script], 300)
+
+
+def environment(runner: Runner) -> dict:
+    record = runner.run("environment", [PY, "-c", ENVIRONMENT], 120)
+    if record["status"] == "ok":
+        record["figures"] = json.loads((runner.work / "logs" / "environment.log").read_text().strip().splitlines()[-1])
+    return record["figures"]
+
+
+def train_speed(runner: Runner, model: str, compile_: bool, peer: bool, smoke: bool, device: str) -> None:
+    name = f"train_speed/{model}" + ("+compile" if compile_ else "")
+    result = runner.work / f"{name.replace('/', '_')}.json"
+    precision = "32-true" if device == "cpu" else "bf16-mixed"
+    sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
+             else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
+    command = [PY, "experiments/benchmarks/train_speed.py", "--loop", "--model", model, "--device", device,
+               "--precision", precision, *sizes, "--json", str(result), *(["--compile"] if compile_ else []),
+               *(["--peer", "hf"] if peer else [])]
+    record = runner.run(name, command, 240 if smoke else 300 if not compile_ else 420)
+    if result.is_file():
+        record["figures"] = json.loads(result.read_text())
+
+
+def run_figures(run_dir: Path) -> dict:
+    """A run's metrics.json, with the means of the health columns of csv/metrics.csv over the
+    second half of the logged training steps."""
+    figures: dict = {}
+    metrics, curves = run_dir / "metrics.json", run_dir / "csv" / "metrics.csv"
+    if metrics.is_file():
+        figures.update(json.loads(metrics.read_text()))
+    if curves.is_file():
+        with open(curves) as f:
+            rows = list(csv.DictReader(f))
+        for column in ("train/tokens_per_sec", "train/tflops", "train/mfu", "train/gpu_mem_gb", "train/padding"):
+            values = [float(r[column]) for r in rows if r.get(column)]
+            if values:
+                half = values[len(values) // 2:]
+                figures[f"{column} (mean, 2nd half)"] = sum(half) / len(half)
+    return figures
+
+
+def train_job(runner: Runner, name: str, overrides: list[str], limit_s: float, env: dict | None = None) -> Path:
+    """`python run.py OVERRIDES` into WORK/runs/<name>; its figures into the step's record."""
+    run_dir = runner.work / "runs" / name
+    command = [PY, "run.py", *overrides, "logger=csv", "~callbacks.rich_progress_bar", f"hydra.run.dir={run_dir}",
+               f"paths.cache_dir={runner.work / 'cache'}"]
+    record = runner.run(name, command, limit_s, env)
+    record["figures"] = run_figures(run_dir)
+    if record["status"] == "ok" and "test/bleu" not in record["figures"]:
+        record["status"], record["error"] = "failed", "the run wrote no test/bleu (metrics.json)"
+    return run_dir
+
+
+def smoke_multi30k(folder: Path) -> Path:
+    """Made-up sentence pairs (the target: the source's words reversed, each capitalized) as a
+    Multi30k folder (train, val, test2016 .en/.de): DATA_DIR for --smoke without one."""
+    rng = random.Random(0)
+    words = "a the dog cat man woman child ball park street red blue big small runs plays sits looks".split()
+    (folder / "multi30k").mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 300), ("val", 20), ("test2016", 20)):
+        sources = [rng.choices(words, k=rng.randint(3, 12)) for _ in range(n)]
+        (folder / "multi30k" / f"{split}.en").write_text("".join(" ".join(s) + "\n" for s in sources))
+        (folder / "multi30k" / f"{split}.de").write_text(
+            "".join(" ".join(w.capitalize() for w in reversed(s)) + "\n" for s in sources))
+    return folder
+
+
+def data_dir(smoke: bool, work: Path) -> Path | None:
+    """Where Multi30k is: $DATA_DIR, else .gpu-data; with --smoke and neither, made-up sentences."""
+    for candidate in (os.environ.get("DATA_DIR"), str(ROOT / ".gpu-data")):
+        if candidate and (Path(candidate) / "multi30k" / "train.en").is_file():
+            return Path(candidate).resolve()
+    return smoke_multi30k(work / "smoke-data") if smoke else None
+
+
+def decode(runner: Runner, run_dir: Path, data: Path, device: str, smoke: bool) -> None:
+    """decode_speed.py on the run's tested checkpoint (its averaged one) and test2016."""
+    result = runner.work / "decode.json"
+    metrics = run_dir / "metrics.json"
+    ckpt = json.loads(metrics.read_text()).get("tested_checkpoint") if metrics.is_file() else None
+    ckpt = ckpt or next(iter(sorted((run_dir / "checkpoints").glob("*.ckpt"))), None)
+    if not ckpt:
+        runner.fail("decode", f"no checkpoint in {run_dir} (the multi30k step failed)")
+        return
+    command = [PY, "experiments/benchmarks/decode_speed.py", "--ckpt", str(ckpt), "--source",
+               str(data / "multi30k" / "test2016.en"), "--reference", str(data / "multi30k" / "test2016.de"),
+               "--device", device, "--dtype", "fp32" if device == "cpu" else "bf16",
+               "--repeat", "1" if smoke else "3", "--json", str(result), *(["--limit", "20"] if smoke else [])]
+    record = runner.run("decode", command, 240 if smoke else 300)
+    if result.is_file():
+        record["figures"] = json.loads(result.read_text())
+
+
+def speed_group(runner: Runner, smoke: bool, device: str) -> None:
+    models = [("tiny", False, True)] if smoke else [
+        ("base", False, True), ("base", True, False), ("big", False, True), ("big", True, False)]
+    for model, compile_, peer in models:
+        train_speed(runner, model, compile_, peer, smoke, device)
+
+
+def runs_group(runner: Runner, smoke: bool, device: str) -> None:
+    trainer = "trainer=cpu" if device == "cpu" else "trainer=gpu"
+    few = ["trainer.log_every_n_steps=1"] if smoke else []  # the health figures of a few steps
+    toy = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+    train_job(runner, "toy", [trainer, *(toy + few if smoke else [])], 240 if smoke else 360)
+    data = data_dir(smoke, runner.work)
+    if data is None:
+        runner.fail("multi30k", "no Multi30k: set DATA_DIR (DATA_DIR/multi30k/train.en, ...) or copy it to "
+                    ".gpu-data/multi30k (experiments/gpu/README.md)")
+        runner.fail("decode", "no Multi30k run to decode with")
+        return
+    precision = [] if device == "cpu" else ["trainer.precision=bf16-mixed"]  # the recipe says 32-true
+    overrides = ["experiment=multi30k_recipe", trainer, *precision, f"trainer.max_steps={6 if smoke else 2000}",
+                 "trainer.max_time=null", *few]
+    run_dir = train_job(runner, "multi30k", overrides, 240 if smoke else 420, env={"DATA_DIR": str(data)})
+    decode(runner, run_dir, data, device, smoke)
+
+
+# ------------------------------------------------------------------------------------- report
+def number(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2e}"
+    return str(value).replace("|", "/").replace("\n", " ")
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> list[str]:
+    """Rows of dicts as a Markdown table (columns: the union of their keys but nested values)."""
+    if not rows:
+        return []
+    columns = columns or list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, dict | list)))
+    return [f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"] + [
+        f"| {' | '.join(number(r.get(c)) for c in columns)} |" for r in rows]
+
+
+def first_line(step: dict) -> str:
+    text = step.get("error") or step.get("note") or ""
+    return text.splitlines()[0] if text else ""
+
+
+def markdown(results: dict) -> str:
+    meta, steps = results["meta"], results["steps"]
+    out = [f"# GPU run: {meta['date']}", "",
+           f"{meta.get('gpu') or 'CPU'}, torch {meta.get('torch')}, CUDA {meta.get('cuda')}, "
+           f"python {meta.get('python')}{', smoke sizes' if meta['smoke'] else ''}; `{meta['command']}`", "",
+           "## Steps", ""]
+    out += table([{"step": n, "status": s["status"], "seconds": s.get("seconds"), "error": first_line(s)}
+                  for n, s in steps.items()])
+    speed = [(n, s["figures"]) for n, s in steps.items() if n.startswith("train_speed/") and s["figures"]]
+    if speed:
+        out += ["", "## Training throughput (`train_speed.py --loop`)", ""]
+        out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"], "precision": f["precision"],
+                       "tokens/batch": f["max_tokens"], "target tok/s": round(s["target_tokens_per_s"]),
+                       "src+tgt tok/s": round(s["tokens_per_s"]), "step ms": s["step_ms"],
+                       "max step ms": s["step_ms_max"], "TFLOP/s": s["tflops"], "MFU %": 100 * s["mfu"],
+                       "peak GPU GB": s["peak_memory_gb"], "padding %": 100 * s["padding"],
+                       "warm-up s": s["warmup_s"]} for _, f in speed for s in f["systems"]])
+        out += ["", f"MFU against {speed[0][1]['peak_tflops']:.3g} TFLOP/s ({speed[0][1]['peak_source']}).", "",
+                "## SDPA backends (first training batch)", ""]
+        out += table([{"run": n.removeprefix("train_speed/"), "attention": kind, **call}
+                      for n, f in speed for kind, call in f["attention"].items()],
+                     ["run", "attention", "backend", "dtype", "q", "k", "mask", "is_causal", "dropout_p"])
+    runs = [(n, s["figures"]) for n, s in steps.items() if n in ("toy", "multi30k") and s["figures"]]
+    if runs:
+        keys = ["test/bleu", "test/bleu_tok_lc", "val/bleu_best", "tokens_per_sec", "train_seconds", "steps",
+                "epochs", "num_parameters", "train/mfu (mean, 2nd half)", "train/tflops (mean, 2nd half)",
+                "train/gpu_mem_gb (mean, 2nd half)"]
+        out += ["", "## Training runs", "", *table([{"run": n, **f} for n, f in runs], ["run", *keys])]
+    decoded = steps.get("decode", {}).get("figures")
+    if decoded:
+        out += ["", "## Decoding (`decode_speed.py`)", ""]
+        for key, value in decoded.items():
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                out += [f"{key}:", "", *table(value), ""]
+            elif not isinstance(value, dict | list):
+                out.append(f"- {key}: {number(value)}")
+    return "\n".join(out) + "\n"
+
+
+def write(out: Path, meta: dict, steps: dict) -> int:
+    """results.json and results.md; 1 if any step failed."""
+    failed = [name for name, step in steps.items() if step["status"] == "failed"]
+    results = {"meta": meta, "failed": failed, "steps": steps}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "results.md").write_text(markdown(results))
+    log(f"wrote {out / 'results.json'} and {out / 'results.md'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def merge(out: Path, files: list[Path]) -> int:
+    """The steps of several results.json files in one (a later file's step replaces an earlier one's)."""
+    parts = [json.loads(f.read_text()) for f in files]
+    steps = {name: step for part in parts for name, step in part["steps"].items()}
+    meta = {**parts[0]["meta"], "command": " + ".join(p["meta"]["command"] for p in parts),
+            "date": " / ".join(dict.fromkeys(p["meta"]["date"] for p in parts))}
+    return write(out, meta, steps)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a minute in all")
+    parser.add_argument("--only", choices=GROUPS, help="one group of steps (default: both)")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "gpu")
+    parser.add_argument("--budget-minutes", type=float, default=25.0, help="for all steps together")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON", help="merge these, run nothing")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        return merge(out, args.merge)
+    meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": args.device, "smoke": args.smoke,
+            "command": " ".join(["experiments/gpu/run.sh", *sys.argv[1:]])}
+    work = Path(tempfile.mkdtemp(prefix="gpu-run-"))
+    runner = Runner(out, work, 60 * args.budget_minutes)
+    try:
+        install(runner, args.device)
+        meta.update(environment(runner))
+        if args.only in (None, "speed"):
+            speed_group(runner, args.smoke, args.device)
+        if args.only in (None, "runs"):
+            runs_group(runner, args.smoke, args.device)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return write(out, meta, runner.steps)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""experiments/gpu/run.sh, the one command of a GPU machine, at smoke sizes on the CPU: every step
+runs and leaves its figures in results.json and results.md; a step that does not run is reported
+and fails the command."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+
+
+def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    env.pop("DATA_DIR", None)  # --smoke then writes its own Multi30k-shaped folder
+    result = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--out", str(out), *args],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    results_file = out / "results.json"
+    assert results_file.is_file(), result.stderr[-3000:]
+    return result, json.loads(results_file.read_text())
+
+
+def numbers(value) -> list[float]:
+    """Every number in a JSON value."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [n for v in value for n in numbers(v)] if isinstance(value, list) else []
+
+
+@pytest.mark.slow
+def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
+    result, results = run_script(tmp_path, "--smoke")
+    steps = results["steps"]
+    failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
+    assert result.returncode == 0 and results["failed"] == [] and not failures, failures
+    assert list(steps) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "decode"]
+    assert steps["install"]["status"] == "skipped"  # --device cpu
+    assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
+
+    speed = steps["train_speed/tiny"]["figures"]
+    systems = {s["system"]: s for s in speed["systems"]}
+    assert set(systems) == {"ours", "HF MarianMTModel"}
+    for figures in systems.values():
+        assert figures["steps"] == 2
+        assert figures["target_tokens_per_s"] > 0 and figures["tokens_per_s"] > figures["target_tokens_per_s"]
+        assert figures["step_ms"] > 0 and figures["tflops"] > 0 and figures["mfu"] > 0
+        assert 0 <= figures["padding"] < 1
+    assert speed["peak_source"] == "measured matmul" and speed["peak_tflops"] > 0
+    attention = speed["attention"]
+    assert {kind: a["backend"] for kind, a in attention.items()} == dict.fromkeys(
+        ["encoder_self", "decoder_self", "cross"], "flash")  # torch's CPU flash kernel runs all three
+    assert attention["decoder_self"]["mask"] is None and attention["decoder_self"]["is_causal"] is True
+
+    for run in ("toy", "multi30k"):
+        figures = steps[run]["figures"]
+        assert 0 <= figures["test/bleu"] <= 100 and figures["steps"] > 0 and figures["tokens_per_sec"] > 0
+        assert figures["train/tflops (mean, 2nd half)"] > 0  # TrainingHealth, timed on the host clock
+    assert steps["multi30k"]["figures"]["steps"] == 6
+
+    decoded = numbers(steps["decode"]["figures"])
+    assert decoded and max(decoded) > 0
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md", "run.log"]  # what $OUT returns
+    assert "===== multi30k: " in (tmp_path / "run.log").read_text()
+    markdown = (tmp_path / "results.md").read_text()
+    for heading in ("## Steps", "## Training throughput", "## SDPA backends", "## Training runs", "## Decoding"):
+        assert heading in markdown
+    assert "| tiny | ours | false | 32-true |" in markdown
+
+
+def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp_path):
+    speed, speed_results = run_script(tmp_path / "speed", "--smoke", "--only", "speed", "--budget-minutes", "0")
+    runs, runs_results = run_script(tmp_path / "runs", "--smoke", "--only", "runs", "--budget-minutes", "0")
+    assert speed.returncode == runs.returncode == 1
+    assert speed_results["failed"] == ["environment", "train_speed/tiny"]
+    assert runs_results["failed"] == ["environment", "toy", "multi30k", "decode"]
+    for name, step in {**speed_results["steps"], **runs_results["steps"]}.items():
+        assert step["status"] == ("skipped" if name == "install" else "failed") and (step.get("error") or step["note"])
+    merged = subprocess.run([sys.executable, "experiments/gpu/run.py", "--merge", str(tmp_path / "speed/results.json"),
+                             str(tmp_path / "runs/results.json"), "--out", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert merged.returncode == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert list(results["steps"]) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "decode"]
+    assert "| toy | failed |" in (tmp_path / "results.md").read_text()
