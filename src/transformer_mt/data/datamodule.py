@@ -41,6 +41,12 @@ def digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def first_above(sizes: np.ndarray, limit: int | None) -> int | None:
+    """The index of the first size above `limit` (None: none is, or there is no limit)."""
+    above = np.flatnonzero(sizes > limit) if limit is not None else ()
+    return int(above[0]) if len(above) else None
+
+
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
@@ -154,23 +160,27 @@ class TranslationDataModule(L.LightningDataModule):
                 self._encode(self.corpus.pairs(split), tmp / "ids.arrow", train=split == "train")
         return folder
 
-    def check_splits(self, splits: list[str]) -> None:
+    def check_splits(self, splits: list[str], max_positions: int | None = None) -> None:
         """Build (or find) every split a run will read and check that each sentence fits its batch
-        budget, so that a bad validation or test line stops the run before training, not after."""
+        budget and, with `max_positions` (model.max_positions), the model, so that a bad validation or
+        test line stops the run before training, not after. (Training pairs fit the model when
+        data.max_len does: tasks/checks.py checks that before any data work.)"""
         for split in dict.fromkeys(splits):
             self._load(split)
             sizes = self.datasets[split].sizes()
-            budget = self.max_tokens if split == "train" else self.eval_max_tokens
-            too_long = np.flatnonzero(sizes > budget)
-            if not too_long.size:
-                continue
-            i = int(too_long[0])
-            if split == "train":  # training pairs passed the data.max_len filter
-                raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {sizes[i]} tokens, more than "
-                                  f"the batch budget data.max_tokens={budget}: lower data.max_len or raise "
-                                  "data.max_tokens")
-            raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens, more than the batch budget "
-                            f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
+            train = split == "train"
+            budget = self.max_tokens if train else self.eval_max_tokens
+            if (i := first_above(sizes, budget)) is not None:
+                if train:  # training pairs passed the data.max_len filter
+                    raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {sizes[i]} tokens, more "
+                                      f"than the batch budget data.max_tokens={budget}: lower data.max_len or raise "
+                                      "data.max_tokens")
+                raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens, more than the batch budget "
+                                f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
+            if not train and (i := first_above(sizes, max_positions)) is not None:
+                raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens (with BOS or EOS), more than "
+                                f"the model takes, model.max_positions={max_positions} ({split} sentences are never "
+                                "filtered)")
 
     def fingerprints(self) -> dict:
         """What the data of this run was: the corpus fingerprint of each split and of the

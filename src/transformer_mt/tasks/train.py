@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.average import epoch_checkpoints, write_average
 from transformer_mt.tasks.build import build_datamodule, build_module, check_same_data, settle, update_plan
-from transformer_mt.tasks.checks import check_config, check_dashboard_layer
+from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len
 from transformer_mt.tasks.common import (
     build_trainer,
     print_summary,
@@ -48,9 +48,10 @@ def run(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)
     check_dashboard_layer(cfg, start.architecture)
+    check_max_len(start.config.data, start.architecture)
     datamodule = build_datamodule(start, plan)
     check_same_data(start, datamodule.fingerprints())
-    datamodule.check_splits(["train", "val", cfg.data.split])
+    datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
     module = build_module(start, datamodule)
     log_config(trainer, start.config, module)
     try:
