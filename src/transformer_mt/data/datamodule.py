@@ -6,9 +6,10 @@ model needs to know of the data (vocabulary sizes, special ids) is known once it
 
 Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds trained vocabularies, keyed by the
 training text and every tokenizer option; `ids-<key>/` holds one encoded split, keyed by the
-vocabularies, that split's text and the filtering options. Vocabularies are trained when the
-datamodule is built, token ids by local rank 0 in `prepare_data`; both are written to a temporary
-folder and renamed when complete, so a second run finds them and neither trains nor encodes.
+vocabularies, that split's text and the filtering options, with a record of its size and row count
+(cache_entry.py). Vocabularies are trained when the datamodule is built, token ids by local rank 0
+in `prepare_data`; both are written to a temporary folder and renamed when complete, so a second run
+finds them and neither trains nor encodes. A damaged ids entry is encoded again, with a warning.
 """
 
 import hashlib
@@ -25,6 +26,7 @@ from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
 from transformer_mt.data.corpus import SPLITS, CleanPairs, ParallelText, sample_pairs
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
@@ -149,16 +151,24 @@ class TranslationDataModule(L.LightningDataModule):
         for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
             self._build(split)
 
-    def _build(self, split: str) -> Path:
-        """The cache folder of `split`'s token ids, encoded now if it is not there yet."""
+    def _build(self, split: str) -> datasets.Dataset:
+        """`split`'s token ids from the cache, encoded now if they are not there yet or their entry
+        is damaged (then a warning names it)."""
         folder = self._ids_folder(split)
+        features = TRAIN_FEATURES if split == "train" else EVAL_FEATURES
         if folder.is_dir():
-            log.info("%s: token ids cache hit %s", split, folder)
-        else:
-            log.info("%s: encoding into %s", split, folder)
-            with atomic_dir(folder) as tmp:
-                self._encode(self.corpus.pairs(split), tmp / "ids.arrow", train=split == "train")
-        return folder
+            try:
+                dataset = open_entry(folder, features)
+                log.info("%s: token ids cache hit %s", split, folder)
+                return dataset
+            except ValueError as damage:
+                log.warning("%s: token ids cache entry %s is damaged (%s): encoding it again", split, folder, damage)
+                discard(folder)
+        log.info("%s: encoding into %s", split, folder)
+        with atomic_dir(folder) as tmp:
+            rows = self._encode(self.corpus.pairs(split), tmp / ARROW, train=split == "train")
+            write_record(tmp, rows)
+        return open_entry(folder, features)
 
     def check_splits(self, splits: list[str], max_positions: int | None = None) -> None:
         """Build (or find) every split a run will read and check that each sentence fits its batch
@@ -200,12 +210,12 @@ class TranslationDataModule(L.LightningDataModule):
             self._corpus_fingerprints[split] = self.corpus.fingerprint(split)
         return self._corpus_fingerprints[split]
 
-    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> None:
+    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> int:
         """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
         batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
         none holding more than its chunk), training pairs are filtered by length, and the token ids
         (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
-        corpus size."""
+        corpus size. Returns the number of pairs written."""
         limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
         jobs = ((src, tgt, limits) for src, tgt in read_ahead(pairs))
         kept = 0
@@ -226,6 +236,7 @@ class TranslationDataModule(L.LightningDataModule):
             if kept == 0:
                 raise DataError(f"{pairs.name}: no training pairs left after filtering "
                                 f"(data.max_len={self.max_len}, data.max_len_ratio={self.max_len_ratio})")
+        return kept
 
     def setup(self, stage: str | None = None) -> None:
         """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
@@ -240,8 +251,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _load(self, split: str) -> None:
         """`split`'s token ids, memory-mapped from the cache (built first if missing)."""
         if split not in self.datasets:
-            folder = self._build(split)
-            self.datasets[split] = TranslationDataset(datasets.Dataset.from_file(str(folder / "ids.arrow")))
+            self.datasets[split] = TranslationDataset(self._build(split))
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
