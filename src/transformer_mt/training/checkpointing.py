@@ -11,6 +11,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
+from transformer_mt.training.interrupt import CTRL_C, CtrlC
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -32,9 +33,10 @@ class LastCheckpoint(Checkpoint):
 
     Written every `every_n_steps` optimizer steps (step numbers divisible by it, so a resumed run
     saves where an uninterrupted one would), every `every_n_minutes` minutes, at the end of every
-    training epoch (after its validation) and, on SIGTERM, after the batch that was running. A
-    kill therefore costs at most `every_n_steps` steps or `every_n_minutes` minutes of training.
-    None switches a trigger off.
+    training epoch (after its validation) and, on SIGTERM or Ctrl-C, after the batch that was running
+    (after Ctrl-C it then raises CtrlC, which stops training: training/interrupt.py). A kill therefore
+    costs at most `every_n_steps` steps or `every_n_minutes` minutes of training. None switches a
+    trigger off.
     """
 
     def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = 500,
@@ -61,16 +63,27 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
-        urgent = trainer.received_sigterm or (
+        urgent = trainer.received_sigterm or CTRL_C.pressed or (
             self.every_n_minutes is not None and time.monotonic() - self._saved_at >= 60 * self.every_n_minutes)
         if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together
             urgent = trainer.strategy.reduce_boolean_decision(urgent, all=False)
         due = self.every_n_steps is not None and step % self.every_n_steps == 0
         if (due or urgent) and step != self._saved_step:
             self.save(trainer)
+        if urgent:
+            self.stop_on_ctrl_c(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.save(trainer)
+        self.stop_on_ctrl_c(trainer)
+
+    def stop_on_ctrl_c(self, trainer: L.Trainer) -> None:
+        """Once the state is saved: raise CtrlC if Ctrl-C was pressed (on any rank)."""
+        pressed = CTRL_C.pressed
+        if trainer.world_size > 1:
+            pressed = trainer.strategy.reduce_boolean_decision(pressed, all=False)
+        if pressed:
+            raise CtrlC
 
     def save(self, trainer: L.Trainer) -> None:
         if trainer.fast_dev_run:  # debug=fast writes no checkpoints
