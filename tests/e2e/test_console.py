@@ -1,8 +1,9 @@
-"""What a user reads on the console: `--help` offers only config options one can pick."""
+"""What a user reads on the console: `--help` offers only config options one can pick; Lightning's log
+lines appear once, without its product tips."""
 
 from omegaconf import OmegaConf
 
-from tests.helpers import compose_config, run_py
+from tests.helpers import FAST, compose_config, run_py
 
 
 def config_groups(help_text: str) -> dict[str, list[str]]:
@@ -26,3 +27,14 @@ def test_help_offers_only_groups_and_options_that_can_be_picked(tmp_path):
         assert all(OmegaConf.is_dict(c) and "_target_" in c for c in callbacks.values()), option
     for option in groups["data"]:
         assert "corpus" in compose_config(tmp_path, [f"data={option}"]).data, option
+
+
+def test_lightning_log_lines_appear_once_and_without_tips(tmp_path):
+    result = run_py(*FAST, f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert sum("Seed set to 1234" in line for line in lines) == 1, result.stderr[-3000:]
+    assert sum("GPU available: " in line for line in lines) == 1
+    assert not [line for line in lines if line.startswith("INFO: ")]  # Lightning's own console handler
+    assert "Tip:" not in result.stderr and "litlogger" not in result.stderr
+    assert "Seed set to 1234" in (tmp_path / "run" / "run.log").read_text()  # kept in the run's log

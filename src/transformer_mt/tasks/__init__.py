@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
+from transformer_mt.tasks.lightning_logs import route_lightning_logs
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,9 @@ def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
 
 
 def run(cfg: DictConfig):
-    """Save the resolved config in the run directory, then run cfg.task.run(cfg)."""
+    """Save the resolved config in the run directory, then run cfg.task.run(cfg) (Lightning's log
+    lines going through the job's logging once)."""
+    route_lightning_logs()
     save_resolved_config(cfg)
     return get_method(cfg.task.run)(cfg)
 
