@@ -214,6 +214,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_with_130_then_resume_is_bit_identic
                     f"paths.cache_dir={cache}")
     assert result.returncode == 130, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    assert "weights_only" not in result.stderr  # Lightning's note on every save: last.ckpt says what it is
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert result.stderr.strip().splitlines()[-1] == \
         f"stopped by Ctrl-C at step 14; {last} holds step 14: resume with ckpt_path={last}"

@@ -88,5 +88,5 @@ class LastCheckpoint(Checkpoint):
     def save(self, trainer: L.Trainer) -> None:
         if trainer.fast_dev_run:  # debug=fast writes no checkpoints
             return
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)  # a full checkpoint (and no log line)
         self._saved_step, self._saved_at = trainer.global_step, time.monotonic()
