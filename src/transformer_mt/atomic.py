@@ -1,5 +1,5 @@
 """Write a file or build a folder so that it appears only when complete: a crash or an error
-never leaves half of one behind."""
+never leaves half of one behind, and a full disk is a DiskFull naming what was being written."""
 
 import errno
 import os
@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from transformer_mt.errors import disk_full
 
 
 def current_umask() -> int:
@@ -43,7 +45,8 @@ def fsync_dir(path: Path) -> None:
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """A temporary path next to `path` to write to; renamed to `path` when the block succeeds, with
-    the mode a plain open() would give (0o666 minus the umask) and its data flushed to the disk."""
+    the mode a plain open() would give (0o666 minus the umask) and its data flushed to the disk.
+    Out of space (ENOSPC, EDQUOT), the temporary file is removed and DiskFull names `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -54,6 +57,11 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         fsync_file(Path(tmp))
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except Exception as err:
+        full = disk_full(err, path)
+        if full is None or full is err:
+            raise
+        raise full from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -62,7 +70,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
 @contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """A temporary folder next to `path` to fill; renamed to `path` when the block succeeds (if
-    another process got there first, its folder is kept and this one dropped)."""
+    another process got there first, its folder is kept and this one dropped). Out of space, the
+    temporary folder is removed and DiskFull names `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
@@ -73,5 +82,10 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         except OSError as err:
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not path.is_dir():
                 raise
+    except Exception as err:
+        full = disk_full(err, path)
+        if full is None or full is err:
+            raise
+        raise full from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

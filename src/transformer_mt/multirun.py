@@ -8,10 +8,14 @@ directory, and `child_argv` turns a rank's arguments into exactly that job.
 """
 
 import json
+import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 JOB_ENV = "TRANSFORMER_MT_JOB"
 FAILURE_FILE = "error.txt"  # in a failed job's run directory: one line, why
@@ -34,12 +38,32 @@ def announce_job(overrides: list[str], run_dir: str) -> None:
 
 
 def record_failure(run_dir: str, err: BaseException) -> str:
-    """Write why a job failed to its run directory (read by task=report); return the line."""
+    """Write why a job failed to its run directory (read by task=report; not if the disk is full);
+    return the line."""
     line = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}".rstrip(": ")
     path = Path(run_dir) / FAILURE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(line + "\n", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(line + "\n", encoding="utf-8")
+    except OSError:
+        pass
     return line
+
+
+def report_failure(run_dir: str, err: BaseException, user_error: BaseException | None) -> None:
+    """A failed job says why (called while handling `err`): in error.txt in its run directory, and on
+    stderr in one line `error: job N (overrides): ...` for a user's mistake (`user_error`), with the
+    traceback for anything else. The sweep goes on; hydra_plugins/transformer_mt_sweeper/basic.py
+    ends it with one line counting the failed jobs."""
+    from hydra.core.hydra_config import HydraConfig
+
+    line = record_failure(run_dir, user_error or err)
+    hydra = HydraConfig.get()
+    job = f"job {hydra.job.num} ({' '.join(hydra.overrides.task)})"
+    if user_error is not None:
+        print(f"error: {job}: {user_error}", file=sys.stderr)
+    else:
+        log.exception("%s failed: %s", job, line)
 
 
 @contextmanager

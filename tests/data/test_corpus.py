@@ -48,6 +48,19 @@ def test_line_endings():
     assert clean(["  a\t b  ", "c"]) == (["a b", "c"], 1)
 
 
+def test_invisible_format_characters_at_the_edges_are_stripped_inside_words_kept():
+    zwsp, bom, zwnj, zwj = "\u200b", "\ufeff", "\u200c", "\u200d"
+    lines = [zwsp, f" {bom}{zwsp}\u00ad ", f"{zwsp}a cat{zwsp}", f"mi{zwnj}khaham", f"a {zwj} b"]
+    assert clean(lines) == (["", "", "a cat", f"mi{zwnj}khaham", f"a {zwj} b"], 3)
+
+
+def test_a_training_pair_whose_side_is_only_a_zero_width_space_is_dropped(tmp_path):
+    write(tmp_path / "train.en", "a cat\n\u200b\n")
+    write(tmp_path / "train.de", "eine Katze\nein Hund\n")
+    text = TextFileCorpus(str(tmp_path), "en", "de").load("train")
+    assert text.src == ["a cat"] and text.stats["empty_dropped"] == 1
+
+
 def test_toy_corpus_is_deterministic_disjoint_and_a_real_transduction():
     a, b = ToyCorpus(num_train=500, num_val=50, num_test=50), ToyCorpus(num_train=500, num_val=50, num_test=50)
     train, val, test = a.load("train"), a.load("val"), a.load("test")

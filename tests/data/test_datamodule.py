@@ -219,3 +219,40 @@ def test_sentences_that_fit_only_unpadded_name_pad_to_multiple(tmp_path):
     with pytest.raises(ConfigError, match=r"pairs of 16 tokens, more than the batch budget data.max_tokens=15 "
                                           r"\(lengths padded to a multiple of data.pad_to_multiple=8\)"):
         padded.check_splits(["train", "val"])
+
+
+def truncate(path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    (lambda folder: truncate(folder / "ids.arrow"), "bytes, entry.json records"),  # a full disk, a cut copy
+    (lambda folder: (folder / "entry.json").unlink(), "no entry.json"),  # written before records, half copied
+    (lambda folder: (folder / "entry.json").write_bytes(b'{"rows": 6'), "entry.json unreadable"),  # garbled
+    (lambda folder: (folder / "ids.arrow").write_bytes(b"\0" * (folder / "ids.arrow").stat().st_size),
+     "ids.arrow unreadable"),  # the right size, not Arrow
+], ids=["truncated-arrow", "no-record", "garbled-record", "zeroed-arrow"])
+def test_a_damaged_cache_entry_is_named_and_encoded_again(tmp_path, caplog, damage, why):
+    """The same token ids as a fresh build, and a warning naming the entry and what is wrong."""
+    write_corpus(tmp_path / "corpus")
+    fresh = make_dm(tmp_path / "corpus", tmp_path / "cache")
+    fresh.setup("fit")
+    expected = {split: fresh.datasets[split].table[:] for split in ("train", "val")}  # read before the damage
+    folder = fresh._ids_folder("train")
+    fresh.datasets.clear()  # unmapped: the damage below cuts the file under its memory map
+    damage(folder)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="transformer_mt.data.datamodule"):
+        again = make_dm(tmp_path / "corpus", tmp_path / "cache")
+        again.setup("fit")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"train: token ids cache entry {folder} is damaged (" in warnings[0], warnings
+    assert why in warnings[0]
+    assert f"train: encoding into {folder}" in caplog.text
+    assert {split: again.datasets[split].table[:] for split in ("train", "val")} == expected
+    assert not any(p.name.startswith(".") for p in (tmp_path / "cache").iterdir())
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="transformer_mt.data.datamodule"):
+        make_dm(tmp_path / "corpus", tmp_path / "cache").setup("fit")  # the new entry is whole
+    assert "train: token ids cache hit" in caplog.text
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

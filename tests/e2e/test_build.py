@@ -52,3 +52,23 @@ def test_a_resume_settles_the_checkpoints_vocabularies_before_any_part_is_built(
 def test_a_model_key_is_checked_when_the_start_is_settled(tmp_path):
     with pytest.raises(ConfigError, match="model.heads=0: must be an integer >= 1"):
         settle(compose_config(tmp_path, ["model.heads=0"]))
+
+
+def test_a_resume_with_another_batch_size_says_so(tmp_path, caplog):
+    """data.max_tokens cuts the batches: a resume with another value goes on in another batch order,
+    and a warning names the key, the old and the new value."""
+    from transformer_mt.tasks import run
+
+    small = ["data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7",
+             "trainer.limit_val_batches=0", "~callbacks.epoch_checkpoint"]
+    cache = tmp_path / "cache"
+    run(compose_config(tmp_path / "first", [*small, "trainer.max_steps=2"], cache_dir=cache))
+    last = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    caplog.clear()
+    run(compose_config(tmp_path / "same", [*small, "trainer.max_steps=3", f"ckpt_path={last}"], cache_dir=cache))
+    assert "data.max_tokens" not in caplog.text
+    run(compose_config(tmp_path / "other", [*small, "trainer.max_steps=3", f"ckpt_path={last}", "data.max_tokens=512"],
+                       cache_dir=cache))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "max_tokens" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith(f"data.max_tokens 1024 -> 512: ckpt_path={last} was "
+                                                         "trained with data.max_tokens=1024"), warnings

@@ -40,7 +40,7 @@ def test_resume_mid_epoch_continues_with_the_remaining_batches(tmp_path):
     whole = batches(tmp_path / "whole.jsonl")
     assert len(whole) > 8
     stop = 5
-    mid_epoch_checkpoint = ["+callbacks@callbacks.steps=step_checkpoint", f"callbacks.steps.every_n_train_steps={stop}"]
+    mid_epoch_checkpoint = ["callbacks=step_checkpoints", f"callbacks.steps.every_n_train_steps={stop}"]
     interrupted = [*SMALL, *recorder(tmp_path / "first.jsonl"), f"trainer.max_steps={stop + 2}", *mid_epoch_checkpoint]
     run(compose_config(tmp_path / "first", interrupted, cache_dir=cache))
     assert batches(tmp_path / "first.jsonl") == whole[: stop + 2]

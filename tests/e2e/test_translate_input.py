@@ -85,3 +85,12 @@ def test_output_checks_come_before_the_model_is_loaded(tmp_path):
     with pytest.raises(ConfigError) as err:
         task.run(compose_config(tmp_path / "run", [*base, f"output={tmp_path}/file/sub/out.txt"]))
     assert str(err.value) == f"output={tmp_path}/file/sub/out.txt: cannot create it, {tmp_path}/file is not a directory"
+
+
+def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_path):
+    """A zero-width space (and a BOM, a space) shows nothing: the line is empty and gets an empty
+    translation, not one made up from an invisible token."""
+    plain = translate(checkpoint, tmp_path, sentences(2))
+    result = translate(checkpoint, tmp_path, "\u200b\n \ufeff\u200b \n".encode() + sentences(2))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n") == ["", "", *plain.stdout.split("\n")]

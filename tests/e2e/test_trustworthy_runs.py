@@ -206,6 +206,36 @@ def test_sigterm_saves_a_checkpoint_and_exits_with_143_then_resume_is_bit_identi
     assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
 
 
+def test_ctrl_c_saves_a_checkpoint_and_exits_with_130_then_resume_is_bit_identical(reference, tmp_path):
+    """Ctrl-C (SIGINT) during training does what SIGTERM does: the running batch finishes, last.ckpt
+    is written, one line says what to resume from; no traceback and no Lightning message."""
+    ref_dir, ref_steps, cache = reference
+    result = run_py(*SMALL, "trainer.max_epochs=2", *interrupt(13, "SIGINT"), f"hydra.run.dir={tmp_path}/run",
+                    f"paths.cache_dir={cache}")
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    assert "weights_only" not in result.stderr  # Lightning's note on every save: last.ckpt says what it is
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert result.stderr.strip().splitlines()[-1] == \
+        f"stopped by Ctrl-C at step 14; {last} holds step 14: resume with ckpt_path={last}"
+    assert not (tmp_path / "run" / "metrics.json").exists()
+    run(compose_config(tmp_path / "run", [*SMALL, "trainer.max_epochs=2", f"ckpt_path={last}"], cache_dir=cache))
+    assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
+
+
+def test_ctrl_c_under_ddp_stops_every_rank_after_the_batch_with_a_checkpoint(reference, tmp_path):
+    """Ctrl-C in a terminal reaches every rank (trainer=ddp_cpu): the ranks finish the batch, agree,
+    write last.ckpt and stop together (no hang, no rank left behind)."""
+    _, _, cache = reference
+    result = run_py(*SMALL, "trainer=ddp_cpu", "trainer.max_epochs=2", *interrupt(7, "SIGINT"),
+                    f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}", timeout=300)
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert result.stderr.strip().splitlines()[-1] == \
+        f"stopped by Ctrl-C at step 8; {last} holds step 8: resume with ckpt_path={last}"
+
+
 def test_a_nan_loss_stops_training_and_keeps_the_earlier_checkpoints(reference, tmp_path):
     _, _, cache = reference
     result = run_py(*SMALL, "trainer.max_epochs=2", "optim.optimizer.lr=1e8",

@@ -5,8 +5,11 @@ checked and cleaned as they are iterated, so that memory never holds more than a
 the corpus size. `load(split)` collects them (small corpora, tests).
 
 Cleaning rule (documented in the README): every line is stripped of leading and trailing
-whitespace and runs of inner whitespace become one space. In the training split a pair with an
-empty side is dropped; validation and test are never filtered. Both are counted and logged.
+whitespace and invisible format characters (Unicode category Cf: zero-width space, byte-order mark,
+soft hyphen, ...), so a line holding only those is empty, and runs of inner whitespace become one
+space. Format characters inside a line are kept: a zero-width joiner or non-joiner there shapes
+words of scripts such as Persian or Devanagari (and emoji sequences). In the training split a pair
+with an empty side is dropped; validation and test are never filtered. Both are counted and logged.
 """
 
 import codecs
@@ -14,6 +17,7 @@ import hashlib
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -116,9 +120,24 @@ def line_at(data: bytes | str, position: int) -> int:
     return data.count(b"\n" if isinstance(data, bytes) else "\n", 0, position) + 1
 
 
+def invisible(char: str) -> bool:
+    """Whitespace, or a format character (Unicode category Cf) that shows nothing by itself."""
+    return char.isspace() or unicodedata.category(char) == "Cf"
+
+
+def strip_invisible(line: str) -> str:
+    """`line` without the whitespace and format characters at its two ends."""
+    start, end = 0, len(line)
+    while start < end and invisible(line[start]):
+        start += 1
+    while end > start and invisible(line[end - 1]):
+        end -= 1
+    return line[start:end]
+
+
 def clean(lines: list[str]) -> tuple[list[str], int]:
-    """Apply the whitespace rule; return the lines and how many of them it changed."""
-    out = [_SPACE.sub(" ", line).strip() for line in lines]
+    """Apply the text rule; return the lines and how many of them it changed."""
+    out = [_SPACE.sub(" ", strip_invisible(line)) for line in lines]
     return out, sum(a != b for a, b in zip(lines, out))
 
 

@@ -6,9 +6,10 @@ model needs to know of the data (vocabulary sizes, special ids) is known once it
 
 Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds trained vocabularies, keyed by the
 training text and every tokenizer option; `ids-<key>/` holds one encoded split, keyed by the
-vocabularies, that split's text and the filtering options. Vocabularies are trained when the
-datamodule is built, token ids by local rank 0 in `prepare_data`; both are written to a temporary
-folder and renamed when complete, so a second run finds them and neither trains nor encodes.
+vocabularies, that split's text and the filtering options, with a record of its size and row count
+(cache_entry.py). Vocabularies are trained when the datamodule is built, token ids by local rank 0
+in `prepare_data`; both are written to a temporary folder and renamed when complete, so a second run
+finds them and neither trains nor encodes. A damaged ids entry is encoded again, with a warning.
 """
 
 import hashlib
@@ -25,6 +26,7 @@ from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
+from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
 from transformer_mt.data.corpus import SPLITS, CleanPairs, ParallelText, sample_pairs
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
@@ -45,6 +47,12 @@ def pin_memory(trainer) -> bool:
     """Whether batches go to page-locked memory: when the trainer's root device is a GPU (a faster,
     asynchronous copy to it)."""
     return trainer is not None and trainer.strategy.root_device.type == "cuda"
+
+
+def first_above(sizes: np.ndarray, limit: int | None) -> int | None:
+    """The index of the first size above `limit` (None: none is, or there is no limit)."""
+    above = np.flatnonzero(sizes > limit) if limit is not None else ()
+    return int(above[0]) if len(above) else None
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -152,36 +160,49 @@ class TranslationDataModule(L.LightningDataModule):
         for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
             self._build(split)
 
-    def _build(self, split: str) -> Path:
-        """The cache folder of `split`'s token ids, encoded now if it is not there yet."""
+    def _build(self, split: str) -> datasets.Dataset:
+        """`split`'s token ids from the cache, encoded now if they are not there yet or their entry
+        is damaged (then a warning names it)."""
         folder = self._ids_folder(split)
+        features = TRAIN_FEATURES if split == "train" else EVAL_FEATURES
         if folder.is_dir():
-            log.info("%s: token ids cache hit %s", split, folder)
-        else:
-            log.info("%s: encoding into %s", split, folder)
-            with atomic_dir(folder) as tmp:
-                self._encode(self.corpus.pairs(split), tmp / "ids.arrow", train=split == "train")
-        return folder
+            try:
+                dataset = open_entry(folder, features)
+                log.info("%s: token ids cache hit %s", split, folder)
+                return dataset
+            except ValueError as damage:
+                log.warning("%s: token ids cache entry %s is damaged (%s): encoding it again", split, folder, damage)
+                discard(folder)
+        log.info("%s: encoding into %s", split, folder)
+        with atomic_dir(folder) as tmp:
+            rows = self._encode(self.corpus.pairs(split), tmp / ARROW, train=split == "train")
+            write_record(tmp, rows)
+        return open_entry(folder, features)
 
-    def check_splits(self, splits: list[str]) -> None:
+    def check_splits(self, splits: list[str], max_positions: int | None = None) -> None:
         """Build (or find) every split a run will read and check that each sentence fits its batch
-        budget, so that a bad validation or test line stops the run before training, not after."""
+        budget and, with `max_positions` (model.max_positions), the model, so that a bad validation or
+        test line stops the run before training, not after. (Training pairs fit the model when
+        data.max_len does: tasks/checks.py checks that before any data work.)"""
         for split in dict.fromkeys(splits):
             self._load(split)
-            sizes = round_up(self.datasets[split].sizes(), self.pad_to_multiple)
-            budget = self.max_tokens if split == "train" else self.eval_max_tokens
-            too_long = np.flatnonzero(sizes > budget)
-            if not too_long.size:
-                continue
-            i = int(too_long[0])
-            if self.pad_to_multiple > 1:
-                budget = f"{budget} (lengths padded to a multiple of data.pad_to_multiple={self.pad_to_multiple})"
-            if split == "train":  # training pairs passed the data.max_len filter
-                raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {sizes[i]} tokens, more than "
-                                  f"the batch budget data.max_tokens={budget}: lower data.max_len or raise "
-                                  "data.max_tokens")
-            raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens, more than the batch budget "
-                            f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
+            sizes = self.datasets[split].sizes()
+            padded = round_up(sizes, self.pad_to_multiple)
+            train = split == "train"
+            budget = self.max_tokens if train else self.eval_max_tokens
+            if (i := first_above(padded, budget)) is not None:
+                if self.pad_to_multiple > 1:
+                    budget = f"{budget} (lengths padded to a multiple of data.pad_to_multiple={self.pad_to_multiple})"
+                if train:  # training pairs passed the data.max_len filter
+                    raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {padded[i]} tokens, more "
+                                      f"than the batch budget data.max_tokens={budget}: lower data.max_len or raise "
+                                      "data.max_tokens")
+                raise DataError(f"{self.corpus.location(split, i)}: {padded[i]} tokens, more than the batch budget "
+                                f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
+            if not train and (i := first_above(sizes, max_positions)) is not None:
+                raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens (with BOS or EOS), more than "
+                                f"the model takes, model.max_positions={max_positions} ({split} sentences are never "
+                                "filtered)")
 
     def fingerprints(self) -> dict:
         """What the data of this run was: the corpus fingerprint of each split and of the
@@ -201,12 +222,12 @@ class TranslationDataModule(L.LightningDataModule):
             self._corpus_fingerprints[split] = self.corpus.fingerprint(split)
         return self._corpus_fingerprints[split]
 
-    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> None:
+    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> int:
         """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
         batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
         none holding more than its chunk), training pairs are filtered by length, and the token ids
         (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
-        corpus size."""
+        corpus size. Returns the number of pairs written."""
         limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
         jobs = ((src, tgt, limits) for src, tgt in read_ahead(pairs))
         kept = 0
@@ -227,6 +248,7 @@ class TranslationDataModule(L.LightningDataModule):
             if kept == 0:
                 raise DataError(f"{pairs.name}: no training pairs left after filtering "
                                 f"(data.max_len={self.max_len}, data.max_len_ratio={self.max_len_ratio})")
+        return kept
 
     def setup(self, stage: str | None = None) -> None:
         """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
@@ -241,8 +263,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _load(self, split: str) -> None:
         """`split`'s token ids, memory-mapped from the cache (built first if missing)."""
         if split not in self.datasets:
-            folder = self._build(split)
-            self.datasets[split] = TranslationDataset(datasets.Dataset.from_file(str(folder / "ids.arrow")))
+            self.datasets[split] = TranslationDataset(self._build(split))
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:

@@ -15,7 +15,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import find_user_error
-from transformer_mt.multirun import announce_job, isolated_job, record_failure
+from transformer_mt.multirun import announce_job, isolated_job, report_failure
+from transformer_mt.tasks.lightning_logs import route_lightning_logs
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +26,10 @@ def main(cfg: DictConfig) -> float | None:
     such as Optuna optimizes; None when the task has no such metric).
 
     A user's mistake in a single run is one line on stderr and exit status 1. In a multirun, a
-    failed job's reason goes to `error.txt` in its run directory and the error is raised to Hydra,
-    which records the job as failed and goes on with the sweep (Optuna marks the trial failed)."""
+    failed job says why (one line `error: job N (...): ...`, or a traceback for what is no user's
+    mistake) and in `error.txt` in its run directory, and the error is raised to Hydra, which records
+    the job as failed and goes on with the sweep; the sweep ends with one line counting the failed
+    jobs and exit status 1 (Optuna marks the trial failed and goes on)."""
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     if multirun:
         announce_job(HydraConfig.get().overrides.task, str(cfg.paths.output_dir))
@@ -36,7 +39,7 @@ def main(cfg: DictConfig) -> float | None:
     except Exception as err:
         user_error = find_user_error(err)
         if multirun:
-            log.error("job failed: %s", record_failure(cfg.paths.output_dir, user_error or err))
+            report_failure(cfg.paths.output_dir, err, user_error)
             raise
         if user_error is None:
             raise
@@ -53,7 +56,9 @@ def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
 
 
 def run(cfg: DictConfig):
-    """Save the resolved config in the run directory, then run cfg.task.run(cfg)."""
+    """Save the resolved config in the run directory, then run cfg.task.run(cfg) (Lightning's log
+    lines going through the job's logging once)."""
+    route_lightning_logs()
     save_resolved_config(cfg)
     return get_method(cfg.task.run)(cfg)
 

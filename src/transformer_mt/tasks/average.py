@@ -106,8 +106,8 @@ def epoch_checkpoints(run_dir: Path) -> list[Path]:
 def write_average(paths: list[Path], output: Path) -> Path:
     """The average of `paths`, written whole to `output` (never half-written)."""
     averaged = average_checkpoints(paths)
-    with atomic_file(output) as tmp:
-        torch.save(averaged, tmp)
+    with atomic_file(output) as tmp, open(tmp, "wb") as f:  # a file: a full disk is an OSError (ENOSPC)
+        torch.save(averaged, f)
     log.info("averaged %d checkpoints (%s ... %s) into %s", len(paths), paths[0].name, paths[-1].name, output)
     return output
 

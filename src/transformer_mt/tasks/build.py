@@ -167,12 +167,20 @@ def data_record(data: DictConfig, fingerprints: dict) -> dict:
 
 
 def check_same_data(start: Start, fingerprints: dict) -> None:
-    """A resumed run trains on the training data of its checkpoint."""
+    """A resumed run trains on the training data of its checkpoint; another batch size is warned about
+    (the batches, and so their order, are not those the uninterrupted run would have had)."""
     record = start.resumed_data
-    if record and record["fingerprints"].get("train") != fingerprints.get("train"):
+    if not record:
+        return
+    if record["fingerprints"].get("train") != fingerprints.get("train"):
         raise DataError(f"ckpt_path={start.resume} was trained on other data ({describe_corpus(record['config'])}), "
                         f"not on {describe_corpus(plain(start.config.data))}: resume with the data options of that "
                         "run (its config.yaml)")
+    old, new = record["config"].get("max_tokens"), start.config.data.get("max_tokens")
+    if old is not None and old != new:
+        log.warning("data.max_tokens %s -> %s: ckpt_path=%s was trained with data.max_tokens=%s, so the batches are "
+                    "cut and ordered differently from here on (and a mid-epoch resume skips or repeats some pairs of "
+                    "that epoch)", old, new, start.resume, old)
 
 
 def build_module(start: Start, datamodule: TranslationDataModule) -> TranslationModule:

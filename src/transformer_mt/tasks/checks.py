@@ -11,6 +11,8 @@ is left here cannot wait for its constructor:
   fails (or falls back) only later;
 - `seed`: `L.seed_everything` uses it before anything is built;
 - the dashboard's decoder layer against the model: the callback meets the model only in `fit`.
+- `data.max_len` against `model.max_positions`: the data knows nothing of the model, and a pair
+  the model cannot take would stop training only when its batch comes.
 """
 
 import torch
@@ -67,6 +69,17 @@ def check_dashboard_layer(cfg: DictConfig, architecture: dict) -> None:
     if isinstance(layer, int) and not -layers <= layer < layers:
         raise ConfigError(f"callbacks.dashboard.attention_layer={layer}: the model has {layers} decoder layers "
                           f"(0 to {layers - 1}, or -1 for the last)")
+
+
+def check_max_len(data: DictConfig, architecture: dict) -> None:
+    """The training pairs data.max_len keeps must fit the model: a side of data.max_len tokens is a
+    sequence of at most data.max_len positions (the source with its EOS, the target with BOS or EOS)."""
+    max_len = data.get("max_len")
+    positions = architecture.get("max_positions", TransformerConfig.max_positions)
+    if isinstance(max_len, int) and isinstance(positions, int) and max_len > positions:
+        raise ConfigError(f"data.max_len={max_len} keeps training pairs of up to {max_len} tokens a side, more than "
+                          f"model.max_positions={positions}: lower data.max_len to {positions} or raise "
+                          "model.max_positions")
 
 
 def check_device(trainer: DictConfig, fused: bool = False) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.tasks.wandb_online import start_online
 from transformer_mt.training.results import EvalResults, Row
 
 log = logging.getLogger(__name__)
@@ -24,12 +25,17 @@ log = logging.getLogger(__name__)
 def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True, **derived) -> L.Trainer:
     """The Trainer of `cfg.trainer` with the loggers of `cfg.logger`, the callbacks of `cfg.callbacks`
     and what the run derives (`derived`, e.g. accumulate_grad_batches); a value the Trainer rejects
-    is reported as a config error naming `trainer`."""
+    is reported as a config error naming `trainer`. An online wandb logger starts its run here
+    (wandb_online.py: no network or no API key is a config error at once)."""
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
-    loggers = [instantiate(lg, **wandb_names(cfg, lg)) for lg in (cfg.get("logger") or {}).values() if lg] \
-        if with_logger else False
+    loggers = {key: instantiate(lg, **wandb_names(cfg, lg)) for key, lg in (cfg.get("logger") or {}).items()
+               if lg and with_logger}
+    for key, logger in loggers.items():
+        if not cfg.logger[key].get("offline", False):
+            start_online(logger, key)
     try:
-        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, **derived)
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=list(loggers.values()) if with_logger else False,
+                           **derived)
     except Exception as err:
         if find_user_error(err) is not None:
             raise

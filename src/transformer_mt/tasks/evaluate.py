@@ -68,7 +68,7 @@ def run(cfg: DictConfig) -> dict:
         given = describe_corpus(OmegaConf.to_container(data, resolve=True))
         log.warning("ckpt_path=%s was trained on other data (%s); scoring the %s split of %s as asked", path,
                     describe_corpus(record["config"]), split, given)
-    datamodule.check_splits([split])
+    datamodule.check_splits([split], module.model.config.max_positions)
     trainer.test(module, datamodule=datamodule, verbose=False)
     if not trainer.is_global_zero:
         return {}

@@ -4,6 +4,8 @@ Before any data work the config is checked (tasks/checks.py), the Trainer is bui
 run starts from is settled (tasks/build.py), so a wrong key, a missing GPU, an impossible
 precision or a checkpoint that cannot be resumed stops the run at once. Every split the run will
 read is then prepared and checked, so a bad test sentence stops it before training, not after.
+SIGTERM or Ctrl-C stop training after the running batch, with checkpoints/last.ckpt written and one
+line saying what to resume from (exit status 143 or 130).
 """
 
 import logging
@@ -11,6 +13,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -20,7 +23,7 @@ from omegaconf import DictConfig
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.average import epoch_checkpoints, write_average
 from transformer_mt.tasks.build import build_datamodule, build_module, check_same_data, settle, update_plan
-from transformer_mt.tasks.checks import check_config, check_dashboard_layer
+from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len
 from transformer_mt.tasks.common import (
     build_trainer,
     print_summary,
@@ -30,6 +33,7 @@ from transformer_mt.tasks.common import (
 )
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.checkpointing import LastCheckpoint
+from transformer_mt.training.interrupt import CTRL_C_EXIT_STATUS, CtrlC, ctrl_c_handled, ctrl_c_waits_for_the_batch
 from transformer_mt.training.module import plain
 from transformer_mt.training.throughput import Throughput
 
@@ -39,6 +43,15 @@ SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM, what a shell reports for a process S
 
 
 def run(cfg: DictConfig) -> dict:
+    with ctrl_c_handled():
+        try:
+            return train(cfg)
+        except CtrlC:  # while the run was being built: nothing to save yet
+            print("stopped by Ctrl-C before training started", file=sys.stderr)
+            sys.exit(CTRL_C_EXIT_STATUS)
+
+
+def train(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "module", "optim", "trainer"))
     check_averaging(cfg)
     if cfg.get("ckpt_path"):
@@ -48,9 +61,10 @@ def run(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)
     check_dashboard_layer(cfg, start.architecture)
+    check_max_len(start.config.data, start.architecture)
     datamodule = build_datamodule(start, plan)
     check_same_data(start, datamodule.fingerprints())
-    datamodule.check_splits(["train", "val", cfg.data.split])
+    datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
     module = build_module(start, datamodule)
     log_config(trainer, start.config, module)
     try:
@@ -62,6 +76,10 @@ def run(cfg: DictConfig) -> dict:
         tested = average_at_end(cfg, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
                      verbose=False)
+    except SIGTERMException:
+        stopped(trainer, "SIGTERM", SIGTERM_EXIT_STATUS)
+    except CtrlC:
+        stopped(trainer, "Ctrl-C", CTRL_C_EXIT_STATUS)
     finally:
         finish_wandb()
     if not trainer.is_global_zero:
@@ -89,13 +107,14 @@ def run(cfg: DictConfig) -> dict:
 
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule: L.LightningDataModule, resume: Path | None) -> None:
-    """trainer.fit; stopped by SIGTERM, one line saying where and what to resume from, exit 143."""
+    """trainer.fit, resuming from `resume` if given; Ctrl-C stops it after the running batch, with
+    checkpoints/last.ckpt written (CtrlC raised by LastCheckpoint, or here if training had ended)."""
     with warnings.catch_warnings():  # our batch sampler resumes mid-epoch (the datamodule's state)
         warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-        try:
+        with ctrl_c_waits_for_the_batch() as ctrl_c:
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-        except SIGTERMException:
-            stopped_by_sigterm(trainer)
+        if ctrl_c.pressed:
+            raise CtrlC
 
 
 def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint | None:
@@ -108,14 +127,15 @@ def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint | None:
     return found
 
 
-def stopped_by_sigterm(trainer: L.Trainer) -> None:
-    """One line saying where training stopped and what to resume from; exit status 143."""
+def stopped(trainer: L.Trainer, by: str, status: int) -> NoReturn:
+    """One line saying where training stopped (by SIGTERM or Ctrl-C) and what to resume from; exit
+    with `status`."""
     last = next((c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
     if trainer.is_global_zero:
         held = (f"{last} holds step {read_checkpoint(last)['global_step']}: resume with ckpt_path={last}"
                 if last is not None and last.is_file() else "no checkpoint was written")
-        print(f"stopped by SIGTERM at step {trainer.global_step}; {held}", file=sys.stderr)
-    sys.exit(SIGTERM_EXIT_STATUS)
+        print(f"stopped by {by} at step {trainer.global_step}; {held}", file=sys.stderr)
+    sys.exit(status)
 
 
 def keep_earlier_curves(output_dir: Path) -> None:

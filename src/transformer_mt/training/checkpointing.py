@@ -12,18 +12,21 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.training.health import logged_step
+from transformer_mt.training.interrupt import CTRL_C, CtrlC
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes a checkpoint to a temporary file beside its destination, fsyncs it and renames it into
     place, so a kill at any moment leaves the previous file whole. (Lightning's own writer stages
-    the file in $TMPDIR and, when that is another filesystem, copies it over the old checkpoint.)"""
+    the file in $TMPDIR and, when that is another filesystem, copies it over the old checkpoint.)
+    torch.save writes to a Python file, so that a full disk is an OSError (ENOSPC: one line naming
+    the checkpoint) and not torch's own writer's "unexpected pos"."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
-        with atomic_file(path) as tmp:
-            torch.save(checkpoint, tmp)
+        with atomic_file(path) as tmp, open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
 
 
 class LastCheckpoint(Checkpoint):
@@ -31,9 +34,10 @@ class LastCheckpoint(Checkpoint):
 
     Written every `every_n_steps` optimizer steps (step numbers divisible by it, so a resumed run
     saves where an uninterrupted one would), every `every_n_minutes` minutes, at the end of every
-    training epoch (after its validation) and, on SIGTERM, after the batch that was running. A
-    kill therefore costs at most `every_n_steps` steps or `every_n_minutes` minutes of training.
-    None switches a trigger off.
+    training epoch (after its validation) and, on SIGTERM or Ctrl-C, after the batch that was running
+    (after Ctrl-C it then raises CtrlC, which stops training: training/interrupt.py). A kill therefore
+    costs at most `every_n_steps` steps or `every_n_minutes` minutes of training. None switches a
+    trigger off.
     """
 
     def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = 500,
@@ -60,7 +64,7 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
-        urgent = trainer.received_sigterm or (
+        urgent = trainer.received_sigterm or CTRL_C.pressed or (
             self.every_n_minutes is not None and time.monotonic() - self._saved_at >= 60 * self.every_n_minutes)
         if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together,
             # on logging steps (deciding together waits for the devices: not on every step)
@@ -68,12 +72,23 @@ class LastCheckpoint(Checkpoint):
         due = self.every_n_steps is not None and step % self.every_n_steps == 0
         if (due or urgent) and step != self._saved_step:
             self.save(trainer)
+        if urgent:
+            self.stop_on_ctrl_c(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.save(trainer)
+        self.stop_on_ctrl_c(trainer)
+
+    def stop_on_ctrl_c(self, trainer: L.Trainer) -> None:
+        """Once the state is saved: raise CtrlC if Ctrl-C was pressed (on any rank)."""
+        pressed = CTRL_C.pressed
+        if trainer.world_size > 1:
+            pressed = trainer.strategy.reduce_boolean_decision(pressed, all=False)
+        if pressed:
+            raise CtrlC
 
     def save(self, trainer: L.Trainer) -> None:
         if trainer.fast_dev_run:  # debug=fast writes no checkpoints
             return
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)  # a full checkpoint (and no log line)
         self._saved_step, self._saved_at = trainer.global_step, time.monotonic()

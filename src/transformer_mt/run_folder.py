@@ -1,0 +1,132 @@
+"""A training run takes its run folder for itself, before Hydra writes anything into it.
+
+`ClaimRunFolder` (a Hydra callback, conf/hydra/default.yaml) runs when `python run.py` starts a
+single run. For `task=train` it takes an exclusive lock (fcntl.flock) on `<run dir>/run.lock`,
+which it holds until the process ends and which names the run holding it, and it refuses, in one
+line and with exit status 1:
+- a folder another training run holds (`hydra.run.dir=` given twice, or two runs started in the
+  same second with the default folder name): their checkpoints, logs and metrics would mix;
+- a folder that holds the checkpoints of an earlier training run, unless the run resumes from a
+  checkpoint inside it (`ckpt_path=<folder>/checkpoints/last.ckpt`): a new run would overwrite
+  them and mix its curves with theirs.
+Only the process that launched the run claims the folder: the DDP ranks Lightning starts (they run
+run.py again, with LOCAL_RANK set), the processes of other nodes (NODE_RANK) and other SLURM or
+torchrun tasks share it. A run killed with SIGKILL leaves run.lock behind, but no lock: the
+kernel releases it with the process, so resuming into the folder works.
+"""
+
+import atexit
+import fcntl
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+LOCK_FILE = "run.lock"
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def launching_process(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process is the run's first (global rank 0): every rank variable set is 0."""
+    return all(environ.get(name, "0") == "0" for name in RANK_VARIABLES)
+
+
+class FolderLock:
+    """An exclusive lock on `folder/run.lock`, whose text names the process that holds it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_FILE
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock (False: another process holds it). The file is removed when released, so
+        a lock is only good on the file that is at the path now."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            try:
+                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                break
+            os.close(fd)  # the holder removed the file as we opened it: take the new one
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        command = " ".join(["run.py", *sys.argv[1:]])
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}: {command}\n".encode())
+        self.fd = fd
+        return True
+
+    def holder(self) -> str:
+        """What the lock file says of the process that holds it."""
+        try:
+            return self.path.read_text(encoding="utf-8", errors="replace").strip() or "starting"
+        except OSError:
+            return "unknown"
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+
+def earlier_run(folder: Path, ckpt_path: str | None) -> str | None:
+    """Why a new training run may not use `folder`: it holds checkpoints of an earlier run and the
+    run does not resume from one of them (None: it may)."""
+    checkpoints = folder / "checkpoints"
+    if not checkpoints.is_dir() or not any(checkpoints.rglob("*.ckpt")):
+        return None
+    if ckpt_path and Path(ckpt_path).resolve().is_relative_to(folder.resolve()):
+        return None  # a resume into its own folder
+    last = checkpoints / "last.ckpt"
+    how = f"resume it with ckpt_path={last}" if last.is_file() else "keep it"
+    return (f"{folder} holds the checkpoints of an earlier training run: {how}, or give this run another folder "
+            "(hydra.run.dir=...)")
+
+
+def claim(folder: Path, ckpt_path: str | None) -> FolderLock:
+    """The lock of `folder` for a training run, or SystemExit(1) after one line saying why not."""
+    lock = FolderLock(folder)
+    if not lock.acquire():
+        refuse(f"{folder} is the run folder of another training run, still running ({lock.holder()}): wait for it "
+               "to end, or give this run another folder (hydra.run.dir=...)")
+    problem = earlier_run(folder, ckpt_path)
+    if problem:
+        lock.release()
+        refuse(problem)
+    return lock
+
+
+def refuse(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+class ClaimRunFolder(Callback):
+    """Hydra callback: a single training run claims its run folder before Hydra writes into it and
+    holds it until the process ends."""
+
+    def __init__(self) -> None:
+        self.lock: FolderLock | None = None
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        if config.task.get("name") != "train" or not launching_process():
+            return
+        self.lock = claim(Path(config.hydra.run.dir), config.get("ckpt_path"))
+        atexit.register(self.lock.release)  # also when the task exits (sys.exit) instead of returning
+
+    def on_run_end(self, config: DictConfig, **kwargs) -> None:
+        if self.lock is not None:
+            self.lock.release()

@@ -1,0 +1,34 @@
+"""Lightning's log lines once, through the job's logging, and without its product tips.
+
+Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`), and its records
+also propagate to the root logger, whose handlers Hydra set up (the console and run.log): every
+line appeared twice on the console. Where the root logger has handlers, the console handlers
+Lightning installed are removed, so its records are written once, by the job's handlers, and are
+kept in run.log. Lightning's tips advertising its hosted services ("💡 Tip: ... litlogger") are
+dropped.
+"""
+
+import logging
+
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+TIP = "💡 Tip:"
+
+
+def drop_tips(record: logging.LogRecord) -> bool:
+    """A logging filter: False for Lightning's product tips."""
+    return not str(record.msg).startswith(TIP)
+
+
+def route_lightning_logs() -> None:
+    """Lightning's records through the root logger's handlers only (when it has any), without tips."""
+    if logging.getLogger().hasHandlers():
+        for name in LIGHTNING_LOGGERS:
+            logger = logging.getLogger(name)
+            for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
+                logger.removeHandler(handler)
+            logger.propagate = True
+    for name in RANK_ZERO_LOGGERS:
+        logger = logging.getLogger(name)
+        if drop_tips not in logger.filters:
+            logger.addFilter(drop_tips)

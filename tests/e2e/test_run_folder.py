@@ -1,0 +1,61 @@
+"""A training run takes its run folder for itself: a second run into it is refused while the first
+runs and after it finished; a resume into its own folder works; DDP ranks share their run's folder."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import ROOT, assert_clean_failure, run_py
+from transformer_mt.run_folder import launching_process
+
+TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+
+
+@pytest.mark.parametrize("environ, first", [
+    ({}, True),
+    ({"LOCAL_RANK": "0", "NODE_RANK": "0"}, True),
+    ({"LOCAL_RANK": "1"}, False),  # a DDP rank Lightning started
+    ({"NODE_RANK": "1"}, False),  # the first process of another node
+    ({"SLURM_PROCID": "3"}, False),
+])
+def test_only_the_launching_process_claims_the_folder(environ, first):
+    assert launching_process(environ) is first
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_works(tmp_path):
+    folder, cache = tmp_path / "one-folder", f"paths.cache_dir={tmp_path}/cache"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    first = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *TOY, "trainer.max_epochs=3", cache,
+                              f"hydra.run.dir={folder}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        lock = folder / "run.lock"
+        deadline = time.monotonic() + 120
+        while not (lock.is_file() and lock.read_text()) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = run_py(*TOY, "trainer.max_epochs=3", "seed=5", cache, f"hydra.run.dir={folder}")
+        assert first.poll() is None, "the first run ended before the second one started: make it longer"
+    finally:
+        out, err = first.communicate(timeout=600)
+    assert_clean_failure(second, f"error: {folder} is the run folder of another training run, still running "
+                                 f"(pid {first.pid} on ")
+    assert "give this run another folder (hydra.run.dir=...)" in second.stderr
+    assert first.returncode == 0, err[-3000:]
+    assert "seed: 1234" in (folder / "config.yaml").read_text()  # the second run wrote nothing
+    assert "seed=5" not in (folder / ".hydra" / "overrides.yaml").read_text()
+    assert not lock.exists()  # removed when the run ended
+
+    last = folder / "checkpoints" / "last.ckpt"
+    again = run_py(*TOY, "trainer.max_epochs=3", "seed=5", cache, f"hydra.run.dir={folder}")
+    assert_clean_failure(again, f"error: {folder} holds the checkpoints of an earlier training run: resume it with "
+                                f"ckpt_path={last}, or give this run another folder (hydra.run.dir=...)")
+    assert "seed=5" not in (folder / ".hydra" / "overrides.yaml").read_text()
+
+    resumed = run_py(*TOY, "trainer.max_epochs=4", cache, f"hydra.run.dir={folder}", f"ckpt_path={last}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert '"epochs": 4' in (folder / "metrics.json").read_text()
+    assert not lock.exists()
