@@ -224,10 +224,12 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_with_130_then_resume_is_bit_identic
 
 
 def test_ctrl_c_under_ddp_stops_every_rank_after_the_batch_with_a_checkpoint(reference, tmp_path):
-    """Ctrl-C in a terminal reaches every rank (trainer=ddp_cpu): the ranks finish the batch, agree,
-    write last.ckpt and stop together (no hang, no rank left behind)."""
+    """Ctrl-C in a terminal reaches every rank (trainer=ddp_cpu): the ranks finish the batch, agree
+    at the next logging step (deciding together waits for the devices: not every step), write
+    last.ckpt and stop together (no hang, no rank left behind)."""
     _, _, cache = reference
-    result = run_py(*SMALL, "trainer=ddp_cpu", "trainer.max_epochs=2", *interrupt(7, "SIGINT"),
+    result = run_py(*SMALL, "trainer=ddp_cpu", "trainer.max_epochs=2", "trainer.log_every_n_steps=4",
+                    *interrupt(7, "SIGINT"),
                     f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}", timeout=300)
     assert result.returncode == 130, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
