@@ -54,7 +54,8 @@ class FakeTrainer:
         self.global_step, self.received_sigterm, self.world_size, self.fast_dev_run = 0, False, 1, False
         self.is_global_zero, self.saved = True, []
 
-    def save_checkpoint(self, path) -> None:
+    def save_checkpoint(self, path, weights_only: bool | None = None) -> None:
+        assert weights_only is False  # last.ckpt is a full training state
         self.saved.append(self.global_step)
 
 
