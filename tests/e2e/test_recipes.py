@@ -62,6 +62,30 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     assert 0.0 <= metrics["test/bleu_tok_lc"] <= 100.0 and metrics["epochs"] == 3
 
 
+def test_multi30k_recipe_is_a_step_budget_of_the_published_run():
+    """The same command trains the same model on any CPU: 8,811 steps, no time budget."""
+    cfg = compose_config(Path("unused"), ["experiment=multi30k_recipe"])
+    assert cfg.trainer.max_steps == 8811 and cfg.trainer.max_time is None
+
+
+def test_a_step_budget_inside_an_epoch_validates_and_averages_the_final_weights(tmp_path):
+    """A run stopped by trainer.max_steps inside an epoch ends as one stopped by trainer.max_time:
+    its final weights are validated, kept as an epoch checkpoint and averaged (Lightning alone
+    would stop without validating, and the last partial epoch would be trained for nothing)."""
+    metrics = run(compose_config(tmp_path, ["data.corpus.num_train=400", "data.corpus.num_val=10",
+                                            "data.corpus.num_test=5", "data.max_tokens=512",
+                                            "trainer.max_epochs=5", "trainer.max_steps=19", "task.average_last_n=2"]))
+    curve = (tmp_path / "plots" / "curves.csv").read_text().splitlines()
+    validated = [int(line.split(",")[0]) for line in curve if ",val/loss," in line]
+    per_epoch = validated[0]  # the first validation ends the first epoch
+    assert per_epoch < 19 < 2 * per_epoch  # so step 19 falls inside the second epoch
+    assert metrics["steps"] == 19 and metrics["epochs"] == 2 and validated == [per_epoch, 19]
+    epochs = epoch_checkpoints(tmp_path)
+    assert [torch.load(p, weights_only=True)["global_step"] for p in epochs] == [per_epoch, 19]
+    state = torch.load(tmp_path / "checkpoints" / "average.ckpt", weights_only=True)
+    assert state["averaged_from"] == [str(p) for p in epochs]
+
+
 # ---------------------------------------------------------------------- the paper's recipes
 PAPER = {  # preset: (target language, d_model, dropout, steps, checkpoints averaged, vocabulary size)
     "paper/wmt14_en_de_base": ("de", 512, 0.1, 100_000, 5, 37_000),

@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -87,6 +87,19 @@ def file_lines(path: str | Path) -> Iterator[str]:
             yield from text_lines(decode_text(rest, str(path), first_line, bom=first_line == 1))
 
 
+def count_lines(path: Path) -> int:
+    """The lines of a text file (a last line without a line ending counted), one fast pass over
+    its bytes: the total of a progress bar. 0 for a missing or unreadable file (the read names it)."""
+    count, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(BLOCK), b""):
+                count, last = count + block.count(b"\n"), block[-1:]
+    except OSError:
+        return 0
+    return count + (last != b"\n")
+
+
 def text_lines(text: str) -> list[str]:
     """The lines of `text` without their LF / CRLF endings."""
     lines = text.split("\n")
@@ -145,10 +158,13 @@ class CleanPairs:
     """A split as a stream of chunks, with the text rule applied as they are iterated: both sides
     cleaned and, with `filter_empty` (training), pairs with an empty side dropped. `stats` counts
     pairs, whitespace fixes and dropped pairs; they are logged at the end, and with `filter_empty`
-    a split left with no pair is a DataError naming `where` (default: `name`)."""
+    a split left with no pair is a DataError naming `where` (default: `name`). `size`, when given,
+    counts the pairs the stream will give before cleaning (called only for a progress bar)."""
 
-    def __init__(self, chunks: Iterable[Chunk], name: str, filter_empty: bool, where: str | None = None) -> None:
+    def __init__(self, chunks: Iterable[Chunk], name: str, filter_empty: bool, where: str | None = None,
+                 size: Callable[[], int] | None = None) -> None:
         self.chunks, self.name, self.filter_empty, self.where = chunks, name, filter_empty, where or name
+        self.size = size
         self.stats = {"pairs": 0, "whitespace_fixed": 0, "empty_dropped": 0}
 
     def __iter__(self) -> Iterator[Chunk]:
@@ -254,7 +270,7 @@ class TextFileCorpus:
         src_path, tgt_path = self.paths(split)
         return CleanPairs(aligned_chunks(src_path, tgt_path, train=split == "train"),
                           f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train",
-                          where=f"{src_path} / {tgt_path}")
+                          where=f"{src_path} / {tgt_path}", size=lambda: count_lines(src_path))
 
     def load(self, split: str) -> ParallelText:
         return self.pairs(split).collect()
@@ -294,8 +310,10 @@ class TableCorpus:
             raise DataError(f"{path}: no such file")
         if split == "train" and path.stat().st_size == 0:
             raise DataError(f"{path}: empty file")
-        rows = self._tsv(path) if self._format(path) == "tsv" else self._jsonl(path)
-        return CleanPairs(table_chunks(rows), str(path), filter_empty=split == "train")
+        tsv = self._format(path) == "tsv"
+        rows = self._tsv(path) if tsv else self._jsonl(path)
+        return CleanPairs(table_chunks(rows), str(path), filter_empty=split == "train",
+                          size=lambda: max(0, count_lines(path) - tsv))
 
     def load(self, split: str) -> ParallelText:
         return self.pairs(split).collect()

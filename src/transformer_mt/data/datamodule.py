@@ -15,6 +15,7 @@ finds them and neither trains nor encodes. A damaged ids entry is encoded again,
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
@@ -27,10 +28,11 @@ from torch.utils.data import DataLoader
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
 from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
-from transformer_mt.data.corpus import SPLITS, CleanPairs, ParallelText, sample_pairs
+from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, ParallelText, sample_pairs
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.progress import ProgressBar, wanted
 from transformer_mt.validate import check, integer, number
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,16 @@ STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "pre
 
 def digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def counted(pairs: CleanPairs, bar: ProgressBar) -> Iterator[Chunk]:
+    """`pairs`' chunks, `bar` advanced by the pairs each one read (dropped ones included)."""
+    seen = 0
+    for chunk in pairs:
+        bar.advance(pairs.stats["pairs"] - seen)
+        seen = pairs.stats["pairs"]
+        yield chunk
+    bar.advance(pairs.stats["pairs"] - seen)
 
 
 def pin_memory(trainer) -> bool:
@@ -65,13 +77,15 @@ class TranslationDataModule(L.LightningDataModule):
     None: made from `tokenizer` now. max_len / max_len_ratio filter the training split only
     (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
     with the run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch
-    budget counts them so).
+    budget counts them so). progress: bars on stderr while the corpus is read, the tokenizer
+    trained and the splits encoded (the top-level `progress` key: null when stderr is a terminal).
     """
 
     def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
                  max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
                  max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
-                 num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None) -> None:
+                 num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None,
+                 progress: bool | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -88,7 +102,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
-        self.pad_to_multiple = pad_to_multiple
+        wanted(progress)  # a bad value is named now, not when a bar is first wanted
+        self.pad_to_multiple, self.progress = pad_to_multiple, progress
         self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split) hashes whole files: once
         if vocabularies is None:
             self.vocab_key = self._options_key()
@@ -134,11 +149,14 @@ class TranslationDataModule(L.LightningDataModule):
             if self.options.file:
                 train = ParallelText([], [])
             else:  # one pass over the training split: every line checked, a seeded sample kept
-                train = sample_pairs(self.corpus.pairs("train"), self.options.train_sample)
+                pairs = self.corpus.pairs("train")
+                with self._bar("train: reading", pairs) as bar:
+                    train = sample_pairs(counted(pairs, bar), self.options.train_sample)
                 sampled = f" (a sample of {train.stats['pairs']})" if len(train) < train.stats["pairs"] else ""
                 log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs%s", "a joint" if self.options.joint
                          else "separate", self.options.type, self.options.vocab_size, len(train), sampled)
-            vocab = build_vocabularies(train.src, train.tgt, self.options)
+            with ProgressBar("training the tokenizer", None, "", self.progress):
+                vocab = build_vocabularies(train.src, train.tgt, self.options)
             with atomic_dir(folder) as tmp:
                 vocab.save(tmp)
         return Vocabularies.load(folder)
@@ -229,11 +247,13 @@ class TranslationDataModule(L.LightningDataModule):
         (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
         corpus size. Returns the number of pairs written."""
         limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
-        jobs = ((src, tgt, limits) for src, tgt in read_ahead(pairs))
         kept = 0
         try:
-            with ArrowWriter(features=TRAIN_FEATURES if train else EVAL_FEATURES, path=str(path)) as writer, \
+            features = TRAIN_FEATURES if train else EVAL_FEATURES
+            with self._bar(f"{pairs.name}: encoding", pairs) as bar, \
+                    ArrowWriter(features=features, path=str(path)) as writer, \
                     encoding_workers(self.num_proc, self.vocabularies) as encode:
+                jobs = ((src, tgt, limits) for src, tgt in read_ahead(counted(pairs, bar)))
                 for batch in encode(jobs):
                     writer.write_batch(batch)
                     kept += len(batch["src_ids"])
@@ -249,6 +269,11 @@ class TranslationDataModule(L.LightningDataModule):
                 raise DataError(f"{pairs.name}: no training pairs left after filtering "
                                 f"(data.max_len={self.max_len}, data.max_len_ratio={self.max_len_ratio})")
         return kept
+
+    def _bar(self, description: str, pairs: CleanPairs) -> ProgressBar:
+        """A bar counting the pairs of `pairs` read (its total counted only when the bar is drawn)."""
+        total = pairs.size() if pairs.size is not None and wanted(self.progress) else None
+        return ProgressBar(description, total, "pairs", self.progress)
 
     def setup(self, stage: str | None = None) -> None:
         """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the

@@ -100,7 +100,7 @@ class HubCorpus:
         ds = self.dataset(split)
         name = split_name(self.splits, split)
         return CleanPairs(self._chunks(ds), f"{self.path}/{name}", filter_empty=split == "train",
-                          where=f"{self.path} split {name}")
+                          where=f"{self.path} split {name}", size=lambda: len(ds))
 
     def load(self, split: str) -> ParallelText:
         return self.pairs(split).collect()

@@ -94,7 +94,8 @@ class ToyCorpus:
         if self._splits is None:
             self._splits = self._generate()
         pairs = self._splits[split]
-        return CleanPairs(in_chunks([s for s, _ in pairs], [t for _, t in pairs]), f"toy/{split}", filter_empty=False)
+        return CleanPairs(in_chunks([s for s, _ in pairs], [t for _, t in pairs]), f"toy/{split}", filter_empty=False,
+                          size=lambda: len(pairs))
 
     def load(self, split: str) -> ParallelText:
         return self.pairs(split).collect()

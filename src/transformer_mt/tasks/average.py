@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
+from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.common import checkpoint_tokenizer, read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -25,11 +26,14 @@ KEEP = ("state_dict", "hyper_parameters", "tokenizer", "pytorch-lightning_versio
         "global_step")
 
 
-def average_checkpoints(paths: list[Path]) -> dict:
-    """A checkpoint whose floating-point tensors are the mean of those of `paths`."""
+def average_checkpoints(paths: list[Path], bar: ProgressBar | None = None) -> dict:
+    """A checkpoint whose floating-point tensors are the mean of those of `paths` (`bar` advanced
+    by one per checkpoint read)."""
     if not paths:
         raise ConfigError("task=average needs at least one checkpoint")
     first = read_checkpoint(paths[0])
+    if bar is not None:
+        bar.advance()
     if checkpoint_tokenizer(first) is None:
         raise ConfigError(f"{paths[0]}: not a transformer-mt checkpoint (no tokenizer)")
     sums = {k: v.double() if v.is_floating_point() else v for k, v in first["state_dict"].items()}
@@ -41,6 +45,8 @@ def average_checkpoints(paths: list[Path]) -> dict:
                 sums[name] += value.double()
             elif not torch.equal(value, sums[name]):
                 raise ConfigError(f"{path}: integer tensor {name} differs from {paths[0]}'s")
+        if bar is not None:
+            bar.advance()
     state = first["state_dict"]
     averaged = {k: (v / len(paths)).to(state[k].dtype) if state[k].is_floating_point() else v for k, v in sums.items()}
     out = {k: first[k] for k in KEEP if k in first}
@@ -103,9 +109,11 @@ def epoch_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(epoch_folder(run_dir).glob("epoch*.ckpt"))
 
 
-def write_average(paths: list[Path], output: Path) -> Path:
-    """The average of `paths`, written whole to `output` (never half-written)."""
-    averaged = average_checkpoints(paths)
+def write_average(paths: list[Path], output: Path, progress: bool | None = None) -> Path:
+    """The average of `paths`, written whole to `output` (never half-written); `progress`: the
+    top-level key (a bar on stderr)."""
+    with ProgressBar("averaging", len(paths), "checkpoints", progress) as bar:
+        averaged = average_checkpoints(paths, bar)
     with atomic_file(output) as tmp, open(tmp, "wb") as f:  # a file: a full disk is an OSError (ENOSPC)
         torch.save(averaged, f)
     log.info("averaged %d checkpoints (%s ... %s) into %s", len(paths), paths[0].name, paths[-1].name, output)
@@ -115,6 +123,6 @@ def write_average(paths: list[Path], output: Path) -> Path:
 def run(cfg: DictConfig) -> dict:
     paths = select_checkpoints(cfg)
     output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / "average.ckpt"
-    write_average(paths, output)
+    write_average(paths, output, cfg.get("progress"))
     print(output)
     return {"output": str(output), "checkpoints": [str(p) for p in paths]}

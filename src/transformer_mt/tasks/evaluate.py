@@ -28,9 +28,9 @@ from transformer_mt.tasks.common import (
 log = logging.getLogger(__name__)
 
 EVALUATION_DATA_KEYS = ("split", "eval_max_tokens", "num_workers", "num_proc", "pad_to_multiple", "cache_dir",
-                        "run_dir")
+                        "run_dir", "progress")
 # how this machine reads the data (not what the data is): always this command's, never the checkpoint's
-HOW_DATA_KEYS = ("num_workers", "num_proc", "pad_to_multiple", "cache_dir", "run_dir")
+HOW_DATA_KEYS = ("num_workers", "num_proc", "pad_to_multiple", "cache_dir", "run_dir", "progress")
 
 
 def chose_data(keys: set[str]) -> bool:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.errors import ConfigError
+from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.common import checkpoint_path, load_module
 
 log = logging.getLogger(__name__)
@@ -34,17 +35,18 @@ def run(cfg: DictConfig) -> dict:
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ConfigError(f"output={output}: already exists; name a new folder")
     module = load_module(path)
-    if fmt == "hf":
-        from transformer_mt.interop.marian import check_representable, export_hf
+    with ProgressBar(f"exporting to {fmt}", None, "", cfg.get("progress")):
+        if fmt == "hf":
+            from transformer_mt.interop.marian import check_representable, export_hf
 
-        check_representable(module.model.config)
-        with atomic_dir(output) as tmp:
-            export_hf(module, tmp)
-    else:
-        from transformer_mt.interop.ctranslate2 import export_ct2
+            check_representable(module.model.config)
+            with atomic_dir(output) as tmp:
+                export_hf(module, tmp)
+        else:
+            from transformer_mt.interop.ctranslate2 import export_ct2
 
-        with atomic_dir(output) as tmp:
-            export_ct2(module, tmp, str(cfg.get("quantization") or "none"))
+            with atomic_dir(output) as tmp:
+                export_ct2(module, tmp, str(cfg.get("quantization") or "none"))
     log.info("exported %s as %s to %s", path, fmt, output)
     print(output)
     return {"output": str(output), "format": fmt}

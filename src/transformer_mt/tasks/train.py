@@ -185,7 +185,7 @@ def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:
         if len(paths) < n:
             log.warning("task.average_last_n=%d, but the run wrote %d epoch checkpoints: averaging those", n,
                         len(paths))
-        write_average(paths, output)
+        write_average(paths, output, cfg.get("progress"))
     trainer.strategy.barrier()
     return str(output)
 

@@ -23,6 +23,7 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, decode_text, read_lines, text_lines
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.common import checkpoint_path, load_module
 from transformer_mt.training import TranslationModule
 
@@ -31,12 +32,16 @@ log = logging.getLogger(__name__)
 NBest = list[tuple[str, float]]
 
 
-def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1) -> list[NBest]:
-    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0."""
+def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
+                    bar: ProgressBar | None = None) -> list[NBest]:
+    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0.
+    `bar` advances by the lines of each batch as it is translated."""
     cleaned, _ = clean(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n = getattr(module.search, "nbest", 1)
     results: list[NBest] = [[("", 0.0)] * n for _ in lines]
+    if bar is not None:
+        bar.advance(len(lines) - len(todo))
     if not todo:
         return results
     max_positions = module.model.config.max_positions
@@ -52,6 +57,8 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
         padded = collate.pad([src[j] for j in batch]).to(device)
         for j, nbest in zip(batch, module.translate(padded)):
             results[todo[j]] = nbest
+        if bar is not None:
+            bar.advance(len(batch))
     return results
 
 
@@ -78,18 +85,21 @@ def in_chunks(lines: list[str], size: int = 1000) -> Iterator[list[str]]:
     return (lines[i : i + size] for i in range(0, len(lines), size))
 
 
-def input_chunks(cfg: DictConfig) -> Iterator[list[str]]:
-    """The input in chunks to translate. A file, or stdin that is not a terminal (without an explicit
-    task.buffer_size), is read and checked whole first: a bad line stops the run before any output.
-    From a terminal, or with task.buffer_size, lines are translated as they arrive."""
+def input_chunks(cfg: DictConfig) -> tuple[Iterator[list[str]], int | None]:
+    """The input in chunks to translate, and its number of lines when known. A file, or stdin that
+    is not a terminal (without an explicit task.buffer_size), is read and checked whole first: a bad
+    line stops the run before any output. From a terminal, or with task.buffer_size, lines are
+    translated as they arrive (their number is not known)."""
     if cfg.get("input"):
-        return in_chunks(read_lines(cfg.input))
+        lines = read_lines(cfg.input)
+        return in_chunks(lines), len(lines)
     size = cfg.task.buffer_size
     if size is not None and size < 1:
         raise ConfigError(f"task.buffer_size must be >= 1, got {size}")
     if size is None and not sys.stdin.isatty():
-        return in_chunks(read_all(sys.stdin.buffer, "stdin"))
-    return read_chunks(sys.stdin.buffer, size or 1, "stdin")
+        lines = read_all(sys.stdin.buffer, "stdin")
+        return in_chunks(lines), len(lines)
+    return read_chunks(sys.stdin.buffer, size or 1, "stdin"), None
 
 
 def check_output(path: str | None) -> None:
@@ -128,14 +138,16 @@ def run(cfg: DictConfig) -> None:
     options = cfg.task
     ckpt = checkpoint_path(cfg)
     check_output(cfg.get("output"))
-    chunks = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
+    chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     module = load_module(ckpt, cfg.decoding)
     module.to(pick_device(options.device))
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
-    with open_output(cfg.get("output")) as out:
+    # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
+    setting = cfg.get("progress") if total is not None else False
+    with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for chunk in chunks:
-            for nbest in translate_lines(module, chunk, options.max_tokens, first_line=line_no + 1):
+            for nbest in translate_lines(module, chunk, options.max_tokens, first_line=line_no + 1, bar=bar):
                 if with_scores:
                     out.writelines(f"{line_no}\t{score:.4f}\t{text}\n" for text, score in nbest)
                 else:
