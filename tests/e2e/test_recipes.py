@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT, compose_config
+from tests.helpers import ROOT, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
 from transformer_mt.tasks.average import epoch_checkpoints
@@ -24,6 +24,24 @@ def test_presets_are_found():
 def test_every_preset_composes_into_a_train_run(tmp_path, preset):
     cfg = compose_config(tmp_path, [f"experiment={preset}"])
     assert cfg.task.name == "train" and cfg.model.d_model % cfg.model.heads == 0
+
+
+@pytest.mark.parametrize("preset", [p for p in PRESETS if p.startswith("ablation/") and p != "ablation/base"])
+def test_every_ablation_row_runs_with_three_seeds(tmp_path, preset):
+    cfg = compose_config(tmp_path, [f"experiment={preset}"])
+    assert cfg.hydra.sweeper.params.seed == "1234,1235,1236" and len(cfg.hydra.sweeper.params) == 2
+
+
+def test_seeds_on_the_command_line_replace_the_presets(tmp_path):
+    """`-m experiment=ablation/positions seed=7`: 2 rows x 1 seed (jobs run task=report: seconds)."""
+    (tmp_path / "empty" / "0").mkdir(parents=True)
+    result = run_py("-m", "experiment=ablation/positions", "seed=7", "task=report", f"sweep_dir={tmp_path}/empty",
+                    f"hydra.sweep.dir={tmp_path}/sweep")
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert jobs == ["0", "1"]
+    overrides = [(tmp_path / "sweep" / job / ".hydra" / "overrides.yaml").read_text() for job in jobs]
+    assert all("seed=7" in text for text in overrides)
 
 
 def write_multi30k_layout(folder: Path) -> None:

@@ -103,4 +103,4 @@ def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
     b = torch.load(tmp_path / "two_nodes" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
     written = sorted(p.name for p in (tmp_path / "two_nodes").iterdir() if p.suffix in (".json", ".txt"))
-    assert written == ["metrics.json", "test.translations.txt"]  # one writer: no file of a second rank
+    assert written == ["metrics.json", "test.references.txt", "test.translations.txt"]  # one writer: none of rank 1

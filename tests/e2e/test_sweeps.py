@@ -134,14 +134,16 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
     assert result.returncode != 0  # Hydra's basic sweeper reports the failure after running every job
     assert (sweep / "2" / "metrics.json").is_file()
     report = run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
-    lines = (sweep / "report.md").read_text().splitlines()
-    assert lines[2].split(" | ")[:3] == ["| job", "model.heads", "status"]
-    body = [line.split(" | ") for line in lines[4:]]
-    assert [row[:3] for row in body] == [["| 0", "2", "done"], ["| 1 (base)", "4",
-                                         "failed: TrainingDiverged: train: loss nan at step 1 (lr 1), on purpose"],
-                                         ["| 2", "8", "done"]]
+    text = (sweep / "report.md").read_text()
+    lines = text.split("## Jobs")[1].strip().splitlines()
+    assert lines[0].split(" | ")[:4] == ["| job", "model.heads", "seed", "status"]
+    body = [line.split(" | ") for line in lines[2:]]
+    failure = "failed: TrainingDiverged: train: loss nan at step 1 (lr 1), on purpose"
+    assert [row[:2] + row[3:4] for row in body] == [["| 0", "2", "done"], ["| 1 (base)", "4", failure],
+                                                   ["| 2", "8", "done"]]
     metrics = json.loads((sweep / "2" / "metrics.json").read_text())
     assert body[2][-1] == f"{metrics['test/bleu']:.2f} |"
-    assert len((sweep / "report.csv").read_text().splitlines()) == 4
+    assert "- row 0 (model.heads=2): no seed finished in both this row and the base row: not tested" in text
+    assert len((sweep / "jobs.csv").read_text().splitlines()) == 4 and report["rows"] == 3
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report["curves"] == 2 and (sweep / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -147,21 +147,24 @@ def write_json(path: Path, data: dict) -> None:
                        encoding="utf-8")
 
 
-def write_translations(path: Path, rows: tuple[Row, ...]) -> None:
-    """One hypothesis per line, in the order of the input file."""
+def write_translations(path: Path, rows: tuple[Row, ...], field: str = "hypothesis") -> None:
+    """One hypothesis (or reference) per line, in the order of the input file."""
     with atomic_file(path) as tmp:
-        tmp.write_text("".join(row.hypothesis + "\n" for row in rows), encoding="utf-8")
+        tmp.write_text("".join(getattr(row, field) + "\n" for row in rows), encoding="utf-8")
 
 
 def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dict) -> dict:
-    """metrics.json and `{stage}.translations.txt` in the run directory, each written whole;
-    returns the metrics."""
+    """metrics.json, `{stage}.translations.txt` and `{stage}.references.txt` (the references as
+    scored, for significance tests: task=report) in the run directory, each written whole; returns
+    the metrics."""
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**results.metrics, "bleu_signature": results.bleu_signature,
                "chrf_signature": results.chrf_signature, **extra}
     translations = output_dir / f"{stage}.translations.txt"
+    references = output_dir / f"{stage}.references.txt"
     write_translations(translations, results.rows)
-    metrics["translations"] = str(translations)
+    write_translations(references, results.rows, "reference")
+    metrics["translations"], metrics["references"] = str(translations), str(references)
     write_json(output_dir / "metrics.json", metrics)
     return metrics
 

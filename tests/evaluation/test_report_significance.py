@@ -1,0 +1,161 @@
+"""task=report over seeds: rows grouped across seeds, mean and spread, sacreBLEU's paired tests
+against the base row seed by seed, the rule that marks a row as differing, and refusals."""
+
+import csv
+import json
+import random
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
+
+from tests.helpers import compose_config
+from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import ConfigError
+from transformer_mt.evaluation.significance import difference_interval, paired_test
+from transformer_mt.tasks import run
+
+REFS = ToyCorpus(num_train=0, num_val=0, num_test=300, seed=7).load("test").tgt
+
+
+def drop_a_word(line: str, rng: random.Random) -> str:
+    words = line.split()
+    del words[rng.randrange(len(words))]
+    return " ".join(words)
+
+
+def base_hyps(seed: int) -> list[str]:
+    """Half the lines lose a word (which half depends on the seed)."""
+    rng = random.Random(seed)
+    return [drop_a_word(r, rng) if rng.random() < 0.5 else r for r in REFS]
+
+
+def better_hyps(seed: int) -> list[str]:
+    """One line in twenty loses a word: clearly better than the base."""
+    rng = random.Random(100 + seed)
+    return [drop_a_word(r, rng) if rng.random() < 0.05 else r for r in REFS]
+
+
+def same_hyps(seed: int) -> list[str]:
+    """The base's lines with 6 of its damaged lines repaired and 6 intact ones damaged: no real change."""
+    hyps, rng = base_hyps(seed), random.Random(200 + seed)
+    damaged = [i for i, (h, r) in enumerate(zip(hyps, REFS)) if h != r]
+    intact = [i for i, (h, r) in enumerate(zip(hyps, REFS)) if h == r]
+    for i in damaged[:6]:
+        hyps[i] = REFS[i]
+    for i in intact[:6]:
+        hyps[i] = drop_a_word(REFS[i], rng)
+    return hyps
+
+
+def write_job(sweep: Path, number: int, heads: int, seed: int, hyps: list[str] | None, refs: list[str] = REFS,
+              failed: str | None = None) -> None:
+    folder = sweep / str(number)
+    (folder / ".hydra").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create([f"model.heads={heads}", f"seed={seed}"]), folder / ".hydra" / "overrides.yaml")
+    if failed:
+        (folder / "error.txt").write_text(failed + "\n")
+    if hyps is None:
+        return
+    (folder / "test.translations.txt").write_text("".join(h + "\n" for h in hyps))
+    (folder / "test.references.txt").write_text("".join(r + "\n" for r in refs))
+    bleu = BLEU().corpus_score(hyps, [refs]).score
+    metrics = {"test/bleu": bleu, "val/bleu_best": bleu - 1.0, "val/ppl": 10.0 + seed, "train_seconds": 60.0 * seed,
+               "num_parameters": 1_000_000, "steps": 100, "translations": str(folder / "test.translations.txt"),
+               "references": str(folder / "test.references.txt")}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    """heads 8 (the base), 4 (better), 16 (the same), 32 (one seed failed, one killed), seeds 1 and 2."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    OmegaConf.save(OmegaConf.create({"model": {"heads": 8}, "seed": 1234}), sweep / "multirun.yaml")
+    number = 0
+    for heads, make in ((4, better_hyps), (8, base_hyps), (16, same_hyps)):
+        for seed in (1, 2):
+            write_job(sweep, number, heads, seed, make(seed))
+            number += 1
+    write_job(sweep, number, 32, 1, None, failed="TrainingDiverged: train: loss nan at step 3")
+    write_job(sweep, number + 1, 32, 2, None)
+    return sweep
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def report(sweep: Path, tmp_path: Path) -> dict:
+    return run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
+
+
+def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path):
+    result = report(sweep, tmp_path)
+    assert result["rows"] == 4 and result["jobs"] == 8 and result["done"] == 6
+    assert result["differs"] == {0: "better *", 2: "-", 3: ""}  # row 1 is the base
+    text = (sweep / "report.md").read_text()
+    assert "- row 0 (model.heads=4): better than the base" in text
+    assert "- row 1 (model.heads=8): the base row" in text
+    assert "- row 2 (model.heads=16): not shown to differ from the base" in text
+    assert "- row 3 (model.heads=32): no seed finished in both" in text
+    jobs = (sweep / "jobs.csv").read_text().splitlines()
+    assert len(jobs) == 9  # a header and all eight jobs, the failed and the killed included
+    assert "failed: TrainingDiverged: train: loss nan at step 3" in jobs[7] and "running or killed" in jobs[8]
+
+    rows = {row["row"]: row for row in read_csv(sweep / "report.csv")}
+    base = rows["1 (base)"]
+    tests = [base_hyps(s) for s in (1, 2)]
+    scores = [BLEU().corpus_score(h, [REFS]).score for h in tests]
+    assert base["seeds"] == "2/2" and rows["3"]["seeds"] == "0/2"
+    assert base["test BLEU"] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
+    assert base["train (min)"] == "1.50 ± 0.71"  # 1 and 2 minutes
+    assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_p_values_are_sacrebleus_own(sweep, tmp_path):
+    report(sweep, tmp_path)
+    rows = read_csv(sweep / "significance.csv")
+    assert list(rows[0])[:3] == ["row", "model.heads", "seed"] and len(rows) == 4  # rows 0 and 2, two seeds each
+    for row in rows:
+        seed = int(row["seed"])
+        system = better_hyps(seed) if row["row"] == "0" else same_hyps(seed)
+        named = [("base", base_hyps(seed)), ("system", system)]
+        bootstrap = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="bs", n_samples=1000)()[1]["BLEU"][1]
+        randomization = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="ar", n_samples=10000)()[1]["BLEU"][1]
+        assert row["p bootstrap"] == f"{bootstrap.p_value:.4f}" and row["p AR"] == f"{randomization.p_value:.4f}"
+        assert row["BLEU"] == f"{bootstrap.score:.2f}"
+
+
+def test_the_difference_interval_is_that_of_the_bootstraps_own_resamples():
+    base, system = base_hyps(1), same_hyps(1)
+    low, high = difference_interval(base, system, REFS, n_samples=80)
+    idxs = np.random.default_rng(12345).choice(len(REFS), size=(80, len(REFS)), replace=True)  # sacreBLEU's draws
+    diffs = sorted(BLEU().corpus_score([system[i] for i in rows], [[REFS[i] for i in rows]]).score
+                   - BLEU().corpus_score([base[i] for i in rows], [[REFS[i] for i in rows]]).score for rows in idxs)
+    # sacreBLEU sums its statistics in float32: equal to 1e-4 BLEU
+    assert low == pytest.approx(diffs[2], abs=1e-4) and high == pytest.approx(diffs[77], abs=1e-4)
+    result = paired_test(base, system, REFS, n_bootstrap=80, n_randomization=100)
+    assert result.delta == pytest.approx(BLEU().corpus_score(system, [REFS]).score
+                                         - BLEU().corpus_score(base, [REFS]).score)
+
+
+def test_missing_translations_and_other_references_are_refused_in_one_line(sweep, tmp_path):
+    (sweep / "0" / "test.translations.txt").unlink()
+    with pytest.raises(ConfigError, match=r"job 0: its test translations .* are missing"):
+        report(sweep, tmp_path)
+    refs = REFS[:-1] + ["another reference"]
+    hyps = better_hyps(1)
+    (sweep / "0" / "test.translations.txt").write_text("".join(h + "\n" for h in hyps))
+    (sweep / "0" / "test.references.txt").write_text("".join(r + "\n" for r in refs))
+    # names relative to the job folder, as in a sweep folder moved since: found there
+    (sweep / "0" / "metrics.json").write_text(json.dumps({"test/bleu": 1.0, "translations": "test.translations.txt",
+                                                          "references": "test.references.txt"}))
+    with pytest.raises(ConfigError, match=r"job 0 was scored on other references than the base row's job 2 "
+                                          r"\(seed 1\)"):
+        report(sweep, tmp_path)
