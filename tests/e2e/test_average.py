@@ -29,6 +29,24 @@ def test_average_of_two_checkpoints_is_the_mean_of_their_tensors(tmp_path):
     assert avg["tokenizer"] == "tok" and avg["averaged_from"] == [str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt")]
 
 
+def test_tied_weights_stay_one_tensor_so_the_average_is_saved_once(tmp_path):
+    """Tied embeddings (one tensor under three names) are averaged once and written once: an average
+    of the Multi30k recipe is 10.3 MB, not 20 MB."""
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        embed = torch.randn(1000, 64)
+        state = {"src_embed.weight": embed, "tgt_embed.weight": embed, "output_proj.weight": embed,
+                 "layer.weight": torch.randn(64, 64)}
+        checkpoint = {"state_dict": state, "hyper_parameters": {"model": {}}, "tokenizer": "tok"}
+        torch.save(checkpoint, tmp_path / f"{seed}.ckpt")
+    avg = average_checkpoints([tmp_path / "0.ckpt", tmp_path / "1.ckpt"])["state_dict"]
+    assert avg["src_embed.weight"] is avg["tgt_embed.weight"] is avg["output_proj.weight"]
+    assert avg["layer.weight"] is not avg["src_embed.weight"]
+    torch.save(avg, tmp_path / "avg.pt")
+    one_copy = (1000 * 64 + 64 * 64) * 4
+    assert one_copy < (tmp_path / "avg.pt").stat().st_size < one_copy + 10_000
+
+
 @pytest.mark.parametrize("other, message", [
     (dict(d_model=5), r"b\.ckpt: w has shape \(3, 5\), .*a\.ckpt has \(3, 4\)"),
     (dict(tokenizer="other"), r"b\.ckpt: its tokenizer differs"),

@@ -49,6 +49,10 @@ def average_checkpoints(paths: list[Path], bar: ProgressBar | None = None) -> di
             bar.advance()
     state = first["state_dict"]
     averaged = {k: (v / len(paths)).to(state[k].dtype) if state[k].is_floating_point() else v for k, v in sums.items()}
+    tied: dict[tuple, str] = {}  # tied weights (one tensor under several names) stay one tensor: saved once
+    for name, value in state.items():
+        key = (value.data_ptr(), value.shape, value.stride())
+        averaged[name] = averaged[tied.setdefault(key, name)]
     out = {k: first[k] for k in KEEP if k in first}
     out["state_dict"] = averaged
     out["averaged_from"] = [str(p) for p in paths]
