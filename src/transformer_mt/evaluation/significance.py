@@ -42,12 +42,12 @@ class PairedResult:
 
 
 def sacrebleu_p_value(baseline: list[str], system: list[str], references: list[str], test_type: str,
-                      n_samples: int) -> tuple[float, float]:
-    """(system BLEU, p-value) from sacreBLEU's PairedTest ("bs" or "ar")."""
+                      n_samples: int) -> tuple[float, float, float]:
+    """(baseline BLEU, system BLEU, p-value) from sacreBLEU's PairedTest ("bs" or "ar")."""
     _, scores = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": BLEU()}, [references],
                            test_type=test_type, n_samples=n_samples)()
-    result = scores["BLEU"][1]
-    return result.score, result.p_value
+    base, result = scores["BLEU"]
+    return base.score, result.score, result.p_value
 
 
 def difference_interval(baseline: list[str], system: list[str], references: list[str],
@@ -72,8 +72,7 @@ def paired_test(baseline: list[str], system: list[str], references: list[str],
     """Both of sacreBLEU's paired tests of `system` against `baseline` on the same `references`."""
     if not len(baseline) == len(system) == len(references):
         raise ValueError(f"{len(baseline)} baseline, {len(system)} system and {len(references)} reference lines")
-    base_score = BLEU().corpus_score(baseline, [references]).score
-    score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap)
-    _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization)
+    base_score, score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap)
+    _, _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization)
     low, high = difference_interval(baseline, system, references, n_bootstrap)
     return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization)
