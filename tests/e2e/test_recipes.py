@@ -168,3 +168,11 @@ def test_the_papers_recipes_run_a_few_steps(tmp_path, preset):
     assert metrics["tested_checkpoint"] == str(tmp_path / "run" / "checkpoints" / "average.ckpt")
     assert metrics["decoding"]["length_norm"] == "gnmt" and 0.0 <= metrics["test/bleu_tok_compound"] <= 100.0
     assert metrics["bleu_tok_compound_signature"].endswith("(13a-tokenized, compounds split as get_ende_bleu.sh)")
+
+
+def test_the_ablation_base_trains_four_epochs_and_validates_once_at_the_end(tmp_path):
+    """The budget read off the base row's curve (experiments/ablations/README.md)."""
+    cfg = compose_config(tmp_path, ["experiment=ablation/heads"])
+    assert cfg.trainer.max_epochs == 4 and cfg.trainer.check_val_every_n_epoch == 4
+    cfg = compose_config(tmp_path, ["experiment=ablation/heads", "trainer.max_epochs=6"])
+    assert cfg.trainer.check_val_every_n_epoch == 6
