@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.helpers import ROOT, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
@@ -30,6 +31,15 @@ def test_every_preset_composes_into_a_train_run(tmp_path, preset):
 def test_every_ablation_row_runs_with_three_seeds(tmp_path, preset):
     cfg = compose_config(tmp_path, [f"experiment={preset}"])
     assert cfg.hydra.sweeper.params.seed == "1234,1235,1236" and len(cfg.hydra.sweeper.params) == 2
+
+
+@pytest.mark.parametrize("preset", [p for p in PRESETS if p.startswith("ablation/") and p != "ablation/base"])
+def test_every_ablation_sweep_has_its_own_config_as_a_row(tmp_path, preset):
+    """task=report takes the row whose settings equal the sweep's config as the base: each preset's
+    config value of its swept key is one of the swept values (ablation/dk once left d_k null)."""
+    cfg = compose_config(tmp_path, [f"experiment={preset}"])
+    (key, values), = ((k, v) for k, v in cfg.hydra.sweeper.params.items() if k != "seed")
+    assert str(OmegaConf.select(cfg, key)) in values.split(",")
 
 
 def test_seeds_on_the_command_line_replace_the_presets(tmp_path):

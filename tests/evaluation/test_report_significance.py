@@ -91,8 +91,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def report(sweep: Path, tmp_path: Path) -> dict:
-    return run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
+def report(sweep: Path, tmp_path: Path, *overrides: str) -> dict:
+    return run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}", *overrides]))
 
 
 def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path):
@@ -116,6 +116,26 @@ def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path)
     assert base["test BLEU"] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
     assert base["train (min)"] == "1.50 ± 0.71"  # 1 and 2 minutes
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_sweep_whose_config_leaves_the_key_null_says_so_and_base_row_names_the_base(sweep, tmp_path):
+    """ablation/dk's base config has model.d_k null (d_model / heads) while its jobs say 32: no row has
+    the sweep's own settings. The report says so instead of testing nothing quietly, and base_row=1
+    gives the same report as a config that names the base."""
+    expected = report(sweep, tmp_path)
+    expected_tests = (sweep / "significance.csv").read_text()
+    OmegaConf.save(OmegaConf.create({"model": {"heads": None}, "seed": 1234}), sweep / "multirun.yaml")
+    result = report(sweep, tmp_path)
+    text = (sweep / "report.md").read_text()
+    assert result["differs"] == {} and read_csv(sweep / "significance.csv") == []
+    assert ("**No base row**: no row has the sweep's own settings (model.heads=None), so there is no base row "
+            "and nothing is tested; name it with base_row=N (the row column).") in text
+    assert "- row 1 (model.heads=8): not tested (no base row)." in text
+    assert report(sweep, tmp_path, "base_row=1")["differs"] == expected["differs"] == {0: "better *", 2: "-", 3: ""}
+    assert (sweep / "significance.csv").read_text() == expected_tests
+    assert "No base row" not in (sweep / "report.md").read_text()
+    with pytest.raises(ConfigError, match=r"^base_row=4: must be a row number of this sweep, 0 to 3$"):
+        report(sweep, tmp_path, "base_row=4")
 
 
 def test_p_values_are_sacrebleus_own(sweep, tmp_path):

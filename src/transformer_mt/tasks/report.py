@@ -5,7 +5,9 @@ significance, and plots.
 
 Reads every job directory of the sweep (`0/`, `1/`, ...: its `.hydra/overrides.yaml` and
 `metrics.json`). A *row* is one setting of the varied keys other than `seed`; its jobs are its
-seeds. The base row is the one whose settings equal the sweep's own config (`multirun.yaml`).
+seeds. The base row is the one whose settings equal the sweep's own config (`multirun.yaml`), or
+the row numbered `base_row=N` (the table's row column) when the config does not name it (a key left
+null there, such as `model.d_k`). Without a base row the report has no tests and says why.
 Writes into the sweep directory:
 - `report.md`: per row the seeds that finished, the mean and standard deviation over seeds of the
   val BLEU, test BLEU, val perplexity and training time, and the test BLEU difference to the base
@@ -91,16 +93,27 @@ def read_sweep(sweep_dir: Path) -> tuple[list[dict], list[str], dict]:
     return jobs, varied, base
 
 
-def group_rows(jobs: list[dict], varied: list[str], base: dict) -> list[dict]:
+def group_rows(jobs: list[dict], varied: list[str], base: dict, base_row: int | None = None) -> list[dict]:
     """The rows: one per setting of the varied keys, with its jobs (seeds) in job order; the base
-    row (settings equal to `base`) has is_base."""
+    row (number `base_row`, else the one whose settings equal `base`) has is_base."""
     groups: dict[tuple, dict] = {}
     for job in jobs:
         key = tuple(job["settings"].get(k) for k in varied)
         groups.setdefault(key, {"settings": dict(zip(varied, key)), "jobs": []})["jobs"].append(job)
-    for row in groups.values():
-        row["is_base"] = bool(base) and all(row["settings"][k] == base.get(k) for k in varied)
-    return list(groups.values())
+    rows = list(groups.values())
+    if base_row is not None and not (isinstance(base_row, int) and 0 <= base_row < len(rows)):
+        raise ConfigError(f"base_row={base_row}: must be a row number of this sweep, 0 to {len(rows) - 1}")
+    for index, row in enumerate(rows):
+        row["is_base"] = index == base_row if base_row is not None else (
+            bool(base) and all(row["settings"][k] == base.get(k) for k in varied))
+    return rows
+
+
+def no_base(varied: list[str], base: dict) -> str:
+    """Why there are no tests: no row has the sweep's own settings."""
+    own = ", ".join(f"{k}={base.get(k)}" for k in varied) or "none"
+    return (f"no row has the sweep's own settings ({own}), so there is no base row and nothing is tested; "
+            "name it with base_row=N (the row column)")
 
 
 def done(row: dict) -> list[dict]:
@@ -150,10 +163,13 @@ def compare(row: dict, base_row: dict) -> list[tuple[dict, PairedResult]]:
     return results
 
 
-def verdict(row: dict, tests: list[tuple[dict, PairedResult]]) -> tuple[str, str]:
-    """(mark, sentence): whether the row differs from the base, by the rule in the docstring."""
+def verdict(row: dict, tests: list[tuple[dict, PairedResult]] | None) -> tuple[str, str]:
+    """(mark, sentence): whether the row differs from the base, by the rule in the docstring
+    (tests None: the sweep has no base row)."""
     if row["is_base"]:
         return "base", "the base row"
+    if tests is None:
+        return "", "not tested (no base row)"
     if not tests:
         return "", "no seed finished in both this row and the base row: not tested"
     deltas = [result.delta for _, result in tests]
@@ -183,7 +199,7 @@ def row_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
         line["Δ test BLEU"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
         line["max p (bootstrap / AR)"] = (f"{max(r.p_bootstrap for r in results):.4f} / "
                                           f"{max(r.p_randomization for r in results):.4f}") if results else ""
-        line["differs"] = verdict(row, tests.get(index, []))[0]
+        line["differs"] = verdict(row, tests.get(index))[0]
         table.append(line)
     return table
 
@@ -223,15 +239,17 @@ def markdown_table(table: list[dict[str, str]]) -> list[str]:
 
 
 def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, list[dict[str, str]]],
-                   tests: dict[int, list]) -> None:
+                   tests: dict[int, list], missing_base: str | None) -> None:
     lines = [f"# {title}", "", *markdown_table(tables["rows"]), ""]
+    if missing_base:
+        lines += [f"**No base row**: {missing_base}.", ""]
     lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs). A row differs "
               f"from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap and "
               f"paired approximate randomization tests of its test translations against the base row's "
               f"(same seed) both give p < {LEVEL}, and the differences have the same sign.", ""]
     for index, row in enumerate(rows):
         name = ", ".join(f"{k}={v}" for k, v in row["settings"].items()) or "the only setting"
-        lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index, []))[1]}.")
+        lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index))[1]}.")
     if tables["tests"]:
         lines += ["", "## The tests, seed against seed", "", *markdown_table(tables["tests"])]
     lines += ["", "## Jobs", "", *markdown_table(tables["jobs"])]
@@ -297,14 +315,17 @@ def run(cfg: DictConfig) -> dict:
         raise ConfigError("task=report needs sweep_dir=PATH (a multirun directory with job folders 0/, 1/, ...)")
     sweep_dir = Path(cfg.sweep_dir)
     jobs, varied, base = read_sweep(sweep_dir)
-    rows = group_rows(jobs, varied, base)
+    rows = group_rows(jobs, varied, base, cfg.get("base_row"))
     base_row = next((row for row in rows if row["is_base"]), None)
     tests = {index: compare(row, base_row) for index, row in enumerate(rows)
              if base_row is not None and not row["is_base"]}
+    missing_base = no_base(varied, base) if base_row is None and len(rows) > 1 else None
+    if missing_base:
+        log.warning("%s", missing_base)
     tables = {"rows": row_table(rows, tests), "tests": test_table(rows, tests),
               "jobs": job_table(jobs, varied, rows)}
     title = f"{sweep_dir.name}: {', '.join(varied) or 'one setting'}"
-    write_markdown(sweep_dir / "report.md", title, rows, tables, tests)
+    write_markdown(sweep_dir / "report.md", title, rows, tables, tests, missing_base)
     write_csv(sweep_dir / "report.csv", tables["rows"])
     write_csv(sweep_dir / "jobs.csv", tables["jobs"])
     write_csv(sweep_dir / "significance.csv", tables["tests"])
