@@ -14,13 +14,15 @@ sentence at 1.2 x source tokens + 10; the peers have one limit per batch, so the
 where ours would have stopped. With --cache: greedy and beam 4 with and without the KV cache, and
 every output forced to exactly 50 tokens.
 
---device cuda --dtype bf16 | fp16: ours (the model cast to the dtype), HF generate (the same) and
+--device cuda --dtype bf16 | fp16: ours (the model cast to the dtype), HF generate (the same, with
+our SDPA kernels: no cuDNN) and
 CTranslate2 (compute_type bfloat16 / float16) on the GPU; the int8 systems are CPU-only. CUDA clocks
 are read after a synchronize. --limit N: the first N sentences. --json PATH: every figure of the
 tables as JSON.
 """
 
 import argparse
+import contextlib
 import copy
 import importlib.util
 import json
@@ -30,11 +32,13 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch.nn.attention import sdpa_kernel
 
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.decoding.search import Rules, max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.model.attention import backends_for
 from transformer_mt.model.quantize import quantize_int8
 from transformer_mt.tasks.common import load_module
 
@@ -80,13 +84,14 @@ def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"
     model = transformers.MarianMTModel.from_pretrained(folder).to(device=device, dtype=DTYPES[dtype]).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     eos, pad_id = model.config.eos_token_id, model.config.pad_token_id
+    backends = backends_for(torch.device(device))  # the SDPA kernels ours may use (no cuDNN on a GPU)
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
         out = []
         for chunk in batches(lines):
             enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
             limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.model.config.max_positions).max())
-            with torch.no_grad():
+            with torch.no_grad(), sdpa_kernel(backends) if backends else contextlib.nullcontext():
                 rows = model.generate(**enc, num_beams=beams, length_penalty=0.6, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
             for row in rows:
@@ -113,6 +118,22 @@ def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32
         return [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
 
     return translate
+
+
+def working(peers: list[tuple[str, object]], lines: list[str]) -> tuple[list, dict[str, str]]:
+    """Each peer's translate function (from its factory) if it loads and translates two sentences
+    without an error, else the first line of its error (a CTranslate2 wheel built for another
+    CUDA, say): one peer that cannot run on this machine does not cost the figures of the others."""
+    kept, skipped = [], {}
+    for name, make in peers:
+        try:
+            translate = make()
+            translate(lines, 1)
+        except Exception as error:  # noqa: BLE001 - any failure of a peer's library is reported, not raised
+            skipped[name] = (f"{type(error).__name__}: {error}".splitlines() or [""])[0]
+            continue
+        kept.append((name, translate))
+    return kept, skipped
 
 
 def best_time(repeat: int, run, *args, device: str = "cpu") -> tuple[float, list]:
@@ -154,16 +175,17 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
             from transformer_mt.interop.marian import export_hf
 
             export_hf(module, Path(tmp) / "hf")
-            peers.append(("HF generate", hf_translator(Path(tmp) / "hf", module, device, dtype)))
+            peers.append(("HF generate", partial(hf_translator, Path(tmp) / "hf", module, device, dtype)))
         if installed("ctranslate2"):
             from transformer_mt.interop.ctranslate2 import export_ct2
 
             export_ct2(module, Path(tmp) / "ct2", "none")
             ct2_name = f"CTranslate2 {name if device == 'cuda' else 'float32'}"
-            peers.append((ct2_name, ct2_translator(Path(tmp) / "ct2", module, device, dtype)))
+            peers.append((ct2_name, partial(ct2_translator, Path(tmp) / "ct2", module, device, dtype)))
             if device == "cpu":
                 export_ct2(module, Path(tmp) / "ct2_int8", "int8")
-                peers.append(("CTranslate2 int8", ct2_translator(Path(tmp) / "ct2_int8", module)))
+                peers.append(("CTranslate2 int8", partial(ct2_translator, Path(tmp) / "ct2_int8", module)))
+        peers, skipped = working(peers, lines[:2])
         for beams, search in ((1, GreedySearch(1.2, 10)), (4, BeamSearch(4, 0.6, 1.2, 10))):
             runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
             runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
@@ -197,7 +219,9 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
         for search in ("greedy", "beam 4"):
             print(f"| {search} | " + " | ".join(f"{r['ratio']:.2f}x" for r in ratios if r["search"] == search) + " |")
         print("\n(x > 1: ours is faster)")
-    return {"systems": rows, "ratios": ratios}
+    for peer, error in skipped.items():
+        print(f"{peer}: not measured: {error}")
+    return {"systems": rows, "ratios": ratios, "skipped": skipped}
 
 
 def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = "cpu", dtype: str = "fp32") -> dict:

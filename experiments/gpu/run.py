@@ -20,8 +20,7 @@ a temporary folder, removed at the end. --merge: the steps of several results.js
 `--only speed` and `--only runs`, say) in one results.json and results.md.
 
 --smoke: the same steps at tiny sizes (model tiny, a few steps; no --compile: inductor takes
-minutes on a CPU; made-up sentences as a Multi30k folder when none is found): about a minute
-with --device cpu.
+minutes on a CPU; made-up sentences as a Multi30k folder): about a minute with --device cpu.
 
 Only the standard library here: every step runs in its own process, so a step that cannot even
 import still leaves the others and the report.
@@ -33,12 +32,15 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +56,24 @@ print(json.dumps({"torch": torch.__version__, "python": platform.python_version(
                   "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
                   "cpu_count": os.cpu_count()}))
 """
+
+
+def version(package: str) -> tuple[int, int]:
+    """An installed package's (major, minor); (0, 0) when it is not installed."""
+    try:
+        return tuple(int(x) for x in metadata.version(package).split(".")[:2])  # type: ignore[return-value]
+    except (metadata.PackageNotFoundError, ValueError):
+        return (0, 0)
+
+
+def datasets_folder() -> str:
+    """The folder of .gpu-wheels (experiments/gpu/wheels.sh fills three) with the datasets release this
+    machine's pyarrow and huggingface_hub can run: 5.x needs pyarrow >= 24 and hub >= 1.31, 4.4
+    pyarrow >= 21 and hub < 2, 4.0 pyarrow >= 15."""
+    arrow, hub = version("pyarrow"), version("huggingface_hub")
+    if arrow >= (24, 0) and hub >= (1, 31):
+        return "datasets-5"
+    return "datasets-4.4" if arrow >= (21, 0) and hub < (2, 0) else "datasets-4.0"
 
 
 def log(message: str) -> None:
@@ -116,11 +136,14 @@ def install(runner: Runner, device: str) -> None:
                                    "note": "--device cpu" if device == "cpu" else "already installed"}
         return
     if not glob.glob(str(ROOT / ".gpu-wheels" / "*.whl")):
-        runner.fail("install", "no .gpu-wheels/*.whl: fill it with ../shared/gpu/carry-wheels.sh and carry it")
+        runner.fail("install", "no .gpu-wheels/*.whl: fill it with experiments/gpu/wheels.sh and carry it")
         return
-    script = (f"{PY} -m pip install -q --no-index --no-deps .gpu-wheels/*.whl && "
+    folder = datasets_folder()
+    script = (f"{PY} -m pip install -q --no-index --no-deps .gpu-wheels/*.whl .gpu-wheels/{folder}/*.whl && "
               f"{PY} -m pip install -q --no-deps --no-build-isolation -e .")
-    runner.run("install", ["bash", "-c", script], 300)
+    record = runner.run("install", ["bash", "-c", script], 300)
+    record["note"] = (f"datasets from .gpu-wheels/{folder} (pyarrow {'.'.join(map(str, version('pyarrow')))}, "
+                      f"huggingface_hub {'.'.join(map(str, version('huggingface_hub')))})")
 
 
 def environment(runner: Runner) -> dict:
@@ -176,7 +199,7 @@ def train_job(runner: Runner, name: str, overrides: list[str], limit_s: float, e
 
 def smoke_multi30k(folder: Path) -> Path:
     """Made-up sentence pairs (the target: the source's words reversed, each capitalized) as a
-    Multi30k folder (train, val, test2016 .en/.de): DATA_DIR for --smoke without one."""
+    Multi30k folder (train, val, test2016 .en/.de): the data of --smoke."""
     rng = random.Random(0)
     words = "a the dog cat man woman child ball park street red blue big small runs plays sits looks".split()
     (folder / "multi30k").mkdir(parents=True, exist_ok=True)
@@ -189,11 +212,22 @@ def smoke_multi30k(folder: Path) -> Path:
 
 
 def data_dir(smoke: bool, work: Path) -> Path | None:
-    """Where Multi30k is: $DATA_DIR, else .gpu-data; with --smoke and neither, made-up sentences."""
+    """Where Multi30k is: with --smoke made-up sentences (the same minute on any machine), else
+    $DATA_DIR, else .gpu-data, else None."""
+    if smoke:
+        return smoke_multi30k(work / "smoke-data")
     for candidate in (os.environ.get("DATA_DIR"), str(ROOT / ".gpu-data")):
         if candidate and (Path(candidate) / "multi30k" / "train.en").is_file():
             return Path(candidate).resolve()
-    return smoke_multi30k(work / "smoke-data") if smoke else None
+    return None
+
+
+def cuda_libraries() -> dict:
+    """LD_LIBRARY_PATH with the CUDA libraries that torch's pip packages bring (site-packages/nvidia/*/lib):
+    CTranslate2's wheel loads cuBLAS by name and does not look there."""
+    folders = [f for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+               for f in sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))]
+    return {"LD_LIBRARY_PATH": os.pathsep.join([*folders, *filter(None, [os.environ.get("LD_LIBRARY_PATH")])])}
 
 
 def decode(runner: Runner, run_dir: Path, data: Path, device: str, smoke: bool) -> None:
@@ -209,34 +243,77 @@ def decode(runner: Runner, run_dir: Path, data: Path, device: str, smoke: bool) 
                str(data / "multi30k" / "test2016.en"), "--reference", str(data / "multi30k" / "test2016.de"),
                "--device", device, "--dtype", "fp32" if device == "cpu" else "bf16",
                "--repeat", "1" if smoke else "3", "--json", str(result), *(["--limit", "20"] if smoke else [])]
-    record = runner.run("decode", command, 240 if smoke else 300)
+    record = runner.run("decode", command, 240 if smoke else 300, env=cuda_libraries() if device == "cuda" else None)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
 
 
-def speed_group(runner: Runner, smoke: bool, device: str) -> None:
-    models = [("tiny", False, True)] if smoke else [
-        ("base", False, True), ("base", True, False), ("big", False, True), ("big", True, False)]
-    for model, compile_, peer in models:
-        train_speed(runner, model, compile_, peer, smoke, device)
+def evaluate(runner: Runner, run_dir: Path, overrides: list[str], data: Path) -> None:
+    """task=evaluate on the run's tested checkpoint with the run's settings: its test BLEU must equal the run's."""
+    metrics = run_dir / "metrics.json"
+    run = json.loads(metrics.read_text()) if metrics.is_file() else {}
+    if not run.get("tested_checkpoint"):
+        runner.fail("evaluate", f"no tested checkpoint in {metrics} (the multi30k step failed)")
+        return
+    out = runner.work / "runs" / "evaluate"
+    command = [PY, "run.py", "task=evaluate", f"ckpt_path={run['tested_checkpoint']}", *overrides,
+               f"hydra.run.dir={out}", f"paths.cache_dir={runner.work / 'cache'}"]
+    record = runner.run("evaluate", command, 300, env={"DATA_DIR": str(data)})
+    figures = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").is_file() else {}
+    record["figures"] = {**{k: v for k, v in figures.items() if k.startswith("test/")},
+                         "run test/bleu": run.get("test/bleu"),
+                         "reproduced": figures.get("test/bleu") == run.get("test/bleu")}
+    if record["status"] == "ok" and not record["figures"]["reproduced"]:
+        record["status"] = "failed"
+        record["error"] = f"test/bleu {figures.get('test/bleu')} differs from the run's {run.get('test/bleu')}"
 
 
-def runs_group(runner: Runner, smoke: bool, device: str) -> None:
-    trainer = "trainer=cpu" if device == "cpu" else "trainer=gpu"
+SPEED = ("base", "base+compile", "big", "big+compile")
+RUNS = ("toy", "multi30k", "evaluate", "decode")
+
+
+def step_names(smoke: bool, only: str | None, steps: str | None) -> list[str]:
+    """The steps to run, in this order: --steps as given (a step of the speed group by its model,
+    `base+compile`), else both groups or the one --only names."""
+    speed = [f"train_speed/{m}" for m in (("tiny",) if smoke else SPEED)]
+    if not steps:
+        return [*(speed if only in (None, "speed") else []), *(RUNS if only in (None, "runs") else [])]
+    names = [n if n in RUNS else f"train_speed/{n.removeprefix('train_speed/')}" for n in steps.split(",")]
+    for name in names:
+        if name not in [*speed, *RUNS]:
+            short = [n.removeprefix("train_speed/") for n in speed]
+            raise SystemExit(f"error: --steps: no step {name.removeprefix('train_speed/')!r}; the steps are "
+                             f"{', '.join([*short, *RUNS])}")
+    return names
+
+
+def run_step(runner: Runner, name: str, smoke: bool, device: str) -> None:
+    """One step by its name; the multi30k run's folder is where evaluate and decode look for it."""
+    if name.startswith("train_speed/"):
+        model, _, compile_ = name.removeprefix("train_speed/").partition("+")
+        train_speed(runner, model, bool(compile_), not compile_, smoke, device)
+        return
+    trainer = ["trainer=cpu"] if device == "cpu" else ["trainer=gpu", "trainer.precision=bf16-mixed"]
     few = ["trainer.log_every_n_steps=1"] if smoke else []  # the health figures of a few steps
-    toy = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
-    train_job(runner, "toy", [trainer, *(toy + few if smoke else [])], 240 if smoke else 360)
+    if name == "toy":
+        toy = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10",
+               "data.corpus.num_test=7"]
+        train_job(runner, "toy", [trainer[0], *(toy + few if smoke else [])], 240 if smoke else 360)
+        return
     data = data_dir(smoke, runner.work)
     if data is None:
-        runner.fail("multi30k", "no Multi30k: set DATA_DIR (DATA_DIR/multi30k/train.en, ...) or copy it to "
+        runner.fail(name, "no Multi30k: set DATA_DIR (DATA_DIR/multi30k/train.en, ...) or copy it to "
                     ".gpu-data/multi30k (experiments/gpu/README.md)")
-        runner.fail("decode", "no Multi30k run to decode with")
         return
-    precision = [] if device == "cpu" else ["trainer.precision=bf16-mixed"]  # the recipe says 32-true
-    overrides = ["experiment=multi30k_recipe", trainer, *precision, f"trainer.max_steps={6 if smoke else 2000}",
-                 "trainer.max_time=null", *few]
-    run_dir = train_job(runner, "multi30k", overrides, 240 if smoke else 420, env={"DATA_DIR": str(data)})
-    decode(runner, run_dir, data, device, smoke)
+    recipe = ["experiment=multi30k_recipe", *trainer]  # the recipe says 32-true: bf16 on CUDA
+    run_dir = runner.work / "runs" / "multi30k"
+    if name == "multi30k":
+        overrides = [*recipe, f"trainer.max_steps={6 if smoke else 2000}", "trainer.max_time=null", *few]
+        train_job(runner, "multi30k", overrides, 240 if smoke else 420, env={"DATA_DIR": str(data)})
+    elif name == "evaluate":
+        evaluate(runner, run_dir, recipe, data)
+    else:
+        decode(runner, run_dir, data, device, smoke)
 
 
 # ------------------------------------------------------------------------------------- report
@@ -288,10 +365,10 @@ def markdown(results: dict) -> str:
         out += table([{"run": n.removeprefix("train_speed/"), "attention": kind, **call}
                       for n, f in speed for kind, call in f["attention"].items()],
                      ["run", "attention", "backend", "dtype", "q", "k", "mask", "is_causal", "dropout_p"])
-    runs = [(n, s["figures"]) for n, s in steps.items() if n in ("toy", "multi30k") and s["figures"]]
+    runs = [(n, s["figures"]) for n, s in steps.items() if n in ("toy", "multi30k", "evaluate") and s["figures"]]
     if runs:
-        keys = ["test/bleu", "test/bleu_tok_lc", "val/bleu_best", "tokens_per_sec", "train_seconds", "steps",
-                "epochs", "num_parameters", "train/mfu (mean, 2nd half)", "train/tflops (mean, 2nd half)",
+        keys = ["test/bleu", "test/bleu_tok_lc", "reproduced", "val/bleu_best", "tokens_per_sec", "train_seconds",
+                "steps", "epochs", "num_parameters", "train/mfu (mean, 2nd half)", "train/tflops (mean, 2nd half)",
                 "train/gpu_mem_gb (mean, 2nd half)"]
         out += ["", "## Training runs", "", *table([{"run": n, **f} for n, f in runs], ["run", *keys])]
     decoded = steps.get("decode", {}).get("figures")
@@ -300,15 +377,30 @@ def markdown(results: dict) -> str:
         for key, value in decoded.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
                 out += [f"{key}:", "", *table(value), ""]
+            elif isinstance(value, dict) and value:  # the peers that could not run, with their errors
+                out.append(f"- {key}: " + "; ".join(f"{k}: {number(v)}" for k, v in value.items()))
             elif not isinstance(value, dict | list):
                 out.append(f"- {key}: {number(value)}")
     return "\n".join(out) + "\n"
 
 
+def scrub(value, out: Path):
+    """`value` (JSON data) with the machine's folders made generic, so that the files can be committed:
+    the project root dropped from paths, the temporary work folder as $WORK, --out as $OUT."""
+    if isinstance(value, dict):
+        return {k: scrub(v, out) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v, out) for v in value]
+    if not isinstance(value, str):
+        return value
+    value = re.sub(re.escape(tempfile.gettempdir()) + r"/gpu-run-[^/\s]+", "$WORK", value)
+    return value.replace(str(out), "$OUT").replace(f"{ROOT}/", "")
+
+
 def write(out: Path, meta: dict, steps: dict) -> int:
-    """results.json and results.md; 1 if any step failed."""
+    """results.json and results.md (machine folders scrubbed); 1 if any step failed."""
     failed = [name for name, step in steps.items() if step["status"] == "failed"]
-    results = {"meta": meta, "failed": failed, "steps": steps}
+    results = scrub({"meta": meta, "failed": failed, "steps": steps}, out)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "results.md").write_text(markdown(results))
     log(f"wrote {out / 'results.json'} and {out / 'results.md'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
@@ -329,6 +421,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a minute in all")
     parser.add_argument("--only", choices=GROUPS, help="one group of steps (default: both)")
+    parser.add_argument("--steps", help="these steps in this order, comma-separated: base, base+compile, big, "
+                        "big+compile (tiny with --smoke), toy, multi30k, evaluate, decode")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "gpu")
     parser.add_argument("--budget-minutes", type=float, default=25.0, help="for all steps together")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON", help="merge these, run nothing")
@@ -337,6 +431,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
         return merge(out, args.merge)
+    names = step_names(args.smoke, args.only, args.steps)
     meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": args.device, "smoke": args.smoke,
             "command": " ".join(["experiments/gpu/run.sh", *sys.argv[1:]])}
     work = Path(tempfile.mkdtemp(prefix="gpu-run-"))
@@ -344,10 +439,8 @@ def main() -> int:
     try:
         install(runner, args.device)
         meta.update(environment(runner))
-        if args.only in (None, "speed"):
-            speed_group(runner, args.smoke, args.device)
-        if args.only in (None, "runs"):
-            runs_group(runner, args.smoke, args.device)
+        for name in names:
+            run_step(runner, name, args.smoke, args.device)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return write(out, meta, runner.steps)

@@ -2,6 +2,7 @@
 runs and leaves its figures in results.json and results.md; a step that does not run is reported
 and fails the command."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,7 +42,7 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
     steps = results["steps"]
     failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
     assert result.returncode == 0 and results["failed"] == [] and not failures, failures
-    assert list(steps) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "decode"]
+    assert list(steps) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "evaluate", "decode"]
     assert steps["install"]["status"] == "skipped"  # --device cpu
     assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
 
@@ -64,12 +65,18 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
         assert 0 <= figures["test/bleu"] <= 100 and figures["steps"] > 0 and figures["tokens_per_sec"] > 0
         assert figures["train/tflops (mean, 2nd half)"] > 0  # TrainingHealth, timed on the host clock
     assert steps["multi30k"]["figures"]["steps"] == 6
+    evaluated = steps["evaluate"]["figures"]  # task=evaluate on the run's tested checkpoint gives the run's BLEU
+    assert evaluated["reproduced"] is True and evaluated["test/bleu"] == steps["multi30k"]["figures"]["test/bleu"]
 
     decoded = numbers(steps["decode"]["figures"])
     assert decoded and max(decoded) > 0
 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md", "run.log"]  # what $OUT returns
     assert "===== multi30k: " in (tmp_path / "run.log").read_text()
+    for name in ("results.json", "results.md"):  # committed as they are: no folder of the machine in them
+        text = (tmp_path / name).read_text()
+        assert str(ROOT) not in text and "gpu-run-" not in text and str(tmp_path) not in text
+    assert steps["decode"]["figures"]["source"] == "$WORK/smoke-data/multi30k/test2016.en"
     markdown = (tmp_path / "results.md").read_text()
     for heading in ("## Steps", "## Training throughput", "## SDPA backends", "## Training runs", "## Decoding"):
         assert heading in markdown
@@ -81,7 +88,7 @@ def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp
     runs, runs_results = run_script(tmp_path / "runs", "--smoke", "--only", "runs", "--budget-minutes", "0")
     assert speed.returncode == runs.returncode == 1
     assert speed_results["failed"] == ["environment", "train_speed/tiny"]
-    assert runs_results["failed"] == ["environment", "toy", "multi30k", "decode"]
+    assert runs_results["failed"] == ["environment", "toy", "multi30k", "evaluate", "decode"]
     for name, step in {**speed_results["steps"], **runs_results["steps"]}.items():
         assert step["status"] == ("skipped" if name == "install" else "failed") and (step.get("error") or step["note"])
     merged = subprocess.run([sys.executable, "experiments/gpu/run.py", "--merge", str(tmp_path / "speed/results.json"),
@@ -89,5 +96,37 @@ def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp
                             capture_output=True, text=True, timeout=60)
     assert merged.returncode == 1
     results = json.loads((tmp_path / "results.json").read_text())
-    assert list(results["steps"]) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "decode"]
+    assert list(results["steps"]) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "evaluate",
+                                      "decode"]
     assert "| toy | failed |" in (tmp_path / "results.md").read_text()
+
+
+def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_path):
+    result, results = run_script(tmp_path / "some", "--smoke", "--steps", "multi30k,tiny", "--budget-minutes", "0")
+    assert list(results["steps"]) == ["install", "environment", "multi30k", "train_speed/tiny"]
+    unknown = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--steps", "base,huge", "--out",
+                              str(tmp_path / "unknown")], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHON": sys.executable})
+    assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
+        "error: --steps: no step 'huge'; the steps are base, base+compile, big, big+compile, toy, multi30k, "
+        "evaluate, decode"]
+    assert not (tmp_path / "unknown" / "results.json").exists()
+
+
+def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run():
+    spec = importlib.util.spec_from_file_location("decode_speed", ROOT / "experiments/benchmarks/decode_speed.py")
+    decode_speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(decode_speed)
+
+    def broken_library():
+        raise OSError("libcublas.so.12: cannot open shared object file\nsecond line")
+
+    def fails_to_translate():
+        return lambda lines, beams: 1 / 0
+
+    fine = lambda lines, beams: [[7] for _ in lines]  # noqa: E731
+    kept, skipped = decode_speed.working([("CT2", broken_library), ("HF", lambda: fine), ("X", fails_to_translate)],
+                                         ["a", "b"])
+    assert kept == [("HF", fine)]
+    assert skipped == {"CT2": "OSError: libcublas.so.12: cannot open shared object file",
+                       "X": "ZeroDivisionError: division by zero"}

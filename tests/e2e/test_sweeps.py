@@ -4,6 +4,8 @@ launchers, Hydra multirun with Lightning DDP, and task=report over a sweep with 
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import lightning as L
@@ -147,3 +149,16 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
     assert len((sweep / "jobs.csv").read_text().splitlines()) == 4 and report["rows"] == 3
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report["curves"] == 2 and (sweep / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_the_optuna_plugin_hydra_starts_without_an_import_error():
+    """A machine with Hydra but not its Optuna sweeper (the GPU image): Hydra imports every module
+    of hydra_plugins at start, and ours must not make it warn on every run."""
+    script = ("import sys, warnings; sys.modules['hydra_plugins.hydra_optuna_sweeper'] = None\n"
+              "warnings.simplefilter('error')\n"
+              "from hydra.core.plugins import Plugins\n"
+              "from hydra.plugins.sweeper import Sweeper\n"
+              "names = [p.__name__ for p in Plugins.instance().discover(Sweeper)]\n"
+              "assert 'SummarizingSweeper' in names and 'OptunaSweeper' not in names, names\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "Error importing" not in result.stderr, result.stderr[-2000:]

@@ -1,9 +1,17 @@
-"""The Hydra Optuna sweeper, made resumable (Hydra instantiates plugins only from `hydra_plugins`)."""
+"""The Hydra Optuna sweeper, made resumable (Hydra instantiates plugins only from `hydra_plugins`).
+
+Hydra imports every module under `hydra_plugins` at each start. On a machine without the Optuna
+sweeper plugin (a GPU image that runs single jobs, say) this module still imports, so Hydra does
+not print an import error on every run; `hparams_search=optuna` cannot work there.
+"""
 
 import logging
 from pathlib import Path
 
-from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
+try:
+    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
+except ImportError:
+    OptunaSweeper = object  # no Optuna plugin: the class below is not a sweeper, and nothing uses it
 
 log = logging.getLogger(__name__)
 

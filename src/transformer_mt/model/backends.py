@@ -2,8 +2,9 @@
 
 `attention_calls` runs the model once on a batch and keeps, for each kind of attention (encoder
 self-attention, decoder self-attention, cross-attention), the arguments its first layer passes to
-`F.scaled_dot_product_attention`. `attention_backends` replays each call and names the backend
-torch dispatched it to (the aten op it ran): flash, efficient, cudnn or math.
+`F.scaled_dot_product_attention`. `attention_backends` replays each call as attention makes it
+(`attention.sdpa`: on a GPU, within its backends) and names the backend torch dispatched it to
+(the aten op it ran): flash, efficient, cudnn or math.
 """
 
 import contextlib
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.attention import MultiHeadAttention, sdpa
 
 KINDS = ("encoder_self", "decoder_self", "cross")
 # aten op names (substrings) of the SDPA backends, checked in this order
@@ -101,8 +102,7 @@ class OpNames(TorchDispatchMode):
 def backend_of(call: SdpaCall) -> str:
     """The SDPA backend torch dispatches this call to (from the name of the aten op it runs)."""
     with OpNames() as ops:
-        F.scaled_dot_product_attention(call.q, call.k, call.v, attn_mask=call.attn_mask, dropout_p=call.dropout_p,
-                                       is_causal=call.is_causal)
+        sdpa(call.q, call.k, call.v, call.attn_mask, call.dropout_p, call.is_causal)
     for marker, backend in BACKEND_OPS:
         if any("scaled_dot_product" in name and marker in name for name in ops.names):
             return backend
