@@ -71,3 +71,15 @@ def test_on_a_gpu_attention_leaves_out_cudnn_and_the_report_and_outputs_follow(m
     assert entered and all(b == [SDPBackend.MATH] for b in entered)
     assert torch.allclose(limited, free, atol=1e-5)
     assert attention_backends(model, src, tgt) == dict.fromkeys(["encoder_self", "decoder_self", "cross"], "math")
+
+
+def test_the_gpu_rule_compiles_into_one_graph(monkeypatch):
+    """module.compile compiles the model with fullgraph=True: on a GPU that graph holds attention's
+    sdpa_kernel block, which must not break it (checked by applying the rule to the CPU)."""
+    monkeypatch.setattr(attention, "backends_for", lambda device: [SDPBackend.MATH])
+    torch._dynamo.reset()
+    model, (src, tgt) = make_model().eval(), padded_batch()
+    with torch.no_grad():
+        eager = model.features(src, tgt)
+        compiled = torch.compile(model.features, fullgraph=True, backend="eager")(src, tgt)
+    assert torch.equal(compiled, eager)
