@@ -22,7 +22,6 @@ tables as JSON.
 """
 
 import argparse
-import contextlib
 import copy
 import importlib.util
 import json
@@ -32,13 +31,12 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from torch.nn.attention import sdpa_kernel
 
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.decoding.search import Rules, max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
-from transformer_mt.model.attention import backends_for
+from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
 from transformer_mt.tasks.common import load_module
 
@@ -84,14 +82,13 @@ def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"
     model = transformers.MarianMTModel.from_pretrained(folder).to(device=device, dtype=DTYPES[dtype]).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     eos, pad_id = model.config.eos_token_id, model.config.pad_token_id
-    backends = backends_for(torch.device(device))  # the SDPA kernels ours may use (no cuDNN on a GPU)
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
         out = []
         for chunk in batches(lines):
             enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
             limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.model.config.max_positions).max())
-            with torch.no_grad(), sdpa_kernel(backends) if backends else contextlib.nullcontext():
+            with torch.no_grad(), kernels(torch.device(device)):  # our SDPA kernels (no cuDNN on a GPU)
                 rows = model.generate(**enc, num_beams=beams, length_penalty=0.6, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
             for row in rows:

@@ -33,7 +33,6 @@ kernels as ours, `attention.CUDA_BACKENDS`: no cuDNN).
 """
 
 import argparse
-import contextlib
 import gc
 import json
 import logging
@@ -47,10 +46,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.nn.attention import sdpa_kernel
 
 from transformer_mt.model import Transformer, TransformerConfig
-from transformer_mt.model.attention import backends_for
+from transformer_mt.model.attention import kernels
 from transformer_mt.model.embedding import sinusoid_table
 from transformer_mt.model.flops import training_flops
 from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
@@ -418,14 +416,12 @@ def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     progress(f"HF MarianMTModel: {args.warmup} warm-up + {args.steps} timed steps, plain loop")
-    backends = backends_for(device)  # the SDPA kernels ours may use (no cuDNN on a GPU): the same for the peer
     for step, batch in enumerate(loader):
         if step == args.warmup + args.steps:
             break
         record.begin(step, batch)
         src, tgt_in, tgt_out = (batch[k].to(device, non_blocking=True) for k in ("src", "tgt_in", "tgt_out"))
-        with (torch.autocast(device.type, dtype=dtype, enabled=dtype is not None),
-              sdpa_kernel(backends) if backends else contextlib.nullcontext()):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None), kernels(device):  # as ours
             loss_sum, _, ntokens = model.loss(src, tgt_in, tgt_out)
         scaler.scale(loss_sum / ntokens).backward()
         scaler.step(optimizer)

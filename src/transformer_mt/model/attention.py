@@ -1,5 +1,6 @@
 """Multi-head attention on top of F.scaled_dot_product_attention, with an optional KV cache."""
 
+import contextlib
 import math
 
 import torch
@@ -21,13 +22,17 @@ def backends_for(device: torch.device) -> list[SDPBackend] | None:
     return CUDA_BACKENDS if device.type == "cuda" else None
 
 
+def kernels(device: torch.device) -> contextlib.AbstractContextManager:
+    """A block in which SDPA on `device` keeps to `backends_for(device)`: attention runs in one, and
+    code that should run attention as ours does (the benchmarks' Hugging Face peers) can too."""
+    backends = backends_for(device)
+    return sdpa_kernel(backends) if backends else contextlib.nullcontext()
+
+
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: float,
          is_causal: bool) -> torch.Tensor:
-    """F.scaled_dot_product_attention within the backends of q's device (`backends_for`)."""
-    backends = backends_for(q.device)
-    if backends is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
-    with sdpa_kernel(backends):
+    """F.scaled_dot_product_attention within the kernels of q's device."""
+    with kernels(q.device):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
 
 
