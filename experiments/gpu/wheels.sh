@@ -4,7 +4,7 @@
 # ctranslate2, and three releases of datasets with the dill and multiprocess each needs, one folder
 # each, because the machine's pyarrow and huggingface_hub are not known before it starts: run.py's
 # install step takes datasets-5 (pyarrow >= 24, hub >= 1.31), datasets-4.4 (pyarrow >= 21, hub < 2)
-# or datasets-4.0 (pyarrow >= 15). About 47 MB, 43 of them ctranslate2.
+# or datasets-4.0 (pyarrow >= 15). About 44 MB, 41 of them ctranslate2.
 #   bash experiments/gpu/wheels.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

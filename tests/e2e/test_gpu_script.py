@@ -25,6 +25,14 @@ def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
     return result, json.loads(results_file.read_text())
 
 
+def load(path: str):
+    """A script of the project (not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def numbers(value) -> list[float]:
     """Every number in a JSON value."""
     if isinstance(value, bool):
@@ -114,9 +122,7 @@ def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_pa
 
 
 def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run():
-    spec = importlib.util.spec_from_file_location("decode_speed", ROOT / "experiments/benchmarks/decode_speed.py")
-    decode_speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(decode_speed)
+    decode_speed = load("experiments/benchmarks/decode_speed.py")
 
     def broken_library():
         raise OSError("libcublas.so.12: cannot open shared object file\nsecond line")
@@ -130,3 +136,25 @@ def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run(
     assert kept == [("HF", fine)]
     assert skipped == {"CT2": "OSError: libcublas.so.12: cannot open shared object file",
                        "X": "ZeroDivisionError: division by zero"}
+
+
+def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(monkeypatch):
+    gpu_run = load("experiments/gpu/run.py")
+    assert gpu_run.version("no-such-package-here") == (0, 0)
+    for arrow, hub, folder in [((25, 0), (1, 33), "datasets-5"), ((25, 0), (0, 36), "datasets-4.4"),
+                               ((23, 0), (1, 33), "datasets-4.4"), ((21, 0), (0, 30), "datasets-4.4"),
+                               ((20, 0), (0, 30), "datasets-4.0"), ((25, 0), (2, 1), "datasets-5"),
+                               ((23, 0), (2, 1), "datasets-4.0")]:
+        versions = {"pyarrow": arrow, "huggingface_hub": hub}
+        monkeypatch.setattr(gpu_run, "version", versions.__getitem__)
+        assert gpu_run.datasets_folder() == folder, versions
+
+
+def test_decoding_on_cuda_finds_the_cuda_libraries_of_torchs_packages(monkeypatch, tmp_path):
+    gpu_run = load("experiments/gpu/run.py")
+    for name in ("cublas", "cudnn"):
+        (tmp_path / "nvidia" / name / "lib").mkdir(parents=True)
+    monkeypatch.setattr(gpu_run.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/lib")
+    assert gpu_run.cuda_libraries()["LD_LIBRARY_PATH"].split(os.pathsep) == [
+        str(tmp_path / "nvidia/cublas/lib"), str(tmp_path / "nvidia/cudnn/lib"), "/opt/lib"]
