@@ -1,5 +1,6 @@
 # make run           : set up .venv if needed, then train model=tiny on the embedded toy corpus
-# make test          : set up .venv if needed, then run the test suite
+# make test          : set up .venv if needed, then run the test suite on both cores (pytest-xdist)
+# make test-fast     : the tests that train nothing for long (not slow), for the edit-test loop
 # make lint          : ruff
 # make clean         : remove caches only (.cache/, __pycache__/, .pytest_cache/, .ruff_cache/)
 # make clean-venv    : remove the virtual environment (VENV, default .venv)
@@ -16,11 +17,14 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers (tests/conftest.py: one torch thread each; the tests of a shared run on one worker)
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
 BIN := $(VENV)/bin
 
 FLOORS_VENV ?= .venv-floors
 
-.PHONY: install run test lint clean clean-venv clean-outputs test-floors
+.PHONY: install run test test-fast lint clean clean-venv clean-outputs test-floors
 
 install: $(VENV)/.installed
 
@@ -38,7 +42,10 @@ run: install
 	$(BIN)/python run.py $(ARGS)
 
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
@@ -62,4 +69,4 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m pip install --quiet -r $(FLOORS_VENV)/floors.txt \
 		$(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL))
 	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps -e .
-	$(FLOORS_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(FLOORS_VENV)/bin/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)

@@ -1,11 +1,18 @@
 """Fixtures: a small random model, and the runs several tests read (the default job, a small one).
-Helpers that tests call live in tests/helpers.py."""
+Helpers that tests call live in tests/helpers.py.
 
+`make test` runs the suite on both cores with pytest-xdist (`-n 2`): each worker process uses one
+torch thread (two workers of two threads each on two cores slow each other down far more than 2x),
+and the shared runs are trained once per session, by whichever worker asks first."""
+
+import json
 import os
 import tempfile
 from pathlib import Path
 
 import pytest
+import torch
+from filelock import FileLock
 
 from tests.helpers import ROOT, SMALL_RUN, compose_config, make_model
 from transformer_mt.model import Transformer
@@ -15,6 +22,20 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 # runs started by tests (also `python run.py` subprocesses) cache data here, not in the project
 os.environ.setdefault("TRANSFORMER_MT_CACHE", tempfile.mkdtemp(prefix="transformer-mt-test-cache-"))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one thread each, also in subprocesses
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `-n 2 --dist loadgroup` the tests that read a shared run go to one worker (group) each,
+    which trains the run once and then reads it, while the other worker takes the rest."""
+    for item in items:
+        for run in ("toy_run", "small_run"):
+            if run in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(run))
+                break
 
 
 @pytest.fixture
@@ -22,22 +43,32 @@ def model() -> Transformer:
     return make_model()
 
 
+def shared_run(tmp_path_factory, name: str, overrides: list[str]) -> tuple[Path, dict]:
+    """`python run.py OVERRIDES`, run once per test session, also across pytest-xdist workers: the
+    first worker to ask trains it in a folder they share, the others wait for it (a file lock), and
+    every one reads its metrics.json. Its run directory and metrics."""
+    from transformer_mt.tasks import run
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    out, metrics = root / name, root / name / "metrics.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not metrics.is_file():
+            run(compose_config(out, overrides))
+    return out, json.loads(metrics.read_text())
+
+
 @pytest.fixture(scope="session")
 def toy_run(tmp_path_factory) -> tuple[Path, dict]:
     """The default job, exactly `python run.py` (2-3 minutes on 2 cores): its run directory and metrics."""
-    from transformer_mt.tasks import run
-
-    out = tmp_path_factory.mktemp("toy_run")
-    return out, run(compose_config(out, []))
+    return shared_run(tmp_path_factory, "toy_run", [])
 
 
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory) -> tuple[Path, dict]:
     """`python run.py SMALL_RUN` (it need not translate well): its run directory and metrics."""
-    from transformer_mt.tasks import run
-
-    out = tmp_path_factory.mktemp("small_run")
-    return out, run(compose_config(out, SMALL_RUN))
+    return shared_run(tmp_path_factory, "small_run", SMALL_RUN)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-from transformer_mt.tasks import common, train  # noqa: E402
+from transformer_mt.tasks import build, train  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
 from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
 
@@ -63,10 +63,10 @@ def configure(output_dir: Path, overrides: list[str]):
 def timed_run(output_dir: Path, overrides: list[str]) -> dict:
     """Train once; the fit and validation times and the dashboard callbacks' own timings."""
     trainers = []
-    build = common.build_trainer
+    build_trainer = build.build_trainer
 
     def keep(*args, **kwargs):
-        trainers.append(build(*args, **kwargs))
+        trainers.append(build_trainer(*args, **kwargs))
         return trainers[-1]
 
     train.build_trainer = keep
@@ -75,7 +75,7 @@ def timed_run(output_dir: Path, overrides: list[str]) -> dict:
         metrics = train.run(configure(output_dir, [*overrides, TIMER]))
         total = time.perf_counter() - started
     finally:
-        train.build_trainer = build
+        train.build_trainer = build_trainer
     trainer = trainers[0]
     clock = next(c for c in trainer.callbacks if isinstance(c, ValidationClock))
     dashboard = next((c for c in trainer.callbacks if isinstance(c, TranslationDashboard)), None)

@@ -38,7 +38,7 @@ from transformer_mt.decoding.search import Rules, max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
-from transformer_mt.tasks.common import load_module
+from transformer_mt.tasks.checkpoints import load_module
 
 BATCH = 64
 THREADS = 2  # on the CPU

@@ -72,7 +72,8 @@ class ProgressBar:
         self.timer.cancel()
         if self.timer.is_alive():  # drawing the bar just now: wait, then remove it
             self.timer.join()
-        if self.progress is not None:
+        if self.progress is not None:  # the final count, also where work advanced while the bar was being drawn
+            self.progress.update(self.progress.task_ids[0], completed=self.done, refresh=True)
             self.progress.stop()
 
     def advance(self, n: int = 1) -> None:

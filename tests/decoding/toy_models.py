@@ -1,5 +1,5 @@
 """Hand-built models with known next-token probabilities, exposing the model API that decoding
-uses (config, encode, decode, init_cache, reorder_cache)."""
+uses (config, encode, decode, init_cache and its cache's select)."""
 
 import math
 from types import SimpleNamespace
@@ -30,9 +30,8 @@ class MarkovModel:
         if tgt.size(0) != beams * src.size(0):
             raise ValueError(f"{tgt.size(0)} prefixes for {src.size(0)} source rows with beams={beams}")
         if cache is not None:
-            prefix = cache[0]["self"]["prefix"] if "prefix" in cache[0]["self"] else tgt[:, :0]
-            prefix = torch.cat([prefix, tgt], dim=1)
-            cache[0]["self"]["prefix"] = prefix
+            prefix = torch.cat([tgt[:, :0] if cache.prefix is None else cache.prefix, tgt], dim=1)
+            cache.prefix = prefix
         else:
             prefix = tgt
         self.seen_prefixes.extend(prefix.tolist())
@@ -40,12 +39,18 @@ class MarkovModel:
         return self.logits[table, tgt]  # (N, T, V)
 
     def init_cache(self, capacity=None):
-        return [{"self": {}, "cross": {}}]  # the prefix grows by concatenation: a toy needs no capacity
+        return PrefixCache()  # the prefix grows by concatenation: a toy needs no capacity
 
-    @staticmethod
-    def reorder_cache(cache, index, memory_index=None, in_place=False):
-        return [{"self": {k: v.index_select(0, index) for k, v in layer["self"].items()}, "cross": layer["cross"]}
-                for layer in cache]
+
+class PrefixCache:
+    """The toy's cache: the prefixes decoded so far."""
+
+    def __init__(self):
+        self.prefix = None
+
+    def select(self, index, memory_index=None):
+        if self.prefix is not None:
+            self.prefix = self.prefix.index_select(0, index)
 
 
 # Table 1: greedy goes a, a, a, ... while the best sequences start with b.

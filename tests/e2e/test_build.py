@@ -2,6 +2,7 @@
 once each; nothing is set on them afterwards and the config is never changed."""
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -9,8 +10,15 @@ import torch
 from tests.helpers import FAST, compose_config
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.build import build_datamodule, build_module, settle
-from transformer_mt.tasks.common import build_trainer
+from transformer_mt.tasks.build import (
+    UpdatePlan,
+    build_datamodule,
+    build_module,
+    build_trainer,
+    placement,
+    settle,
+    update_plan,
+)
 from transformer_mt.training import TranslationModule
 
 
@@ -72,3 +80,19 @@ def test_a_resume_with_another_batch_size_says_so(tmp_path, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "max_tokens" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].startswith(f"data.max_tokens 1024 -> 512: ckpt_path={last} was "
                                                          "trained with data.max_tokens=1024"), warnings
+
+
+def test_the_update_plan_counts_the_processes_lightning_counts(tmp_path):
+    """A GPU user's device list written as a string ("0,1": two GPUs) plans for two processes: the
+    plan reads the built trainer's count (a stand-in here: no GPU), never the config's `devices`."""
+    cfg = compose_config(tmp_path, ["tokens_per_update=1000", "data.max_tokens=256", "trainer.devices='0,1'"])
+    assert cfg.trainer.devices == "0,1"
+    plan = update_plan(cfg, SimpleNamespace(num_devices=2, num_nodes=1))
+    assert plan == UpdatePlan(processes=2, accumulation=2, batch_tokens=250)  # 2 x 250 x 2 = 1000 a step
+    assert update_plan(cfg, SimpleNamespace(num_devices=2, num_nodes=3)) == UpdatePlan(6, 1, 167)
+    # on this machine: Lightning's own count, from a trainer of the run's trainer config
+    ddp = compose_config(tmp_path, ["trainer=ddp_cpu", "tokens_per_update=1000", "data.max_tokens=256"])
+    where = placement(ddp)
+    assert (where.num_devices, where.num_nodes) == (2, 1) and where.loggers == []
+    assert update_plan(ddp, where) == UpdatePlan(2, 2, 250)
+    assert placement(compose_config(tmp_path, ["trainer=ddp_cpu"])) is None  # no tokens_per_update: no plan

@@ -6,7 +6,7 @@ import torch
 from tests.helpers import ROOT, compose_config
 from transformer_mt.decoding import BeamSearch, GreedySearch
 from transformer_mt.tasks import run
-from transformer_mt.tasks.common import load_module
+from transformer_mt.tasks.checkpoints import load_module
 
 # written by the code of 2026-11-22 (commit "Dashboards: ..."): model d_model 16, 1 + 1 layers, toy data
 # with 10 test sentences, one epoch; its test translations and chrF as that code produced them

@@ -10,7 +10,7 @@ import torch
 from tests.helpers import SMALL_RUN, assert_clean_failure, compose_config, run_py
 from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.tasks import run
-from transformer_mt.tasks.common import write_json
+from transformer_mt.tasks.outputs import write_json
 
 
 @pytest.mark.parametrize("override, message", [

@@ -7,7 +7,7 @@ import torch
 from tests.helpers import assert_clean_failure, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
-from transformer_mt.tasks.common import load_module
+from transformer_mt.tasks.checkpoints import load_module
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.interop.marian import check_representable
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks import run
-from transformer_mt.tasks.common import load_module
+from transformer_mt.tasks.checkpoints import load_module
 
 transformers = pytest.importorskip("transformers", reason="the export extra: pip install -e '.[export]'")
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the export extra: pip install -e '.[export]'")

@@ -1,11 +1,13 @@
-"""Attention's beam layout is explicit and checked; layers return the attention module's weights."""
+"""Attention's beam layout is explicit and checked; attention_maps records what each attention module computes."""
 
 import pytest
 import torch
 
 from tests.helpers import make_model
 from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.cache import CrossAttentionCache
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.model.maps import attention_maps
 
 LAYER_ARGS = dict(d_model=32, heads=4, d_k=8, d_ff=64, dropout=0.1, attention_dropout=0.1, activation_dropout=0.1,
                   activation="relu")
@@ -26,9 +28,9 @@ def test_cross_attention_rejects_a_query_batch_that_is_not_beams_x_the_memory_ba
 
 
 def test_cross_attention_checks_the_layout_against_cached_memory_too():
-    attn, cache = cross_attention(), {}
+    attn, cache = cross_attention(), CrossAttentionCache()
     attn(torch.randn(6, 1, 32), memory=torch.randn(3, 5, 32), cache=cache, beams=2)
-    assert cache["k"].size(0) == 3
+    assert cache.keys.size(0) == 3
     with pytest.raises(ValueError, match="6 query rows for 3 memory rows with beams=1"):
         attn(torch.randn(6, 1, 32), memory=None, cache=cache)
 
@@ -42,8 +44,10 @@ def test_self_attention_takes_no_beams():
 @torch.no_grad()
 def test_beams_attend_the_shared_memory_row_as_a_copied_memory_would():
     attn, x, memory = cross_attention(), torch.randn(6, 4, 32), torch.randn(3, 5, 32)
-    shared, shared_w = attn(x, memory=memory, need_weights=True, beams=2)
-    copied, copied_w = attn(x, memory=memory.repeat_interleave(2, dim=0), need_weights=True)
+    with attention_maps(attn) as maps:
+        shared = attn(x, memory=memory, beams=2)
+        copied = attn(x, memory=memory.repeat_interleave(2, dim=0))
+    shared_w, copied_w = maps.cross
     torch.testing.assert_close(shared, copied, atol=1e-6, rtol=0)
     assert shared_w.shape == copied_w.shape == (6, 4, 4, 5)
     torch.testing.assert_close(shared_w, copied_w, atol=1e-6, rtol=0)
@@ -72,54 +76,59 @@ def padded(rows: int, length: int, real: list[int]) -> torch.Tensor:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @torch.no_grad()
-def test_encoder_layer_returns_its_attention_modules_weights(norm_first):
+def test_an_encoder_layer_records_its_attention_module_and_recording_changes_no_output(norm_first):
     torch.manual_seed(0)
     layer = EncoderLayer(**LAYER_ARGS, norm_first=norm_first).eval()
     x, mask = torch.randn(2, 6, 32), padded(2, 6, [6, 4])
-    out, weights = layer(x, mask, need_weights=True)
-    _, expected = layer.self_attn(layer.attn_block.sublayer_input(x), mask=mask, need_weights=True)
-    assert torch.equal(weights, expected)
+    with attention_maps(layer) as maps:
+        out = layer(x, mask)
+    h = layer.attn_block.norm(x) if norm_first else x
+    with attention_maps(layer.self_attn) as expected:
+        layer.self_attn(h, mask=mask)
+    assert len(maps.encoder) == 1 and torch.equal(maps.encoder[0], expected.encoder[0])
+    weights = maps.encoder[0]
     assert torch.all(weights[1, ..., 4:] == 0)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 6))
-    without, none = layer(x, mask)
-    assert none is None
-    torch.testing.assert_close(without, out, atol=1e-5, rtol=0)
+    assert isinstance(out, torch.Tensor) and layer.self_attn.maps is None  # the block left nothing behind
+    torch.testing.assert_close(layer(x, mask), out, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("beams", [1, 2])
 @torch.no_grad()
-def test_decoder_layer_returns_its_attention_modules_weights(norm_first, beams):
+def test_a_decoder_layer_records_both_attention_modules(norm_first, beams):
     torch.manual_seed(0)
     layer = DecoderLayer(**LAYER_ARGS, norm_first=norm_first).eval()
     x, memory, memory_mask = torch.randn(2 * beams, 3, 32), torch.randn(2, 5, 32), padded(2, 5, [5, 2])
-    out, weights = layer(x, memory, None, memory_mask, need_weights=True, beams=beams)
-    self_out, self_w = layer.self_attn(layer.self_block.sublayer_input(x), is_causal=True, need_weights=True)
-    h = layer.self_block.combine(x, self_out)
-    _, cross_w = layer.cross_attn(layer.cross_block.sublayer_input(h), memory=memory, mask=memory_mask,
-                                  need_weights=True, beams=beams)
-    assert torch.equal(weights["self"], self_w) and torch.equal(weights["cross"], cross_w)
-    assert torch.all(weights["self"].triu(1) == 0)
-    assert torch.all(weights["cross"][beams:, ..., 2:] == 0)  # the second sentence's beams: 2 real source tokens
-    for w in weights.values():
+    with attention_maps(layer) as maps:
+        out = layer(x, memory, memory_mask, beams=beams)
+    with attention_maps(layer) as expected:  # the layer's two attention modules, called by hand
+        h = layer.self_block(x, lambda y: layer.self_attn(y, is_causal=True))
+        layer.cross_block(h, lambda y: layer.cross_attn(y, memory, memory_mask, beams=beams))
+    assert torch.equal(maps.decoder_self[0], expected.decoder_self[0])
+    assert torch.equal(maps.cross[0], expected.cross[0])
+    assert torch.all(maps.decoder_self[0].triu(1) == 0)
+    assert torch.all(maps.cross[0][beams:, ..., 2:] == 0)  # the second sentence's beams: 2 real source tokens
+    for w in (maps.decoder_self[0], maps.cross[0]):
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
-    without, none = layer(x, memory, None, memory_mask, beams=beams)
-    assert none == {"self": None, "cross": None}
-    torch.testing.assert_close(without, out, atol=1e-5, rtol=0)
+    torch.testing.assert_close(layer(x, memory, memory_mask, beams=beams), out, atol=1e-5, rtol=0)
 
 
 @torch.no_grad()
-def test_model_attention_weights_are_the_layers_and_encode_decode_return_tensors():
+def test_a_models_attention_maps_are_its_layers_and_encode_decode_return_tensors():
     model = make_model()
     src, tgt = torch.tensor([[5, 6, 7, 2, 0, 0]]), torch.tensor([[1, 8, 9]])
-    weights = model.attention_weights(src, tgt)
+    with attention_maps(model) as maps:
+        logits = model(src, tgt)
     x = model.embed_dropout(model.src_pos(model.src_embed(src)))
-    _, first = model.encoder_layers[0](x, model.padding_mask(src), need_weights=True)
-    assert torch.equal(weights["encoder"][0], first)
-    assert [len(weights[k]) for k in ("encoder", "decoder_self", "cross")] == [2, 2, 2]
+    with attention_maps(model.encoder_layers[0]) as first:
+        model.encoder_layers[0](x, model.padding_mask(src))
+    assert torch.equal(maps.encoder[0], first.encoder[0])
+    assert [len(m) for m in (maps.encoder, maps.decoder_self, maps.cross)] == [2, 2, 2]
     memory = model.encode(src)
-    assert isinstance(memory, torch.Tensor) and isinstance(model.decode(tgt, memory, src), torch.Tensor)
-    torch.testing.assert_close(model.features(src, tgt), model.decoder_states(tgt, memory, src))
+    assert isinstance(memory, torch.Tensor)
+    torch.testing.assert_close(model.decode(tgt, memory, src), logits)  # recorded: computed as SDPA computes it
+    torch.testing.assert_close(model.output_proj(model.features(src, tgt)), logits)
 
 
 def test_parameter_names_are_unchanged():

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from tests.helpers import make_model, padded_sources
+from transformer_mt.model.maps import attention_maps
 from transformer_mt.training.loss import output_layer_loss
 
 
@@ -67,7 +68,9 @@ def masked_decoder_states(model, tgt, memory, src):
     self_mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None] & key_ok[:, None, None, :]
     x = model.embed_dropout(model.tgt_pos(model.tgt_embed(tgt)))
     for layer in model.decoder_layers:
-        x, _ = layer(x, memory, self_mask, model.padding_mask(src))
+        x = layer.self_block(x, lambda h, layer=layer: layer.self_attn(h, mask=self_mask))
+        x = layer.cross_block(x, lambda h, layer=layer: layer.cross_attn(h, memory, model.padding_mask(src)))
+        x = layer.ffn_block(x, layer.ffn)
     return model.decoder_norm(x)
 
 
@@ -82,7 +85,7 @@ def test_causal_self_attention_without_a_mask_equals_the_masked_path_on_padded_b
     for row, length in enumerate([7, 3, 5, 1]):
         tgt[row, length:] = 0
     memory = model.encode(src)
-    ours, masked = model.decoder_states(tgt, memory, src), masked_decoder_states(model, tgt, memory, src)
+    ours, masked = model.features(src, tgt), masked_decoder_states(model, tgt, memory, src)
     real = tgt != 0
     real[:, 0] = True
     torch.testing.assert_close(ours[real], masked[real], atol=1e-6, rtol=1e-5)
@@ -107,11 +110,12 @@ def test_causal_self_attention_without_a_mask_equals_the_masked_path_on_padded_b
 def test_attention_weights_are_zero_exactly_where_masked(model):
     src = torch.tensor([[5, 6, 7, 2, 0, 0]])
     tgt = torch.tensor([[1, 8, 9]])
-    weights = model.attention_weights(src, tgt)
-    assert len(weights["encoder"]) == 2 and weights["encoder"][0].shape == (1, 4, 6, 6)
-    for w in weights["encoder"] + weights["cross"]:
+    with attention_maps(model) as maps:
+        model(src, tgt)
+    assert len(maps.encoder) == 2 and maps.encoder[0].shape == (1, 4, 6, 6)
+    for w in maps.encoder + maps.cross:
         assert torch.all(w[..., 4:] == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
-    for w in weights["decoder_self"]:
+    for w in maps.decoder_self:
         assert torch.all(w.triu(1) == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))

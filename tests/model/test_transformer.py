@@ -1,5 +1,6 @@
 """Parameter counts, Table 3 switches, weight tying, the KV cache."""
 
+import copy
 import math
 
 import pytest
@@ -90,10 +91,10 @@ def test_incremental_decoding_with_cache_equals_full_decoding():
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     # reordering the cache reorders the next step's output
     index = torch.tensor([2, 0, 1])
-    reordered = model.reorder_cache(cache, index, index)
     nxt = torch.randint(4, 50, (3, 1))
-    a = model.decode(nxt[index], memory[index], src[index], cache=reordered)
-    b = model.decode(nxt, memory, src, cache=cache)[index]
+    b = model.decode(nxt, memory, src, cache=copy.deepcopy(cache))[index]
+    cache.select(index, index)
+    a = model.decode(nxt[index], memory[index], src[index], cache=cache)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
@@ -112,7 +113,7 @@ def test_beams_share_one_memory_row_as_extra_queries():
     cache = model.init_cache()
     steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache, beams=2) for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, dim=1), copied, atol=1e-5, rtol=0)
-    assert cache[0]["cross"]["k"].size(0) == 3  # the memory's K, V were computed once per sentence
+    assert cache.layers[0].cross_attn.keys.size(0) == 3  # the memory's K, V were computed once per sentence
 
 
 @torch.no_grad()
@@ -128,36 +129,37 @@ def test_the_self_attention_cache_is_allocated_once_and_written_in_place():
     for capacity in (6, 2, None):
         cache = model.init_cache(capacity)
         steps = [model.decode(tgt[:, :1], memory, src, cache=cache)]
-        buffers = [(layer["self"]["k"].data_ptr(), layer["self"]["v"].data_ptr()) for layer in cache]
+        buffers = [(layer.self_attn.keys.data_ptr(), layer.self_attn.values.data_ptr()) for layer in cache.layers]
         steps += [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(1, 6)]
-        assert all(layer["self"]["length"] == 6 and isinstance(layer["self"]["length"], int) for layer in cache)
+        assert cache.length == 6 and isinstance(cache.length, int)
+        assert all(layer.self_attn.length == 6 for layer in cache.layers)
         if capacity == 6:
-            assert [(layer["self"]["k"].data_ptr(), layer["self"]["v"].data_ptr()) for layer in cache] == buffers
-            assert cache[0]["self"]["k"].shape == (3, 6, 4, 8)  # (rows, capacity, heads, d_k)
+            assert [(layer.self_attn.keys.data_ptr(), layer.self_attn.values.data_ptr())
+                    for layer in cache.layers] == buffers
+            assert cache.layers[0].self_attn.keys.shape == (3, 6, 4, 8)  # (rows, capacity, heads, d_k)
         outputs.append(torch.cat(steps, dim=1))
     assert torch.equal(outputs[0], outputs[1]) and torch.equal(outputs[0], outputs[2])
     torch.testing.assert_close(outputs[0], model.decode(tgt, memory, src), atol=1e-5, rtol=0)
 
 
 @torch.no_grad()
-def test_reorder_cache_copies_the_filled_rows_and_leaves_the_cache_as_it_was():
+def test_select_gathers_the_filled_rows_into_the_caches_own_buffers():
     model = make_model()
     src = torch.randint(4, 50, (3, 8))
     tgt = torch.randint(4, 50, (3, 4))
     memory, cache = model.encode(src), model.init_cache(10)
     for t in range(3):
         model.decode(tgt[:, t : t + 1], memory, src, cache=cache)
-    before = [layer["self"]["k"][:, :3].clone() for layer in cache]
-    index = torch.tensor([2, 2, 0, 1])  # a row twice, as beams do
-    reordered = model.reorder_cache(cache, index)
-    for layer, new, old in zip(cache, reordered, before):
-        assert torch.equal(layer["self"]["k"][:, :3], old) and layer["self"]["length"] == 3
-        assert new["self"]["k"].shape == (4, 10, 4, 8) and new["self"]["length"] == 3
-        assert torch.equal(new["self"]["k"][:, :3], old[index])
-        assert new["cross"]["k"] is layer["cross"]["k"]  # no memory_index: the memory's K, V stay
-    # in place (what a search does): the same rows, written into the cache's own buffers
-    buffers = [layer["self"]["k"].data_ptr() for layer in cache]
-    in_place = model.reorder_cache(cache, index[1:], in_place=True)
-    for layer, new, ptr in zip(in_place, reordered, buffers):
-        assert layer["self"]["k"].data_ptr() == ptr and layer["self"]["k"].shape == (3, 10, 4, 8)
-        assert torch.equal(layer["self"]["k"][:, :3], new["self"]["k"][1:, :3])
+    before = [(layer.self_attn.keys[:, :3].clone(), layer.cross_attn.keys) for layer in cache.layers]
+    buffers = [layer.self_attn.keys.data_ptr() for layer in cache.layers]
+    index = torch.tensor([2, 2, 0])  # a row twice, as beams do
+    cache.select(index)
+    for layer, (keys, cross), ptr in zip(cache.layers, before, buffers):
+        assert layer.self_attn.keys.data_ptr() == ptr and layer.self_attn.keys.shape == (3, 10, 4, 8)
+        assert torch.equal(layer.self_attn.keys[:, :3], keys[index]) and layer.self_attn.length == 3
+        assert layer.cross_attn.keys is cross  # no memory_index: the memory's K, V stay
+    cache.select(torch.tensor([1, 0, 1, 2]), torch.tensor([0, 2]))  # more rows than the buffers have: new ones
+    for layer, (keys, cross) in zip(cache.layers, before):
+        assert layer.self_attn.keys.shape == (4, 10, 4, 8)
+        assert torch.equal(layer.self_attn.keys[:, :3], keys[index][[1, 0, 1, 2]])
+        assert torch.equal(layer.cross_attn.keys, cross[[0, 2]])

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.helpers import compose_config
 from transformer_mt.tasks.train import run
-from transformer_mt.training.health import logged_step
+from transformer_mt.training.steps import logged_step
 
 aten = torch.ops.aten
 

@@ -1,4 +1,4 @@
-"""Search strategies; they use only the model's encode / decode / init_cache / reorder_cache."""
+"""Search strategies; they use only the model's encode / decode / init_cache and the cache's select."""
 
 from transformer_mt.decoding.beam import BeamSearch
 from transformer_mt.decoding.greedy import GreedySearch

@@ -28,14 +28,16 @@ class SearchModel(Protocol):
         src have N / beams rows: `beams` consecutive prefixes (the beams of a sentence) share one
         (beams = 1: one memory row per prefix). Any other layout is a ValueError."""
 
-    def init_cache(self, capacity: int | None = None) -> Any:
+    def init_cache(self, capacity: int | None = None) -> "SearchCache":
         """An empty incremental-decoding cache for up to `capacity` positions (None: any number)."""
 
-    def reorder_cache(self, cache: Any, index: torch.Tensor, memory_index: torch.Tensor | None = None,
-                      in_place: bool = False) -> Any:
-        """The cache of the prefixes' rows `index` (beams move between rows), and of the memory's
-        rows `memory_index` (None: the memory's part stays); in_place: `cache`'s buffers may be
-        written (the caller no longer uses it)."""
+
+class SearchCache(Protocol):
+    """What a search needs from a model's cache (`transformer_mt.model.cache.DecoderCache` is one)."""
+
+    def select(self, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> None:
+        """Keep the prefixes' rows `index` (beams move between rows) and the memory's rows
+        `memory_index` (None: the memory's part stays), in place."""
 
 
 @dataclass
@@ -131,7 +133,7 @@ class DecoderState:
             self.memory = self.memory.index_select(0, memory_index)
             self.src = self.src.index_select(0, memory_index)
         if self.cache is not None:
-            self.cache = self.model.reorder_cache(self.cache, index, memory_index, in_place=True)
+            self.cache.select(index, memory_index)
 
 
 def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tensor:

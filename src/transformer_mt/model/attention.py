@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
+
 # The SDPA kernels attention may use on a GPU, in torch's order of preference: flash where it
 # applies (no mask: decoder self-attention), memory-efficient with a padding mask, math otherwise.
 # cuDNN's kernel is left out: it builds an execution plan for each new input shape, and translation
@@ -41,6 +43,7 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention projects Q, K and V with one fused matrix; cross-attention projects Q from the
     decoder and K, V (fused) from the encoder memory. Masks are boolean, True = may attend.
+    Inside `model.maps.attention_maps(model)` it also records its attention probabilities.
     """
 
     def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False) -> None:
@@ -53,6 +56,7 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, 3 * inner)
         self.out_proj = nn.Linear(inner, d_model)
+        self.maps: list[torch.Tensor] | None = None  # where attention_maps records this module's probabilities
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -69,19 +73,18 @@ class MultiHeadAttention(nn.Module):
         memory: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
-        cache: dict | None = None,
-        need_weights: bool = False,
+        cache: SelfAttentionCache | CrossAttentionCache | None = None,
         beams: int = 1,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x: (B, T, D). mask broadcasts to (B, H, T, S). Returns (output, weights or None).
+    ) -> torch.Tensor:
+        """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S).
 
         Cross-attention's memory has B / beams rows: `beams` consecutive rows of x (the beams of a
         sentence) share one, attended as extra query positions so that the memory's K, V are never
         copied per beam. A query batch that is not exactly beams x the memory's is a ValueError.
 
-        With `cache`, self-attention writes this step's K, V into the buffers cache["k"], cache["v"]
-        at position cache["length"] and attends to the filled part (`_self_kv`), and cross-attention
-        reuses cache["k"], cache["v"] of the memory once they are computed.
+        With a cache, self-attention appends this step's K, V to its SelfAttentionCache and attends
+        to every position so far; cross-attention projects the memory into its CrossAttentionCache
+        once and reuses it (memory may then be None).
         """
         if self.cross:
             q = self._split(self.q_proj(x))
@@ -92,51 +95,31 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"beams={beams} applies to cross-attention only; self-attention takes beams=1")
             q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
             if cache is not None:
-                k, v = self._self_kv(cache, k, v)
+                k, v = cache.append(k, v)
         b, _, t, _ = q.shape
         if beams > 1:  # (B, H, T) queries -> (B / beams, H, beams * T) queries
             q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
         dropout = self.dropout if self.training else 0.0
-        if need_weights:
-            out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
+        if self.maps is None:
+            out = sdpa(q, k, v, mask, dropout, is_causal)
         else:
-            out, weights = sdpa(q, k, v, mask, dropout, is_causal), None
+            out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
+            if beams > 1:
+                weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
+            self.maps.append(weights)
         if beams > 1:
             out = out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
-            if weights is not None:
-                weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
-        return self.out_proj(out), weights
+        return self.out_proj(out)
 
-    def _memory_kv(self, memory: torch.Tensor | None, cache: dict | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _memory_kv(self, memory: torch.Tensor | None,
+                   cache: CrossAttentionCache | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention's K, V: from the cache once computed, else projected from the memory (and cached)."""
-        if cache is not None and "k" in cache:
-            return cache["k"], cache["v"]
-        k, v = self.project_memory(memory)
-        if cache is not None:
-            cache["k"], cache["v"] = k, v
-        return k, v
-
-    @staticmethod
-    def _self_kv(cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Self-attention's K, V of every position so far. This step's (B, H, T, d_k) are written in
-        place at positions cache["length"] ... + T of (B, capacity, H, d_k) buffers, allocated at
-        the first step for cache["capacity"] positions (None, or too few: the buffers grow, by
-        doubling), and the filled part is returned as (B, H, length, d_k) views. Position-major
-        rows keep a row's filled part contiguous (one copy per row when beams move; only the
-        pages in use are touched). The length is a Python int: no host sync."""
-        start, end = cache["length"], cache["length"] + k.size(2)
-        if "k" not in cache or cache["k"].size(1) < end:
-            size = max(end, cache["capacity"] or 0, 2 * start)
-            for name, new in (("k", k), ("v", v)):
-                buffer = new.new_empty(new.size(0), size, new.size(1), new.size(3))
-                if start:
-                    buffer[:, :start] = cache[name][:, :start]
-                cache[name] = buffer
-        cache["k"][:, start:end] = k.transpose(1, 2)
-        cache["v"][:, start:end] = v.transpose(1, 2)
-        cache["length"] = end
-        return cache["k"][:, :end].transpose(1, 2), cache["v"][:, :end].transpose(1, 2)
+        if cache is None:
+            return self.project_memory(memory)
+        if cache.keys is None:
+            cache.keys, cache.values = self.project_memory(memory)
+        return cache.keys, cache.values
 
 
 def _check_beams(query_rows: int, memory_rows: int, beams: int) -> None:
@@ -159,3 +142,4 @@ def _attention_with_weights(q, k, v, mask, is_causal, dropout):
     weights = scores.softmax(dim=-1)
     out = F.dropout(weights, p=dropout) @ v
     return out, weights
+

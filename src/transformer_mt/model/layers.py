@@ -8,6 +8,7 @@ from torch import nn
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.cache import LayerCache
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -29,12 +30,8 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """Residual connection with dropout and LayerNorm, after the sub-layer (post-norm, the paper)
-    or before it (pre-norm). A block reads as two steps around its sub-layer:
-
-        out = sublayer(block.sublayer_input(x))
-        x = block.combine(x, out)
-    """
+    """Residual connection with dropout and LayerNorm, after the sub-layer (post-norm, the paper's
+    "Add & Norm") or before it (pre-norm): block(x, sublayer)."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
@@ -42,20 +39,10 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
-        """What the sub-layer sees: LayerNorm(x) with pre-norm, x itself with post-norm."""
-        return self.norm(x) if self.norm_first else x
-
-    def combine(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """The block's output from its input x and the sub-layer's output: x + dropout(out), then
-        LayerNorm with post-norm (the paper's "Add & Norm")."""
-        if self.norm_first:
-            return x + self.dropout(out)
-        return self.norm(x + self.dropout(out))
-
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """The block around a sub-layer that returns one tensor (the FFN)."""
-        return self.combine(x, sublayer(self.sublayer_input(x)))
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -69,14 +56,10 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(
-        self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, S, D) -> (output (B, S, D), self-attention weights (B, H, S, S) or None)."""
-        out, weights = self.self_attn(self.attn_block.sublayer_input(x), mask=src_mask, need_weights=need_weights)
-        x = self.attn_block.combine(x, out)
-        x = self.ffn_block(x, self.ffn)
-        return x, weights
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """x (B, S, D) -> (B, S, D); src_mask (B, 1, 1, S), True at real tokens."""
+        x = self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask))
+        return self.ffn_block(x, self.ffn)
 
 
 class DecoderLayer(nn.Module):
@@ -92,31 +75,13 @@ class DecoderLayer(nn.Module):
         self.cross_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor,
-        self_mask: torch.Tensor | None,
-        memory_mask: torch.Tensor,
-        cache: dict | None = None,
-        need_weights: bool = False,
-        beams: int = 1,
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
-        """x (B, T, D) -> (output (B, T, D), {"self": weights or None, "cross": weights or None}).
-
-        self_mask None means plain causal attention. cache: {"self": {}, "cross": {}}. memory has
-        B / beams rows: `beams` consecutive rows of x share one (see MultiHeadAttention).
-        """
-        out, self_weights = self.self_attn(
-            self.self_block.sublayer_input(x), mask=self_mask,
-            is_causal=self_mask is None and (cache is None or x.size(1) > 1),
-            cache=None if cache is None else cache["self"], need_weights=need_weights,
-        )
-        x = self.self_block.combine(x, out)
-        out, cross_weights = self.cross_attn(
-            self.cross_block.sublayer_input(x), memory=memory, mask=memory_mask,
-            cache=None if cache is None else cache["cross"], need_weights=need_weights, beams=beams,
-        )
-        x = self.cross_block.combine(x, out)
-        x = self.ffn_block(x, self.ffn)
-        return x, {"self": self_weights, "cross": cross_weights}
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
+                cache: LayerCache | None = None, beams: int = 1) -> torch.Tensor:
+        """x (B, T, D) -> (B, T, D). Self-attention is causal, except for the one new position of
+        a decoding step, which attends to the cached ones. memory has B / beams rows: `beams`
+        consecutive rows of x share one (see MultiHeadAttention)."""
+        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
+        causal = cache is None or x.size(1) > 1
+        x = self.self_block(x, lambda h: self.self_attn(h, is_causal=causal, cache=self_cache))
+        x = self.cross_block(x, lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache, beams=beams))
+        return self.ffn_block(x, self.ffn)

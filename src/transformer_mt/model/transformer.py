@@ -4,7 +4,9 @@
     tgt_in -> embed * sqrt(d) + positions -> N x DecoderLayer(memory) -> linear -> logits
 
 Pure PyTorch: no Lightning, no Hydra. Decoding strategies live in `transformer_mt.decoding` and
-use only `encode`, `decode`, `init_cache` and `reorder_cache`.
+use only `encode`, `decode` and `init_cache` (model/cache.py); training uses `features` (decoder
+states, for a loss that applies the output layer itself); attention probabilities are recorded by
+`model.attention.attention_maps`.
 """
 
 from dataclasses import asdict, dataclass
@@ -13,13 +15,10 @@ import torch
 from torch import nn
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.model.cache import DecoderCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.validate import PROBABILITY, check, integer
-
-# per decoder layer: "self": {"k", "v": (B, capacity, H, d_k) buffers, "length": positions filled (int),
-# "capacity": int | None}; "cross": {"k", "v": the memory's (B / beams, H, S, d_k)} (see init_cache)
-Cache = list[dict[str, dict[str, torch.Tensor | int | None]]]
 
 
 @dataclass
@@ -119,27 +118,15 @@ class Transformer(nn.Module):
     # --------------------------------------------------------------------------------- encoder
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) -> memory (B, S, D)."""
-        return self._encoder_stack(src)[0]
-
-    def _encoder_stack(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list]:
-        """The memory and the per-layer self-attention weights (each None without need_weights)."""
         src_mask = self.padding_mask(src)
         x = self.embed_dropout(self.src_pos(self.src_embed(src)))
-        weights = []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask, need_weights=need_weights)
-            weights.append(w)
-        return self.encoder_norm(x), weights
+            x = layer(x, src_mask)
+        return self.encoder_norm(x)
 
     # --------------------------------------------------------------------------------- decoder
-    def decode(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor,
-        src: torch.Tensor,
-        cache: Cache | None = None,
-        beams: int = 1,
-    ) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
+               beams: int = 1) -> torch.Tensor:
         """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
 
         With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
@@ -147,34 +134,23 @@ class Transformer(nn.Module):
         have B / beams rows: `beams` consecutive rows of tgt (the beams of a sentence) share one;
         any other layout is a ValueError.
         """
-        offset = 0
-        if cache is not None:
-            offset = cache[0]["self"]["length"]  # a Python int: no host sync
-            if offset and tgt.size(1) != 1:
-                raise ValueError("incremental decoding takes one new token per step")
-        return self.output_proj(self.decoder_states(tgt, memory, src, offset, cache, beams))
+        if cache is not None and cache.length and tgt.size(1) != 1:
+            raise ValueError("incremental decoding takes one new token per step")
+        return self.output_proj(self._decoder(tgt, memory, src, cache, beams))
 
-    def decoder_states(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
-                       cache: Cache | None = None, beams: int = 1) -> torch.Tensor:
-        """The decoder stack: (B, T, D) states the output layer turns into logits."""
-        return self._decoder_stack(tgt, memory, src, offset, cache, beams)[0]
-
-    def _decoder_stack(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, offset: int = 0,
-                       cache: Cache | None = None, beams: int = 1,
-                       need_weights: bool = False) -> tuple[torch.Tensor, list[dict]]:
-        """The decoder states and the per-layer {"self", "cross"} attention weights (None without need_weights).
+    def _decoder(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
+                 beams: int = 1) -> torch.Tensor:
+        """The decoder stack: (B, T, D) states the output layer turns into logits.
 
         Self-attention is causal with no mask (`is_causal`, which FlashAttention runs): targets are
         right-padded, so a real position i only sees keys <= i, all real; what padded positions
         compute never reaches the loss (their targets are padding) nor a real position."""
         memory_mask = self.padding_mask(src)
+        offset = 0 if cache is None else cache.length  # a Python int: no host sync
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
-        weights = []
         for i, layer in enumerate(self.decoder_layers):
-            layer_cache = None if cache is None else cache[i]
-            x, w = layer(x, memory, None, memory_mask, cache=layer_cache, need_weights=need_weights, beams=beams)
-            weights.append(w)
-        return self.decoder_norm(x), weights
+            x = layer(x, memory, memory_mask, cache=None if cache is None else cache.layers[i], beams=beams)
+        return self.decoder_norm(x)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
@@ -183,50 +159,15 @@ class Transformer(nn.Module):
     def features(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced decoder states (B, T, D): `forward` without the output layer, for a
         loss that applies the output layer itself (training.loss.output_layer_loss)."""
-        return self.decoder_states(tgt_in, self.encode(src), src)
-
-    def attention_weights(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
-        """Per-layer attention probabilities (B, H, T, S), for plots: encoder, decoder_self, cross."""
-        memory, enc = self._encoder_stack(src, need_weights=True)
-        _, dec = self._decoder_stack(tgt_in, memory, src, need_weights=True)
-        return {"encoder": enc, "decoder_self": [w["self"] for w in dec], "cross": [w["cross"] for w in dec]}
+        return self._decoder(tgt_in, self.encode(src), src)
 
     # ------------------------------------------------------------------- incremental decoding
-    def init_cache(self, capacity: int | None = None) -> Cache:
-        """An empty per-layer cache. Self-attention K, V go into buffers allocated at the first step
-        for `capacity` positions (a search's most steps; None: they grow as needed) and written in
-        place each step; cross-attention K, V are set once."""
-        return [{"self": {"length": 0, "capacity": capacity}, "cross": {}} for _ in self.decoder_layers]
-
-    @staticmethod
-    def reorder_cache(cache: Cache, index: torch.Tensor, memory_index: torch.Tensor | None = None,
-                      in_place: bool = False) -> Cache:
-        """Rows `index` of the self-attention buffers (beams move between rows; only the filled
-        positions are copied) and rows `memory_index` of the memory's cross-attention K, V (None:
-        they stay as they are). By default into new buffers of the same capacity, leaving `cache`
-        as it was; in_place (a search, which drops `cache`): the rows are gathered into a
-        temporary and written back into `cache`'s own buffers, which it may no longer be used
-        through (on a CPU the fresh pages of new buffers at every step cost more than the copy)."""
-        def select_self(entries: dict) -> dict:
-            entries = dict(entries)
-            if "k" in entries:
-                n, rows = entries["length"], index.numel()
-                for name in ("k", "v"):
-                    buffer = entries[name]
-                    if in_place and rows <= buffer.size(0):
-                        target = buffer[:rows]
-                        target[:, :n] = buffer[:, :n].index_select(0, index)
-                    else:
-                        target = buffer.new_empty(rows, *buffer.shape[1:])
-                        torch.index_select(buffer[:, :n], 0, index, out=target[:, :n])
-                    entries[name] = target
-            return entries
-
-        def select(entries: dict, rows: torch.Tensor | None) -> dict:
-            return entries if rows is None else {name: t.index_select(0, rows) for name, t in entries.items()}
-
-        return [{"self": select_self(layer["self"]), "cross": select(layer["cross"], memory_index)}
-                for layer in cache]
+    def init_cache(self, capacity: int | None = None) -> DecoderCache:
+        """An empty cache for `decode`: self-attention K, V go into buffers allocated at the first
+        step for `capacity` positions (a search's most steps; None: they grow as needed) and written
+        in place each step; cross-attention K, V are projected at the first step. A search moves
+        beams with `cache.select(index, memory_index)`."""
+        return DecoderCache(len(self.decoder_layers), capacity)
 
     def hparams(self) -> dict:
         return asdict(self.config)

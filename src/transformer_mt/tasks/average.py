@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.common import checkpoint_tokenizer, read_checkpoint
+from transformer_mt.tasks.checkpoints import checkpoint_tokenizer, read_checkpoint
 
 log = logging.getLogger(__name__)
 

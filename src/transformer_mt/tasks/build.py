@@ -1,6 +1,6 @@
 """The build step of a training run: first settle what it starts from, then build each part once.
 
-    trainer = build_trainer(cfg)                             # tasks/common.py
+    trainer = build_trainer(cfg)                             # loggers, callbacks
     start = settle(cfg)                                      # architecture, vocabularies, weights
     datamodule = build_datamodule(start)
     module = build_module(start, datamodule)
@@ -24,23 +24,68 @@ import logging
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Protocol
 
+import lightning as L
 import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
+from transformer_mt.config import plain
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.model import TransformerConfig
+from transformer_mt.tasks.checkpoints import checkpoint_path, checkpoint_tokenizer, describe_corpus, read_checkpoint
 from transformer_mt.tasks.checks import check_model
-from transformer_mt.tasks.common import checkpoint_path, checkpoint_tokenizer, describe_corpus, read_checkpoint
+from transformer_mt.tasks.wandb_online import start_online
 from transformer_mt.training import TranslationModule
-from transformer_mt.training.module import plain
 
 log = logging.getLogger(__name__)
 
 RUN_SPECIFIC_DATA_KEYS = ("cache_dir", "run_dir")  # not part of what the data was
+
+
+def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True, **derived) -> L.Trainer:
+    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger`, the callbacks of `cfg.callbacks`
+    and what the run derives (`derived`, e.g. accumulate_grad_batches); a value the Trainer rejects
+    is reported as a config error naming `trainer`. An online wandb logger starts its run here
+    (wandb_online.py: no network or no API key is a config error at once)."""
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
+    loggers = {key: instantiate(lg, **wandb_names(cfg, lg)) for key, lg in (cfg.get("logger") or {}).items()
+               if lg and with_logger}
+    for key, logger in loggers.items():
+        if not cfg.logger[key].get("offline", False):
+            start_online(logger, key)
+    try:
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=list(loggers.values()) if with_logger else False,
+                           **derived)
+    except Exception as err:
+        if find_user_error(err) is not None:
+            raise
+        cause = err
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise ConfigError(f"trainer: {message}") from err
+
+
+def wandb_names(cfg: DictConfig, logger: DictConfig) -> dict[str, str]:
+    """A wandb run's name and group where its config leaves them null: the name is the job's
+    command-line overrides (or its run directory's name), the group the sweep (experiment preset and
+    multirun directory) or, for a single run, the experiment preset."""
+    if not str(logger.get("_target_", "")).endswith("WandbLogger") or not HydraConfig.initialized():
+        return {}
+    hydra = HydraConfig.get()
+    overrides = [o for o in hydra.overrides.task if not o.lstrip("+~").startswith(("hydra.", "paths."))]
+    experiment = hydra.runtime.choices.get("experiment")
+    group = experiment
+    if hydra.mode == RunMode.MULTIRUN:
+        group = "/".join(part for part in (experiment, Path(hydra.sweep.dir).name) if part)
+    names = {"name": " ".join(overrides) or Path(cfg.paths.output_dir).name, "group": group}
+    return {key: value for key, value in names.items() if logger.get(key) is None and value}
 
 
 @dataclass(frozen=True)
@@ -119,23 +164,32 @@ class UpdatePlan:
     batch_tokens: int
 
 
-def device_count(trainer: DictConfig) -> int:
-    """The processes per node `trainer.devices` asks for (an int, a list of devices, or -1 / "auto":
-    every GPU, or one process on the CPU)."""
-    devices, accelerator = trainer.get("devices", "auto"), str(trainer.get("accelerator", "auto"))
-    if isinstance(devices, int) and devices > 0:
-        return devices
-    if not isinstance(devices, int | str):
-        return len(devices)
-    if isinstance(devices, str) and devices.isdigit() and int(devices) > 0:
-        return int(devices)
-    gpus = torch.cuda.device_count() if accelerator in ("auto", "gpu", "cuda") else 0
-    return max(gpus, 1)
+class Placement(Protocol):
+    """Where a Trainer runs, as Lightning counts it (an L.Trainer is one)."""
+
+    num_devices: int  # processes per node
+    num_nodes: int
 
 
-def update_plan(cfg: DictConfig) -> UpdatePlan | None:
+def placement(cfg: DictConfig) -> L.Trainer | None:
+    """With `tokens_per_update`: a Trainer of cfg.trainer without loggers or callbacks, built
+    quietly, so that the update plan reads Lightning's own count of devices and nodes (`devices`
+    as an int, a list, "0,1", -1 or "auto"); None without (no plan to make)."""
+    if cfg.get("tokens_per_update") is None:
+        return None
+    quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # its "GPU available" lines come once, from the run's own trainer
+    try:
+        return build_trainer(cfg, with_logger=False, with_callbacks=False)
+    finally:
+        quiet.setLevel(level)
+
+
+def update_plan(cfg: DictConfig, where: Placement | None) -> UpdatePlan | None:
     """With `tokens_per_update` T: accumulation A = ceil(T / (processes x data.max_tokens)) batches
-    of T / (processes x A) tokens each (data.max_tokens is then the most a device takes); None without."""
+    of T / (processes x A) tokens each (data.max_tokens is then the most a device takes), the
+    processes counted by Lightning (`where`: a built Trainer); None without."""
     tokens = cfg.get("tokens_per_update")
     if tokens is None:
         return None
@@ -144,7 +198,7 @@ def update_plan(cfg: DictConfig) -> UpdatePlan | None:
     if cfg.trainer.get("accumulate_grad_batches", 1) != 1:
         raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
                           f"trainer.accumulate_grad_batches at 1 (it is {cfg.trainer.accumulate_grad_batches})")
-    devices, nodes = device_count(cfg.trainer), int(cfg.trainer.get("num_nodes") or 1)
+    devices, nodes = where.num_devices, where.num_nodes
     accumulation = max(1, math.ceil(tokens / (devices * nodes * cfg.data.max_tokens)))
     plan = UpdatePlan(devices * nodes, accumulation, math.ceil(tokens / (devices * nodes * accumulation)))
     log.info("tokens_per_update=%d: %d device(s) x %d node(s) x %d tokens per batch x accumulation %d = %d padded "

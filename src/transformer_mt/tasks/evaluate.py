@@ -13,17 +13,11 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt.config import overridden_keys
+from transformer_mt.tasks.build import build_trainer
+from transformer_mt.tasks.checkpoints import checkpoint_path, describe_corpus, load_module
 from transformer_mt.tasks.checks import check_config
-from transformer_mt.tasks.common import (
-    build_trainer,
-    checkpoint_path,
-    describe_corpus,
-    load_module,
-    overridden_keys,
-    print_summary,
-    tokenized_bleu_extra,
-    write_results,
-)
+from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.errors import ConfigError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.common import checkpoint_path, load_module
+from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,7 @@ from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.significance import LEVEL, PairedResult, paired_test
+from transformer_mt.markdown import markdown_table
 from transformer_mt.multirun import FAILURE_FILE
 from transformer_mt.training.curves import read_curves
 
@@ -232,15 +233,15 @@ def job_table(jobs: list[dict], varied: list[str], rows: list[dict]) -> list[dic
     return out
 
 
-def markdown_table(table: list[dict[str, str]]) -> list[str]:
+def table_lines(table: list[dict[str, str]]) -> list[str]:
+    """A table of the report (a dict per line) as the lines of a Markdown table."""
     header = list(table[0])
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(line[h] for h in header) + " |" for line in table)]
+    return markdown_table(header, [[line[h] for h in header] for line in table]).split("\n")
 
 
 def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, list[dict[str, str]]],
                    tests: dict[int, list], missing_base: str | None) -> None:
-    lines = [f"# {title}", "", *markdown_table(tables["rows"]), ""]
+    lines = [f"# {title}", "", *table_lines(tables["rows"]), ""]
     if missing_base:
         lines += [f"**No base row**: {missing_base}.", ""]
     lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs). A row differs "
@@ -251,8 +252,8 @@ def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, l
         name = ", ".join(f"{k}={v}" for k, v in row["settings"].items()) or "the only setting"
         lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index))[1]}.")
     if tables["tests"]:
-        lines += ["", "## The tests, seed against seed", "", *markdown_table(tables["tests"])]
-    lines += ["", "## Jobs", "", *markdown_table(tables["jobs"])]
+        lines += ["", "## The tests, seed against seed", "", *table_lines(tables["tests"])]
+    lines += ["", "## Jobs", "", *table_lines(tables["jobs"])]
     with atomic_file(path) as tmp:
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -20,21 +20,24 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.average import epoch_checkpoints, write_average
-from transformer_mt.tasks.build import build_datamodule, build_module, check_same_data, settle, update_plan
-from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len
-from transformer_mt.tasks.common import (
+from transformer_mt.tasks.build import (
+    build_datamodule,
+    build_module,
     build_trainer,
-    print_summary,
-    read_checkpoint,
-    tokenized_bleu_extra,
-    write_results,
+    check_same_data,
+    placement,
+    settle,
+    update_plan,
 )
+from transformer_mt.tasks.checkpoints import read_checkpoint
+from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len
+from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.checkpointing import LastCheckpoint
 from transformer_mt.training.interrupt import CTRL_C_EXIT_STATUS, CtrlC, ctrl_c_handled, ctrl_c_waits_for_the_batch
-from transformer_mt.training.module import plain
 from transformer_mt.training.throughput import Throughput
 
 log = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ def train(cfg: DictConfig) -> dict:
     check_averaging(cfg)
     if cfg.get("ckpt_path"):
         keep_earlier_curves(Path(cfg.paths.output_dir))
-    plan = update_plan(cfg)
+    plan = update_plan(cfg, placement(cfg))  # devices and nodes as Lightning counts them
     trainer = build_trainer(cfg, **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)

@@ -24,7 +24,7 @@ from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import clean, decode_text, read_lines, text_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.common import checkpoint_path, load_module
+from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.training.health import logged_step
 from transformer_mt.training.interrupt import CTRL_C, CtrlC
+from transformer_mt.training.steps import logged_step
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import Callback
 
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
+from transformer_mt.training.steps import StepWatch
 
 VAL_KEYS = ("val/loss", "val/bleu")
 
@@ -28,8 +29,8 @@ def read_curves(path: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 class LearningCurves(Callback):
-    """train/loss is the mean over each `trainer.log_every_n_steps` interval of optimizer steps
-    (and over the steps since the last point, at each validation); val/loss and val/bleu are
+    """train/loss is the mean over the optimizer steps since the last point, recorded on logging
+    steps (training/steps.py) and at each validation; val/loss and val/bleu are
     recorded at every validation."""
 
     def __init__(self, plot_dir: str) -> None:
@@ -39,12 +40,16 @@ class LearningCurves(Callback):
         self._batches: torch.Tensor | int = 0
         self._recorded_step = -1
         self.seconds: list[float] = []  # time spent writing, per write
+        self.watch = StepWatch()
 
     def state_dict(self) -> dict:
         return {"history": [list(point) for point in self.history]}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.history = [(int(s), str(k), float(v)) for s, k, v in state_dict.get("history", [])]
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        self.watch.start(trainer)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
@@ -54,7 +59,7 @@ class LearningCurves(Callback):
         finite = torch.isfinite(loss.detach())  # a NaN / inf step is skipped (training/guard.py): not on the curve
         self._loss_sum = self._loss_sum + torch.where(finite, loss.detach(), 0.0)  # on the device: no sync per batch
         self._batches = self._batches + finite
-        if trainer.global_step % trainer.log_every_n_steps == 0:
+        if self.watch.logged(trainer):
             self.record_train_loss(trainer.global_step)
 
     def record_train_loss(self, step: int) -> None:

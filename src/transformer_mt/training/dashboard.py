@@ -18,6 +18,8 @@ from transformer_mt import plots
 from transformer_mt.data.batching import Collator
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import sentence_bleu
+from transformer_mt.markdown import markdown_table
+from transformer_mt.model.maps import attention_maps
 from transformer_mt.training.results import Row
 
 log = logging.getLogger(__name__)
@@ -28,15 +30,6 @@ COLUMNS = ["id", "source", "reference", "hypothesis", "sentence BLEU"]
 def table_rows(rows: tuple[Row, ...]) -> list[list]:
     """Evaluation rows (id, source, reference, hypothesis) with each hypothesis' sentence BLEU."""
     return [[*row, round(sentence_bleu(row.hypothesis, row.reference), 2)] for row in rows]
-
-
-def markdown_table(columns: list[str], data: list[list]) -> str:
-    """A Markdown table (TensorBoard renders text summaries as Markdown)."""
-    def cell(value) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in data])
 
 
 def log_table(loggers: list[Logger], key: str, data: list[list], step: int) -> None:
@@ -66,7 +59,9 @@ def cross_attention_maps(model, src: torch.Tensor, tgt_in: torch.Tensor, pad_id:
     """Cross-attention probabilities of one decoder layer for each sentence of a padded batch, as
     (panels, T, S) with padded target rows and padded source columns cut off; panels = the heads,
     or their mean (heads="mean")."""
-    weights = model.attention_weights(src, tgt_in)["cross"][layer].float().cpu()  # (B, H, T, S)
+    with attention_maps(model) as recorded:
+        model.features(src, tgt_in)
+    weights = recorded.cross[layer].float().cpu()  # (B, H, T, S)
     # position 0 is the start token, never padding (Marian models start from <pad>)
     src_len, tgt_len = (src != pad_id).sum(1).tolist(), (1 + (tgt_in[:, 1:] != pad_id).sum(1)).tolist()
     maps = [w[:, :t, :s] for w, s, t in zip(weights, src_len, tgt_len)]

@@ -3,18 +3,38 @@ keep failing stops with one line, keeping the checkpoints it wrote before. It de
 device: the host reads its counters only on logging steps and when a checkpoint is written."""
 
 import logging
+from dataclasses import dataclass, fields
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
 from transformer_mt.errors import TrainingDiverged
-from transformer_mt.training.health import StepWatch
+from transformer_mt.training.steps import StepWatch
 
 log = logging.getLogger(__name__)
 
-# the guard's counters on the device, one float64 vector (indices below)
-IN_A_ROW, SKIPPED, LAST_LOSS, LAST_STEP, STOP_LOSS, STOP_STEP = range(6)
+
+@dataclass
+class Counts:
+    """What the guard counts: on the device as 0-d float64 tensors (`Counts.start`), on the host as
+    floats (`read`)."""
+
+    in_a_row: torch.Tensor | float  # non-finite steps in a row, up to the last step
+    skipped: torch.Tensor | float  # non-finite steps since the last check
+    last_loss: torch.Tensor | float  # the loss of the last non-finite step
+    last_step: torch.Tensor | float  # its step (-1: none yet)
+    stop_loss: torch.Tensor | float  # the loss of the step that made max_steps in a row
+    stop_step: torch.Tensor | float  # that step (-1: not reached)
+
+    @classmethod
+    def start(cls, device: torch.device) -> "Counts":
+        values = torch.tensor([0, 0, 0, -1, 0, -1], dtype=torch.float64, device=device)
+        return cls(*values.unbind())
+
+    def read(self) -> "Counts":
+        """The counts as host floats: one read of the device."""
+        return Counts(*torch.stack([getattr(self, f.name) for f in fields(self)]).tolist())
 
 
 def learning_rate(trainer: L.Trainer) -> float:
@@ -35,23 +55,25 @@ class NonFiniteGuard(Callback):
     such steps in a row training stops with TrainingDiverged. A checkpoint is never written with
     NaN / inf weights.
 
-    With a fused optimizer (the presets' Adam) the decision stays on the device: the flag is handed
-    to the optimizer as `found_inf`, which makes its step a no-op, and the counters are read on
-    logging steps and before a checkpoint is written, so a run stops at the first of those after
-    its `max_steps`-th bad step in a row (the steps in between change nothing either). Any other
-    optimizer gets the flag read on the host every step and the step's gradients dropped.
+    The decision (`decide`) is step 4 of the training step (training/steps.py), called by the
+    module's on_before_optimizer_step, after every callback has seen the gradients. With a fused
+    optimizer (the presets' Adam) it stays on the device: the flag is handed to the optimizer as
+    `found_inf`, which makes its step a no-op, and the counts are read on logging steps and before
+    a checkpoint is written, so a run stops at the first of those after its `max_steps`-th bad
+    step in a row (the steps in between change nothing either). Any other optimizer gets the flag
+    read on the host every step and the step's gradients dropped.
     """
 
     def __init__(self, max_steps: int = 3) -> None:
         self.max_steps = max_steps
-        self.state: torch.Tensor | None = None  # the counters (IN_A_ROW, ...) on the device
+        self.counts: Counts | None = None  # on the device, from the start of training
         self._bad: torch.Tensor | None = None  # this step's flag: any accumulated loss not finite
         self._bad_loss: torch.Tensor | None = None  # that loss
         self._lrs: dict[int, float] = {}  # the learning rate of each step since the last check
         self.watch = StepWatch()
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.state = torch.tensor([0, 0, 0, -1, 0, -1], dtype=torch.float64, device=pl_module.device)
+        self.counts = Counts.start(pl_module.device)
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
         self.watch.start(trainer)
@@ -62,20 +84,21 @@ class NonFiniteGuard(Callback):
         self._bad = bad if self._bad is None else self._bad | bad
         self._bad_loss = loss if self._bad_loss is None else torch.where(bad, loss, self._bad_loss)
 
-    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
+    def decide(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer) -> None:
+        """Count this step, and skip it if its loss was not finite on any rank."""
         if self._bad is None:  # no loss this step
             return
         bad = trainer.strategy.reduce(self._bad.float(), reduce_op="sum") > 0  # every rank alike
         step = trainer.global_step
         self._lrs[step] = learning_rate(trainer)
-        s = self.state
-        s[IN_A_ROW] = torch.where(bad, s[IN_A_ROW] + 1, 0)
-        s[SKIPPED] += bad
-        s[LAST_LOSS] = torch.where(bad, self._bad_loss.double(), s[LAST_LOSS])
-        s[LAST_STEP] = torch.where(bad, step, s[LAST_STEP])
-        reached = (s[IN_A_ROW] >= self.max_steps) & (s[STOP_STEP] < 0)
-        s[STOP_LOSS] = torch.where(reached, s[LAST_LOSS], s[STOP_LOSS])
-        s[STOP_STEP] = torch.where(reached, step, s[STOP_STEP])
+        c = self.counts
+        c.in_a_row = torch.where(bad, c.in_a_row + 1, 0)
+        c.skipped = c.skipped + bad
+        c.last_loss = torch.where(bad, self._bad_loss.double(), c.last_loss)
+        c.last_step = torch.where(bad, step, c.last_step)
+        reached = (c.in_a_row >= self.max_steps) & (c.stop_step < 0)
+        c.stop_loss = torch.where(reached, c.last_loss, c.stop_loss)
+        c.stop_step = torch.where(reached, step, c.stop_step)
         self._bad = self._bad_loss = None
         if honours_found_inf(optimizer):
             optimizer.found_inf = bad.float()
@@ -96,25 +119,24 @@ class NonFiniteGuard(Callback):
         self.check()
 
     def check(self) -> None:
-        """Read the counters on the host: warn about the steps skipped since the last check, and
+        """Read the counts on the host: warn about the steps skipped since the last check, and
         stop the run if `max_steps` came in a row."""
-        if self.state is None:
+        if self.counts is None:
             return
-        in_a_row, skipped, last_loss, last_step, stop_loss, stop_step = self.state.tolist()
-        if skipped:
-            step = int(last_step)
-            log.warning("train: loss is %s at step %d (lr %.3g): step skipped%s", last_loss, step,
+        now = self.counts.read()
+        if now.skipped:
+            step = int(now.last_step)
+            log.warning("train: loss is %s at step %d (lr %.3g): step skipped%s", now.last_loss, step,
                         self._lrs.get(step, float("nan")),
-                        f" ({int(skipped)} skipped since the last log)" if skipped > 1 else "")
-            self.state[SKIPPED] = 0
-        if stop_step >= 0:
-            step = int(stop_step)
+                        f" ({int(now.skipped)} skipped since the last log)" if now.skipped > 1 else "")
+            self.counts.skipped = torch.zeros_like(self.counts.skipped)
+        if now.stop_step >= 0:
+            step = int(now.stop_step)
             raise TrainingDiverged(
-                f"train: loss {stop_loss} at step {step} (lr {self._lrs.get(step, float('nan')):.3g}), "
+                f"train: loss {now.stop_loss} at step {step} (lr {self._lrs.get(step, float('nan')):.3g}), "
                 f"{self.max_steps} steps in a row (module.max_nonfinite_steps={self.max_steps}); training stopped, "
                 "the checkpoints written before are kept")
         self._lrs.clear()
-
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         if trainer.training:
             self.check()

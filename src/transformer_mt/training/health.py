@@ -13,6 +13,7 @@ from lightning.pytorch.callbacks import Callback
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.flops import training_flops
+from transformer_mt.training.steps import logged_step
 
 # Dense bf16 / fp16 tensor-core peak FLOP/s per GPU (vendor data sheets), and the fp32 peak without
 # tensor cores; looked up by a name contained in torch.cuda.get_device_name(), first match wins.
@@ -84,30 +85,6 @@ def timer_for(device: torch.device) -> HostTimer | CudaTimer:
     return CudaTimer() if device.type == "cuda" else HostTimer()
 
 
-def logged_step(trainer: L.Trainer, step: int) -> bool:
-    """Whether the values logged at optimizer step `step` (counted from 1) reach the loggers, as
-    Lightning decides it: every `trainer.log_every_n_steps` steps, and at the last one. The figures
-    are computed only then. (During a step, before its optimizer step: trainer.global_step + 1; in
-    on_train_batch_end, after it: trainer.global_step.)"""
-    every = trainer.log_every_n_steps
-    return bool(trainer.fast_dev_run) or trainer.should_stop or (every > 0 and step % every == 0)
-
-
-class StepWatch:
-    """For callbacks that act on logging steps in `on_train_batch_end`: whether the batch that just
-    ended made a logged optimizer step (with gradient accumulation, only the last batch of a step
-    makes it). Call `start` in `on_train_batch_start`."""
-
-    def __init__(self) -> None:
-        self.before = -1
-
-    def start(self, trainer: L.Trainer) -> None:
-        self.before = trainer.global_step
-
-    def logged(self, trainer: L.Trainer) -> bool:
-        return trainer.global_step != self.before and logged_step(trainer, trainer.global_step)
-
-
 class TrainingHealth(Callback):
     """Logs train/grad_norm (total 2-norm before clipping), train/padding (the padded fraction of
     the batch's source and target slots), train/tflops (model TFLOP/s of this process, from the
@@ -132,7 +109,8 @@ class TrainingHealth(Callback):
             self.peak_flops = known_peak_flops(name, str(trainer.precision))
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
-        """Gradients are complete (and unscaled under fp16) here, and not yet clipped."""
+        """Gradients are complete (and unscaled under fp16) here, not yet clipped, and not yet
+        dropped by the NaN / inf guard (training/steps.py: step 3 of 6)."""
         if not logged_step(trainer, trainer.global_step + 1):
             return
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]

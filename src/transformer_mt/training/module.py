@@ -13,26 +13,21 @@ import lightning as L
 import torch
 import torch.distributed as dist
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.quantize import Int8Copy
 from transformer_mt.training.guard import NonFiniteGuard
-from transformer_mt.training.health import logged_step
 from transformer_mt.training.loss import chunk_loss, output_layer_loss
 from transformer_mt.training.results import EvalResults, Row
 from transformer_mt.training.rng import RngState
+from transformer_mt.training.steps import logged_step
 from transformer_mt.training.throughput import Throughput
 
 log = logging.getLogger(__name__)
-
-
-def plain(value):
-    """DictConfig / ListConfig -> dict / list (resolved); anything else unchanged."""
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
 def compiled_step(model: Transformer, backend: bool | str):
@@ -46,7 +41,10 @@ def compiled_step(model: Transformer, backend: bool | str):
     if backend not in torch.compiler.list_backends(exclude_tags=()):
         raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
                           f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
-    features = torch.compile(model.features, fullgraph=True, dynamic=True, backend=backend)
+    # no duck sizing: a first batch whose source and target lengths happen to be equal would give
+    # both one symbol, and the first batch where they differ would compile the model again
+    no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
+    features = no_duck_sizing(torch.compile(model.features, fullgraph=True, dynamic=True, backend=backend))
     return features, torch.compile(chunk_loss, fullgraph=True, backend=backend)
 
 
@@ -101,10 +99,11 @@ class TranslationModule(L.LightningModule):
         self._rows: list[Row] = []
         self._stats = torch.zeros(3, dtype=torch.float64)  # loss sum, nll sum, tokens
         self.train_features, self.train_chunk = compiled_step(self.model, compile)
+        self.guard = NonFiniteGuard(max_nonfinite_steps)
 
     def configure_callbacks(self) -> list[L.Callback]:
         """What every run of this module needs, whatever `callbacks=` says."""
-        return [RngState(), NonFiniteGuard(self.hparams.max_nonfinite_steps), Throughput()]
+        return [RngState(), self.guard, Throughput()]
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
@@ -113,10 +112,16 @@ class TranslationModule(L.LightningModule):
         scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
 
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Step 4 of the training step (training/steps.py): after every callback has seen the
+        gradients (step 3), the NaN / inf guard skips a non-finite step; clipping follows."""
+        self.guard.decide(self.trainer, self, optimizer)
+
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        """Lightning's clipping, except under bf16-mixed with a fused optimizer, which Lightning
-        refuses because fp16's loss scaler would leave the gradients scaled; bf16 has no scaler,
-        so the gradients are clipped as in fp32 (without a sync: torch's clip_grad_norm_)."""
+        """Step 5 of the training step (training/steps.py). Lightning's clipping, except under
+        bf16-mixed with a fused optimizer, which Lightning refuses because fp16's loss scaler would
+        leave the gradients scaled; bf16 has no scaler, so the gradients are clipped as in fp32
+        (without a sync: torch's clip_grad_norm_)."""
         if gradient_clip_val and str(self.trainer.precision) == "bf16-mixed":
             if gradient_clip_algorithm == "value":
                 torch.nn.utils.clip_grad_value_(self.parameters(), gradient_clip_val)
@@ -142,7 +147,8 @@ class TranslationModule(L.LightningModule):
                                  self.hparams.pad_id, chunk_fn=chunk_fn)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        """The loss of a batch; its values reach the loggers (and the host) only on logging steps."""
+        """Step 1 of the training step (training/steps.py): the loss of a batch; its values reach the
+        loggers (and the host) only on logging steps."""
         loss_sum, nll_sum, ntokens = self.losses(batch, self.train_features, self.train_chunk)
         loss, nll = loss_sum / ntokens, nll_sum / ntokens
         if logged_step(self.trainer, self.trainer.global_step + 1):

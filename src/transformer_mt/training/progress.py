@@ -1,14 +1,15 @@
-"""The progress bar, reading the logged training values on logging steps only."""
+"""Training's progress bar: Lightning's rich bar, reading the logged training values on logging steps
+only. (Everything else that shows progress uses transformer_mt.progress.ProgressBar.)"""
 
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
 
-from transformer_mt.training.health import StepWatch
+from transformer_mt.training.steps import StepWatch
 
 TRAIN_KEYS = ("train/loss", "train/lr")  # shown beside the bar during training
 
 
-class ProgressBar(RichProgressBar):
+class LoggingStepsProgressBar(RichProgressBar):
     """Lightning's rich progress bar, showing train/loss and train/lr as of the last logging step.
 
     The module logs them without `prog_bar=True`: Lightning converts every progress-bar value to a

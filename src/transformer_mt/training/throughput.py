@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from transformer_mt.training.health import StepWatch
+from transformer_mt.training.steps import StepWatch
 
 
 class Throughput(Callback):

@@ -1,0 +1,87 @@
+"""What a task writes and prints: metrics.json, translations and references (each written whole),
+tokenized BLEU, and the summary on the terminal."""
+
+import json
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from transformer_mt.atomic import atomic_file
+from transformer_mt.errors import ConfigError
+from transformer_mt.training.results import EvalResults, Row
+
+
+def finite_or_none(value):
+    """JSON has no NaN or infinity: such numbers become null (recursively)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Valid JSON (NaN and infinities written as null), written whole."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(finite_or_none(data), indent=2, sort_keys=True, allow_nan=False) + "\n",
+                       encoding="utf-8")
+
+
+def write_translations(path: Path, rows: tuple[Row, ...], field: str = "hypothesis") -> None:
+    """One hypothesis (or reference) per line, in the order of the input file."""
+    with atomic_file(path) as tmp:
+        tmp.write_text("".join(getattr(row, field) + "\n" for row in rows), encoding="utf-8")
+
+
+def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dict) -> dict:
+    """metrics.json, `{stage}.translations.txt` and `{stage}.references.txt` (the references as
+    scored, for significance tests: task=report) in the run directory, each written whole; returns
+    the metrics."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {**results.metrics, "bleu_signature": results.bleu_signature,
+               "chrf_signature": results.chrf_signature, **extra}
+    translations = output_dir / f"{stage}.translations.txt"
+    references = output_dir / f"{stage}.references.txt"
+    write_translations(translations, results.rows)
+    write_translations(references, results.rows, "reference")
+    metrics["translations"], metrics["references"] = str(translations), str(references)
+    write_json(output_dir / "metrics.json", metrics)
+    return metrics
+
+
+TOKENIZED_BLEU = (False, True, "compound")
+
+
+def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = True) -> dict:
+    """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
+    compound, `<split>/bleu_tok_compound` (the paper's: tokenized, compounds split); and its signature."""
+    from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
+
+    if mode not in TOKENIZED_BLEU:
+        raise ConfigError(f"task.tokenized_bleu={mode!r}: must be false, true (13a-tokenized, lowercased) or "
+                          "compound (the paper's: tokenized, hyphenated compounds split)")
+    hyps, refs = [r.hypothesis for r in rows], [r.reference for r in rows]
+    if mode == "compound":
+        scores = compound_split_bleu(hyps, refs)
+        return {f"{split}/bleu_tok_compound": scores["bleu_tok_compound"],
+                "bleu_tok_compound_signature": scores["bleu_tok_compound_signature"]
+                + " (13a-tokenized, compounds split as get_ende_bleu.sh)"}
+    scores = tokenized_lowercased_bleu(hyps, refs)
+    return {f"{split}/bleu_tok_lc": scores["bleu_tok_lc"],
+            "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
+
+
+def print_summary(title: str, metrics: dict, rows: tuple[Row, ...], samples: int = 3) -> None:
+    """Final metrics and a few translations, for the terminal."""
+    console = Console()
+    table = Table(title=title, show_header=False)
+    for key, value in metrics.items():
+        table.add_row(key, f"{value:.2f}" if isinstance(value, float) else str(value))
+    console.print(table)
+    for row in rows[:samples]:
+        console.print(f"[bold]src[/bold] {row.source}\n[bold]ref[/bold] {row.reference}\n"
+                      f"[bold]hyp[/bold] {row.hypothesis}\n", highlight=False)
