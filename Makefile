@@ -17,9 +17,9 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
-# pytest-xdist workers (tests/conftest.py: one torch thread each; the tests of a shared run on one worker)
+# pytest-xdist workers (tests/conftest.py: one torch thread each, the shared runs trained once)
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
+XDIST = -n $(TEST_WORKERS)
 BIN := $(VENV)/bin
 
 FLOORS_VENV ?= .venv-floors

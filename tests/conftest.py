@@ -3,7 +3,8 @@ Helpers that tests call live in tests/helpers.py.
 
 `make test` runs the suite on both cores with pytest-xdist (`-n 2`): each worker process uses one
 torch thread (two workers of two threads each on two cores slow each other down far more than 2x),
-and the shared runs are trained once per session, by whichever worker asks first."""
+and the shared runs are trained once per session, by whichever worker asks first (the others wait
+on a file lock; the test order below keeps that wait short)."""
 
 import json
 import os
@@ -27,15 +28,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one 
     torch.set_num_threads(1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `-n 2 --dist loadgroup` the tests that read a shared run go to one worker (group) each,
-    which trains the run once and then reads it, while the other worker takes the rest."""
-    for item in items:
-        for run in ("toy_run", "small_run"):
-            if run in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(run))
-                break
+    """The order that keeps both pytest-xdist workers busy: one test of the default job first (its
+    worker trains the shared run while the other takes independent tests), then every test that
+    reads no shared run, then those that do (the runs are there by then: nobody waits)."""
+    def rank(item: pytest.Item) -> int:
+        shared = {"toy_run", "small_run"} & set(getattr(item, "fixturenames", ()))
+        return 2 if shared else 1
+
+    first = next((i for i in items if "toy_run" in getattr(i, "fixturenames", ())), None)
+    items.sort(key=lambda item: 0 if item is first else rank(item))  # stable: files keep their order
 
 
 @pytest.fixture

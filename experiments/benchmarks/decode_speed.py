@@ -5,7 +5,7 @@
     python experiments/benchmarks/decode_speed.py --ckpt ... --cache     # the KV cache against none
     python experiments/benchmarks/decode_speed.py --ckpt ... --device cuda --dtype bf16 --json out.json
 
-Systems, on the same weights: ours (fp32, and `decoding.quantize=int8`), the checkpoint's Hugging
+Systems, on the same weights: ours (fp32, and `quantize=int8`), the checkpoint's Hugging
 Face export (`MarianMTModel.generate`) and its CTranslate2 exports (float32, int8). Greedy and
 beam 4 (length penalty 0.6); every system gets the same sentences in the same batches (sorted by
 length, 64 sentences each) and 2 threads; each system's best time of --repeat rounds (the systems take turns), its BLEU
@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 
 from transformer_mt.data.batching import Collator
-from transformer_mt.decoding import BeamSearch, GreedySearch
-from transformer_mt.decoding.search import Rules, max_lengths
+from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
+from transformer_mt.decoding.search import max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
@@ -62,12 +62,12 @@ def batches(items: list, size: int = BATCH) -> list[list]:
 
 
 def ours(module, model, src: list[list[int]], search) -> list[list[int]]:
-    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
+    collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     device = next(model.parameters()).device
     out = []
     for chunk in batches(src):
         tokens = collate.pad(chunk).to(device)
-        out += [n[0].tokens for n in search(model, tokens, module.hparams.bos_id, module.hparams.eos_id)]
+        out += [n[0].tokens for n in search(model, tokens, module.bos_id, module.eos_id)]
     return out
 
 
@@ -159,8 +159,9 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
-    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
-    limits = Rules(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()  # our searches' limits
+    collate = Collator(module.pad_id, module.bos_id, module.eos_id)
+    # our searches' limits
+    limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()
     mine, name = f"ours {NAMES[dtype]}", NAMES[dtype]
     systems = {mine: cast(module.model, device, dtype)}
     if device == "cpu":
@@ -183,7 +184,8 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
                 export_ct2(module, Path(tmp) / "ct2_int8", "int8")
                 peers.append(("CTranslate2 int8", partial(ct2_translator, Path(tmp) / "ct2_int8", module)))
         peers, skipped = working(peers, lines[:2])
-        for beams, search in ((1, GreedySearch(1.2, 10)), (4, BeamSearch(4, 0.6, 1.2, 10))):
+        limited = SearchOptions(max_len_a=1.2, max_len_b=10)
+        for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
             runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
             runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
             results = race(runs, repeat, device)
@@ -228,8 +230,9 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     rows, forced_rows = [], []
     print("| search | cache | sentences/s | tokens/s | seconds | same output as cached |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    for name, make in (("greedy", lambda c: GreedySearch(use_cache=c)),
-                       ("beam 4", lambda c: BeamSearch(beam_size=4, length_penalty=0.6, use_cache=c))):
+    for name, make in (("greedy", lambda c: GreedySearch(SearchOptions(use_cache=c))),
+                       ("beam 4", lambda c: BeamSearch(beam_size=4, length_norm=PowerLength(0.6),
+                                                       options=SearchOptions(use_cache=c)))):
         cached_out = None
         for use_cache in (True, False):
             seconds, out = best_time(1, ours, module, model, src, make(use_cache), device=device)
@@ -244,9 +247,9 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     print(f"\nEvery output forced to 50 tokens ({len(forced)} sentences):\n")
     print("| search | tokens/s with cache | tokens/s without | cache speed-up |")
     print("| --- | ---: | ---: | ---: |")
-    options = dict(max_len_a=0, max_len_b=50, min_len=50)
-    for name, make in (("greedy", lambda c: GreedySearch(use_cache=c, **options)),
-                       ("beam 4", lambda c: BeamSearch(beam_size=4, use_cache=c, **options))):
+    limits = dict(max_len_a=0, max_len_b=50, min_len=50)
+    for name, make in (("greedy", lambda c: GreedySearch(SearchOptions(use_cache=c, **limits))),
+                       ("beam 4", lambda c: BeamSearch(beam_size=4, options=SearchOptions(use_cache=c, **limits)))):
         with_cache, out = best_time(1, ours, module, model, forced, make(True), device=device)
         without, _ = best_time(1, ours, module, model, forced, make(False), device=device)
         tokens = sum(len(o) + 1 for o in out)

@@ -220,14 +220,15 @@ def compose_run_config(model: str, compile_: bool):
         return compose(config_name="config", overrides=overrides)
 
 
-def specials_only_vocabularies():
-    """A vocabulary of just <pad>, <s>, </s>, <unk> (ids 0-3): what the module keeps; the model's
-    own vocabulary size is given separately."""
+def placeholder_vocabularies(size: int):
+    """A vocabulary of `size` tokens: <pad>, <s>, </s>, <unk> (ids 0-3), then placeholders: the
+    module takes its vocabulary size and special ids from it (the batches are made-up ids)."""
     from tokenizers import Tokenizer, models
 
     from transformer_mt.data.tokenizer import SPECIAL_TOKENS, UNK, BpeTokenizer, Vocabularies
 
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+    vocab.update({f"t{i}": i for i in range(len(SPECIAL_TOKENS), size)})
     return Vocabularies(BpeTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))))
 
 
@@ -371,8 +372,7 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
 
     L.seed_everything(0, verbose=False)
     make = instantiate(cfg.module, _partial_=True, _recursive_=False)
-    module = make(model=architecture(cfg.model), src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, pad_id=PAD,
-                  bos_id=BOS, eos_id=EOS, tokenizer=specials_only_vocabularies().to_dict())
+    module = make(model=architecture(cfg.model), tokenizer=placeholder_vocabularies(args.vocab).to_dict())
     loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
     first = next(iter(loader))
     model = module.model.to(device).train()

@@ -13,10 +13,8 @@ from transformer_mt.data.tokenizer import (
     TextTokenizer,
     TokenizerOptions,
     Vocabularies,
-    build_vocabularies,
-    train_bpe,
-    train_sentencepiece,
 )
+from transformer_mt.data.vocabulary_training import build_vocabularies, train_bpe, train_sentencepiece
 from transformer_mt.errors import ConfigError, DataError
 
 EN = ["Two young, White males are outside near many bushes.", "A little girl climbing into a wooden playhouse.",
@@ -169,11 +167,13 @@ def test_no_behaviour_depends_on_the_kind_string(tokenizers, name, tmp_path):
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_hugging_face_export_does_not_depend_on_the_kind_string(tokenizers, name, tmp_path):
     pytest.importorskip("transformers", reason="the export extra: pip install -e '.[export]'")
+    from transformer_mt.interop.hf_tokenizer import save_hugging_face
+
     tokenizer = tokenizers[name]
     renamed = TextTokenizer.from_dict(tokenizer.to_dict())
     renamed.kind = "something else"
-    tokenizer.save_hugging_face(tmp_path / "original", 64, tokenizer)
-    renamed.save_hugging_face(tmp_path / "renamed", 64, renamed)
+    save_hugging_face(tokenizer, tokenizer, tmp_path / "original", 64)
+    save_hugging_face(renamed, renamed, tmp_path / "renamed", 64)
     files = sorted(p.name for p in (tmp_path / "original").iterdir())
     assert files == sorted(p.name for p in (tmp_path / "renamed").iterdir())
     assert files == (["tokenizer.json", "tokenizer_config.json"] if name == "bpe"
@@ -209,3 +209,12 @@ def test_each_bad_option_is_named_with_its_value(key, value, message):
     with pytest.raises(ConfigError) as err:
         TokenizerOptions(**{key: value})
     assert str(err.value) == message
+
+
+def test_a_tokenizer_of_an_unknown_kind_is_an_error_naming_it(tokenizers):
+    """A checkpoint's tokenizer whose kind this version does not know is not read as sentencepiece."""
+    data = tokenizers["sentencepiece"].to_dict()
+    assert type(TextTokenizer.from_dict(data)) is SentencePieceTokenizer
+    with pytest.raises(DataError, match=r"a tokenizer of kind 'wordpiece': not one this version reads "
+                                        r"\(tokenizers, sentencepiece, marian\)"):
+        Vocabularies.from_dict({"src": {**data, "kind": "wordpiece"}, "tgt": None})

@@ -7,7 +7,7 @@ import torch
 
 from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, A, B, MarkovModel
 from tests.helpers import make_model, padded_sources
-from transformer_mt.decoding import BeamSearch, GreedySearch, Hypothesis
+from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, Hypothesis, PowerLength, SearchOptions
 from transformer_mt.errors import ConfigError
 
 
@@ -17,7 +17,8 @@ def src_for(*tables: int) -> torch.Tensor:
 
 def test_exact_hypotheses_and_scores_without_length_penalty():
     model = MarkovModel({1: TABLE_1})
-    hyps = BeamSearch(beam_size=2, length_penalty=0.0, nbest=2, max_len_a=0, max_len_b=10)(model, src_for(1), BOS, EOS)
+    hyps = BeamSearch(beam_size=2, nbest=2, length_norm=PowerLength(0.0),
+                      options=SearchOptions(max_len_a=0, max_len_b=10))(model, src_for(1), BOS, EOS)
     # step 1 finishes "b" (0.4 * 0.5); step 2 finishes "a b" (0.5 * 0.3 * 0.5); then the sentence has 2
     assert [h.tokens for h in hyps[0]] == [[B], [A, B]]
     assert hyps[0][0].score == pytest.approx(math.log(0.4 * 0.5))
@@ -27,7 +28,8 @@ def test_exact_hypotheses_and_scores_without_length_penalty():
 
 def test_length_penalty_reorders_by_normalized_score():
     model = MarkovModel({1: TABLE_1})
-    hyps = BeamSearch(beam_size=2, length_penalty=2.0, nbest=2, max_len_a=0, max_len_b=10)(model, src_for(1), BOS, EOS)
+    hyps = BeamSearch(beam_size=2, nbest=2, length_norm=PowerLength(2.0),
+                      options=SearchOptions(max_len_a=0, max_len_b=10))(model, src_for(1), BOS, EOS)
     # the same two finished hypotheses, scored logprob / len^2 with len counting EOS
     assert [h.tokens for h in hyps[0]] == [[A, B], [B]]
     assert hyps[0][0].score == pytest.approx(math.log(0.075) / 3**2)
@@ -39,28 +41,46 @@ def test_gnmt_length_norm_scores_by_hand():
     """The paper's normalization, ((5 + len) / 6) ** alpha, on the same two finished hypotheses."""
     alpha = 0.6
     model = MarkovModel({1: TABLE_1})
-    search = BeamSearch(beam_size=2, length_penalty=alpha, length_norm="gnmt", nbest=2, max_len_a=0, max_len_b=10)
+    search = BeamSearch(beam_size=2, nbest=2, length_norm=GnmtLength(alpha),
+                        options=SearchOptions(max_len_a=0, max_len_b=10))
     hyps = search(model, src_for(1), BOS, EOS)[0]
     scores = {tuple(h.tokens): h.score for h in hyps}
     assert scores[(A, B)] == pytest.approx(math.log(0.075) / ((5 + 3) / 6) ** alpha)
     assert scores[(B,)] == pytest.approx(math.log(0.2) / ((5 + 2) / 6) ** alpha)
-    with pytest.raises(ConfigError, match="decoding.length_norm='gmnt': must be one of fairseq, gnmt"):
-        BeamSearch(length_norm="gmnt")
+    assert BeamSearch().length_norm == PowerLength(1.0)  # fairseq's, the average log-probability
+
+
+def test_the_decoding_configs_build_their_searches_with_one_options_object(tmp_path):
+    """Every preset gives its search a SearchOptions; the beam preset a length normalization object."""
+    from hydra.utils import instantiate
+
+    from tests.helpers import compose_config
+    from transformer_mt.decoding import Sampling
+
+    for preset, cls in (("greedy", GreedySearch), ("beam", BeamSearch), ("sample", Sampling)):
+        search = instantiate(compose_config(tmp_path, [f"decoding={preset}"]).decoding)
+        assert type(search) is cls and type(search.options) is SearchOptions
+    beam = instantiate(compose_config(tmp_path, ["decoding=beam"]).decoding)
+    assert (beam.length_norm, beam.options.max_len_a, beam.options.max_len_b) == (PowerLength(0.6), 1.0, 50)
+    paper = instantiate(compose_config(tmp_path, ["experiment=paper/wmt14_en_de_base"]).decoding)
+    assert paper.length_norm == GnmtLength(0.6) and paper.options == SearchOptions(max_len_a=1.0, max_len_b=50)
 
 
 def test_greedy_differs_and_beam_1_equals_greedy_on_the_toy_model():
     model = MarkovModel({1: TABLE_1})
-    greedy = GreedySearch(max_len_a=0, max_len_b=4)(model, src_for(1), BOS, EOS)
+    greedy = GreedySearch(options=SearchOptions(max_len_a=0, max_len_b=4))(model, src_for(1), BOS, EOS)
     assert greedy[0][0].tokens == [A, A, A, A]  # EOS forced at the limit
     assert greedy[0][0].logprob == pytest.approx(math.log(0.5 * 0.45**3 * 0.25))
-    beam1 = BeamSearch(beam_size=1, length_penalty=0.0, max_len_a=0, max_len_b=4)(model, src_for(1), BOS, EOS)
+    beam1 = BeamSearch(beam_size=1, length_norm=PowerLength(0.0),
+                       options=SearchOptions(max_len_a=0, max_len_b=4))(model, src_for(1), BOS, EOS)
     assert beam1[0][0].tokens == greedy[0][0].tokens
     assert beam1[0][0].logprob == pytest.approx(greedy[0][0].logprob)
 
 
 def test_finished_hypotheses_are_never_extended():
     model = MarkovModel({1: TABLE_1})
-    BeamSearch(beam_size=3, length_penalty=1.0, max_len_a=0, max_len_b=8)(model, src_for(1), BOS, EOS)
+    BeamSearch(beam_size=3, length_norm=PowerLength(1.0),
+               options=SearchOptions(max_len_a=0, max_len_b=8))(model, src_for(1), BOS, EOS)
     assert model.seen_prefixes
     assert all(EOS not in prefix for prefix in model.seen_prefixes)
 
@@ -70,7 +90,7 @@ def test_greedy_drops_a_sentence_from_the_batch_when_it_ends(use_cache):
     """Table 2's greedy path ends after 3 tokens, table 1's runs to the limit of 8: after its EOS
     the short sentence is never extended, and each output is what it is decoded alone."""
     model = MarkovModel({1: TABLE_1, 2: TABLE_2})
-    search = GreedySearch(max_len_a=0, max_len_b=8, use_cache=use_cache)
+    search = GreedySearch(options=SearchOptions(max_len_a=0, max_len_b=8, use_cache=use_cache))
     batched = search(model, src_for(2, 1, 2), BOS, EOS)
     assert all(EOS not in prefix for prefix in model.seen_prefixes)
     # after step 3 only the long sentence is decoded: one prefix of each length 4 ... 9 (BOS + 8 tokens)
@@ -81,7 +101,8 @@ def test_greedy_drops_a_sentence_from_the_batch_when_it_ends(use_cache):
 
 def test_sentences_of_one_batch_never_mix():
     model = MarkovModel({1: TABLE_1, 2: TABLE_2})
-    search = BeamSearch(beam_size=3, length_penalty=1.0, nbest=3, max_len_a=0, max_len_b=6)
+    search = BeamSearch(beam_size=3, nbest=3, length_norm=PowerLength(1.0),
+                        options=SearchOptions(max_len_a=0, max_len_b=6))
     batched = search(model, src_for(1, 2, 1, 2), BOS, EOS)
     alone = [search(model, src_for(t), BOS, EOS)[0] for t in (1, 2, 1, 2)]
     assert batched == alone
@@ -90,18 +111,22 @@ def test_sentences_of_one_batch_never_mix():
 
 def test_max_and_min_length_and_no_repeat_ngrams():
     model = MarkovModel({1: TABLE_1})
-    hyps = BeamSearch(beam_size=2, nbest=2, min_len=3, max_len_a=0, max_len_b=5)(model, src_for(1), BOS, EOS)
+    hyps = BeamSearch(beam_size=2, nbest=2,
+                      options=SearchOptions(min_len=3, max_len_a=0, max_len_b=5))(model, src_for(1), BOS, EOS)
     assert all(3 <= len(h.tokens) <= 5 for h in hyps[0])
-    hyps = GreedySearch(max_len_a=0, max_len_b=6, no_repeat_ngram_size=2)(model, src_for(1), BOS, EOS)
+    greedy = GreedySearch(SearchOptions(max_len_a=0, max_len_b=6, no_repeat_ngram_size=2))
+    hyps = greedy(model, src_for(1), BOS, EOS)
     tokens = hyps[0][0].tokens
     bigrams = list(zip(tokens, tokens[1:]))
     assert len(bigrams) == len(set(bigrams))
-    search = BeamSearch(beam_size=2, nbest=2, max_len_a=0, max_len_b=6, no_repeat_ngram_size=2, min_len=4)
+    search = BeamSearch(beam_size=2, nbest=2,
+                        options=SearchOptions(max_len_a=0, max_len_b=6, no_repeat_ngram_size=2, min_len=4))
     for hyp in search(model, src_for(1), BOS, EOS)[0]:
         bigrams = list(zip(hyp.tokens, hyp.tokens[1:]))
         assert len(hyp.tokens) >= 4 and len(bigrams) == len(set(bigrams))
     # two symbols have only four bigrams: six tokens without a repeat are impossible
-    impossible = BeamSearch(beam_size=2, max_len_a=0, max_len_b=8, no_repeat_ngram_size=2, min_len=6)
+    impossible = BeamSearch(beam_size=2,
+                            options=SearchOptions(max_len_a=0, max_len_b=8, no_repeat_ngram_size=2, min_len=6))
     assert impossible(model, src_for(1), BOS, EOS) == [[Hypothesis([], float("-inf"), float("-inf"))]]
 
 
@@ -116,8 +141,8 @@ def test_bad_options_name_the_key():
 def test_cache_equals_no_cache_on_a_random_model(search_cls, options):
     model = make_model()
     src = padded_sources()
-    cached = search_cls(max_len_a=0, max_len_b=12, use_cache=True, **options)(model, src, 1, 2)
-    plain = search_cls(max_len_a=0, max_len_b=12, use_cache=False, **options)(model, src, 1, 2)
+    cached = search_cls(**options, options=SearchOptions(max_len_a=0, max_len_b=12))(model, src, 1, 2)
+    plain = search_cls(**options, options=SearchOptions(max_len_a=0, max_len_b=12, use_cache=False))(model, src, 1, 2)
     for a, b in zip(cached, plain):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         for ha, hb in zip(a, b):
@@ -127,8 +152,9 @@ def test_cache_equals_no_cache_on_a_random_model(search_cls, options):
 def test_beam_1_equals_greedy_on_a_random_model():
     model = make_model()
     src = padded_sources()
-    greedy = GreedySearch(max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
-    beam = BeamSearch(beam_size=1, length_penalty=0.0, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
+    greedy = GreedySearch(options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
+    beam = BeamSearch(beam_size=1, length_norm=PowerLength(0.0),
+                      options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
     for g, b in zip(greedy, beam):
         assert g[0].tokens == b[0].tokens
         assert g[0].logprob == pytest.approx(b[0].logprob, abs=1e-5)
@@ -137,7 +163,7 @@ def test_beam_1_equals_greedy_on_a_random_model():
 def test_batched_beam_equals_one_sentence_at_a_time_on_a_random_model():
     model = make_model()
     src = padded_sources()
-    search = BeamSearch(beam_size=3, nbest=2, max_len_a=0, max_len_b=10)
+    search = BeamSearch(beam_size=3, nbest=2, options=SearchOptions(max_len_a=0, max_len_b=10))
     batched = search(model, src, 1, 2)
     for row in range(src.size(0)):
         length = int((src[row] != 0).sum())
@@ -151,10 +177,10 @@ def test_every_search_forces_eos_at_the_limit_the_same_way():
     from transformer_mt.decoding import Sampling
 
     model = MarkovModel({1: TABLE_1})  # after `a`, greedy prefers `a` to EOS: it runs into the limit
-    options = dict(max_len_a=0, max_len_b=4)
-    greedy = GreedySearch(**options)(model, src_for(1), BOS, EOS)[0][0]
-    beam = BeamSearch(beam_size=1, length_penalty=0.0, **options)(model, src_for(1), BOS, EOS)[0][0]
-    sample = Sampling(top_k=1, seed=0, **options)(model, src_for(1), BOS, EOS)[0][0]
+    options = SearchOptions(max_len_a=0, max_len_b=4)
+    greedy = GreedySearch(options)(model, src_for(1), BOS, EOS)[0][0]
+    beam = BeamSearch(beam_size=1, length_norm=PowerLength(0.0), options=options)(model, src_for(1), BOS, EOS)[0][0]
+    sample = Sampling(top_k=1, seed=0, options=options)(model, src_for(1), BOS, EOS)[0][0]
     assert greedy.tokens == beam.tokens == sample.tokens == [A, A, A, A]
     expected = math.log(0.5) + 3 * math.log(0.45) + math.log(0.25)  # ... then EOS with P(EOS | a) = 0.25
     assert greedy.logprob == pytest.approx(expected) and beam.logprob == pytest.approx(expected)
@@ -165,7 +191,7 @@ def test_sampling_obeys_no_repeat_ngram_size_too():
     from transformer_mt.decoding import Sampling
 
     model = MarkovModel({1: TABLE_1})
-    search = Sampling(seed=3, nbest=20, max_len_a=0, max_len_b=6, no_repeat_ngram_size=2)
+    search = Sampling(seed=3, nbest=20, options=SearchOptions(max_len_a=0, max_len_b=6, no_repeat_ngram_size=2))
     for hyp in search(model, src_for(1), BOS, EOS)[0]:
         bigrams = list(zip(hyp.tokens, hyp.tokens[1:]))
         assert len(bigrams) == len(set(bigrams))

@@ -8,15 +8,15 @@ import torch
 
 from tests.decoding.toy_models import BOS, EOS, MarkovModel
 from tests.helpers import make_model, padded_sources
-from transformer_mt.decoding import GreedySearch, Sampling
+from transformer_mt.decoding import GreedySearch, Sampling, SearchOptions
 from transformer_mt.decoding.sampling import top_k_filter, top_p_filter
 
 
 def test_top_k_1_equals_greedy():
     model = make_model()
     src = padded_sources()
-    greedy = GreedySearch(max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
-    sampled = Sampling(top_k=1, seed=3, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
+    greedy = GreedySearch(options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
+    sampled = Sampling(top_k=1, seed=3, options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
     assert [h[0].tokens for h in sampled] == [h[0].tokens for h in greedy]
 
 
@@ -43,9 +43,9 @@ def test_top_k_filter():
 def test_a_fixed_seed_reproduces_samples():
     model = make_model()
     src = padded_sources()
-    a = Sampling(seed=7, nbest=3, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
-    b = Sampling(seed=7, nbest=3, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
-    c = Sampling(seed=8, nbest=3, max_len_a=1.0, max_len_b=5)(model, src, 1, 2)
+    a = Sampling(seed=7, nbest=3, options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
+    b = Sampling(seed=7, nbest=3, options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
+    c = Sampling(seed=8, nbest=3, options=SearchOptions(max_len_a=1.0, max_len_b=5))(model, src, 1, 2)
     assert a == b and a != c
     assert all(len(n) == 3 for n in a)
 
@@ -58,7 +58,8 @@ def test_samples_follow_the_model_distribution(temperature):
     model = MarkovModel({1: table}, vocab=8)
     n = 20000
     src = torch.tensor([[1, 5]]).expand(n, -1)
-    hyps = Sampling(temperature=temperature, seed=0, max_len_a=0, max_len_b=3)(model, src, BOS, EOS)
+    hyps = Sampling(temperature=temperature, seed=0,
+                    options=SearchOptions(max_len_a=0, max_len_b=3))(model, src, BOS, EOS)
     counts = torch.bincount(torch.tensor([h[0].tokens[0] for h in hyps]), minlength=8)[3:].double()
     sharpened = torch.tensor([p ** (1 / temperature) for p in probs.values()], dtype=torch.float64)
     expected = n * sharpened / sharpened.sum()

@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, MarkovModel
 from tests.helpers import make_model, padded_sources
-from transformer_mt.decoding import BeamSearch, GreedySearch, Sampling
+from transformer_mt.decoding import BeamSearch, GreedySearch, Sampling, SearchOptions
 
 aten = torch.ops.aten
 SYNCING = {aten._local_scalar_dense, aten.item, aten.nonzero, aten.masked_select, aten.repeat_interleave}
@@ -88,10 +88,11 @@ def test_a_search_syncs_once_per_check_not_every_step(search_cls, options):
     with torch.no_grad():
         model.output_proj.bias[EOS] = 3.2  # EOS likely enough to end sentences between 18 and 30 tokens
     limits = dict(max_len_a=0, max_len_b=30, min_len=18)
-    out, syncs, steps = record(search_cls(check_every=8, **limits, **options), model, src)
+    out, syncs, steps = record(search_cls(**options, options=SearchOptions(check_every=8, **limits)), model, src)
     assert steps >= 25 and len({len(n[0].tokens) for n in out}) > 1
     assert len(syncs) <= steps // 8 + 5, syncs
-    every_step, syncs_1, steps_1 = record(search_cls(check_every=1, **limits, **options), model, src)
+    every_step, syncs_1, steps_1 = record(search_cls(**options, options=SearchOptions(check_every=1, **limits)), model,
+                                          src)
     assert len(syncs_1) >= steps_1 >= 25
     assert [[h.tokens for h in n] for n in out] == [[h.tokens for h in n] for n in every_step]
 
@@ -102,12 +103,14 @@ def test_outputs_do_not_depend_on_the_check_interval(check_every):
     greedy, beam search and top-1 sampling give exactly what they give when checking every step."""
     model = MarkovModel({1: TABLE_1, 2: TABLE_2})
     src = torch.tensor([[t, 5, 5] for t in (2, 1, 2, 1)])
-    for make in (lambda c: GreedySearch(max_len_a=0, max_len_b=8, check_every=c),
-                 lambda c: GreedySearch(max_len_a=0, max_len_b=8, no_repeat_ngram_size=2, check_every=c),
-                 lambda c: BeamSearch(beam_size=3, nbest=3, max_len_a=0, max_len_b=6, check_every=c),
-                 lambda c: BeamSearch(beam_size=2, nbest=2, min_len=2, no_repeat_ngram_size=2, max_len_b=7,
-                                      check_every=c),
-                 lambda c: Sampling(top_k=1, seed=0, max_len_a=0, max_len_b=8, check_every=c)):
+    for make in (lambda c: GreedySearch(options=SearchOptions(max_len_a=0, max_len_b=8, check_every=c)),
+                 lambda c: GreedySearch(SearchOptions(max_len_a=0, max_len_b=8, no_repeat_ngram_size=2,
+                                                      check_every=c)),
+                 lambda c: BeamSearch(beam_size=3, nbest=3,
+                                      options=SearchOptions(max_len_a=0, max_len_b=6, check_every=c)),
+                 lambda c: BeamSearch(beam_size=2, nbest=2, options=SearchOptions(min_len=2, no_repeat_ngram_size=2,
+                                                                                  max_len_b=7, check_every=c)),
+                 lambda c: Sampling(top_k=1, seed=0, options=SearchOptions(max_len_a=0, max_len_b=8, check_every=c))):
         assert make(check_every)(model, src, BOS, EOS) == make(1)(model, src, BOS, EOS)
 
 
@@ -115,10 +118,10 @@ def test_outputs_on_a_random_model_at_every_interval():
     """The random model's tokens agree at every check interval; scores agree to float rounding (a
     row's arithmetic can round differently in a batch of another size, as in any batching)."""
     model, src = make_model(), padded_sources()
-    for search in (GreedySearch, lambda **o: BeamSearch(beam_size=3, nbest=3, **o)):
-        base = search(max_len_a=1.0, max_len_b=5, check_every=1)(model, src, 1, 2)
+    for search in (GreedySearch, lambda o: BeamSearch(beam_size=3, nbest=3, options=o)):
+        base = search(SearchOptions(max_len_a=1.0, max_len_b=5, check_every=1))(model, src, 1, 2)
         for check_every in (3, 8):
-            other = search(max_len_a=1.0, max_len_b=5, check_every=check_every)(model, src, 1, 2)
+            other = search(SearchOptions(max_len_a=1.0, max_len_b=5, check_every=check_every))(model, src, 1, 2)
             assert [[h.tokens for h in n] for n in other] == [[h.tokens for h in n] for n in base]
             for a, b in zip(other, base):
                 assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)

@@ -50,8 +50,9 @@ def test_hub_name_offline(tmp_path, monkeypatch):
 
 
 def test_tokenizer_file_that_does_not_match_the_checkpoint(tmp_path, small_checkpoint):
-    from transformer_mt.data.tokenizer import TokenizerOptions, build_vocabularies
+    from transformer_mt.data.tokenizer import TokenizerOptions
     from transformer_mt.data.toy import ToyCorpus
+    from transformer_mt.data.vocabulary_training import build_vocabularies
 
     train = ToyCorpus(num_train=300).load("train")
     build_vocabularies(train.src, train.tgt, TokenizerOptions(vocab_size=120)).src.save(tmp_path / "other.json")

@@ -1,12 +1,14 @@
 """The module is built whole from a checkpoint's hyper-parameters (tokenizer and decoding included),
 and checkpoints written before that (tokenizer beside the hyper-parameters) keep working."""
 
+import pytest
 import torch
 
 from tests.helpers import ROOT, compose_config
-from transformer_mt.decoding import BeamSearch, GreedySearch
+from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, PowerLength, SearchOptions
+from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.checkpoints import load_module
+from transformer_mt.tasks.checkpoints import current_decoding, load_module
 
 # written by the code of 2026-11-22 (commit "Dashboards: ..."): model d_model 16, 1 + 1 layers, toy data
 # with 10 test sentences, one epoch; its test translations and chrF as that code produced them
@@ -35,3 +37,38 @@ def test_load_module_gives_a_ready_module_with_the_decoding_asked_for(small_chec
         src = torch.tensor(module.tokenizer.encode_sources(["every red city hears the happy sailor"]))
         (nbest,) = module.translate(src)
         assert len(nbest) == 1 and isinstance(nbest[0][0], str)
+
+
+def test_decoding_configs_of_earlier_checkpoints_load_with_their_options():
+    """Before SearchOptions a checkpoint kept every search option flat, beam search's length
+    normalization as a name with `length_penalty`, and `quantize`: they load as they were meant."""
+    module = load_module(LEGACY)  # greedy, written 2026-11-22
+    assert module.search.options == SearchOptions(max_len_a=1.2, max_len_b=10) and module.quantize == "none"
+    saved = torch.load(LEGACY, weights_only=True)["hyper_parameters"]  # sizes and ids kept beside the tokenizer
+    assert (module.pad_id, module.bos_id, module.eos_id) == (saved["pad_id"], saved["bos_id"], saved["eos_id"])
+    assert module.model.config.src_vocab_size == saved["src_vocab_size"] and "pad_id" not in module.hparams
+    shipped = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"  # beam 5, fairseq's normalization
+    old = torch.load(shipped, weights_only=True, mmap=True)["hyper_parameters"]["decoding"]
+    search = load_module(shipped).search
+    assert (search.beam_size, search.length_norm, search.options) == (
+        5, PowerLength(1.0), SearchOptions(max_len_a=1.0, max_len_b=50))
+    assert (old["length_norm"], old["length_penalty"], old["quantize"]) == ("fairseq", 1.0, "none")
+    paper = {"_target_": "transformer_mt.decoding.BeamSearch", "beam_size": 4, "length_penalty": 0.6,
+             "length_norm": "gnmt", "max_len_a": 1.0, "max_len_b": 50, "quantize": "int8", "check_every": 8}
+    decoding, quantize = current_decoding(paper)
+    assert quantize == "int8" and decoding == {
+        "_target_": "transformer_mt.decoding.BeamSearch", "beam_size": 4,
+        "length_norm": {"_target_": "transformer_mt.decoding.GnmtLength", "alpha": 0.6},
+        "options": {"_target_": "transformer_mt.decoding.SearchOptions", "max_len_a": 1.0, "max_len_b": 50,
+                    "check_every": 8}}
+    assert current_decoding(decoding) == (decoding, None)  # today's layout is left as it is
+    assert GnmtLength(0.6)(7) == ((5 + 7) / 6) ** 0.6 and PowerLength(2.0)(3) == 9.0
+
+
+def test_a_checkpoint_whose_ids_disagree_with_its_tokenizer_is_one_line(tmp_path):
+    checkpoint = torch.load(LEGACY, weights_only=True)
+    checkpoint["hyper_parameters"]["eos_id"] = 7
+    torch.save(checkpoint, tmp_path / "bad.ckpt")
+    with pytest.raises(ConfigError, match=r"bad.ckpt: its tokenizer does not match its model: eos_id=7 \(its "
+                                          r"tokenizer: 2\)"):
+        load_module(tmp_path / "bad.ckpt")

@@ -60,7 +60,7 @@ def input_file(tmp_path) -> Path:
 
 
 def test_translate_draws_a_bar_on_a_terminal_and_never_on_stdout(small_checkpoint, input_file, tmp_path):
-    args = ["task=translate", f"ckpt_path={small_checkpoint}", f"input={input_file}", "decoding.max_len_b=5"]
+    args = ["task=translate", f"ckpt_path={small_checkpoint}", f"input={input_file}", "decoding.options.max_len_b=5"]
     status, stdout, screen = run_on_terminal([*args, f"hydra.run.dir={tmp_path}/a"])
     assert status == 0, screen[-2000:]
     assert "translating" in screen and "lines/s" in screen and "eta" in screen

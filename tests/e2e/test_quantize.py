@@ -1,4 +1,4 @@
-"""decoding.quantize=int8: evaluate and translate decode with an int8 copy of the linear layers,
+"""quantize=int8: evaluate and translate decode with an int8 copy of the linear layers,
 at nearly the BLEU of the fp32 model, leaving the model and the checkpoint as they were."""
 
 import pytest
@@ -16,13 +16,13 @@ def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, t
     out, metrics = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
     before = ckpt.read_bytes()
-    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={ckpt}", "decoding.quantize=int8"]))
-    assert evaluated["decoding"]["quantize"] == "int8"
+    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={ckpt}", "quantize=int8"]))
+    assert evaluated["quantize"] == "int8"
     assert evaluated["test/bleu"] >= 88.0 and abs(evaluated["test/bleu"] - metrics["test/bleu"]) <= 2.0
     int8_lines = (tmp_path / "eval" / "test.translations.txt").read_text().splitlines()
     (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
     overrides = ["task=translate", f"ckpt_path={ckpt}", f"input={tmp_path}/in.txt", f"output={tmp_path}/out.txt",
-                 "decoding.quantize=int8"]
+                 "quantize=int8"]
     run(compose_config(tmp_path / "translate", overrides))
     # the same int8 model; activations are quantized per batch, and the two tasks batch differently
     got = (tmp_path / "out.txt").read_text().splitlines()
@@ -33,7 +33,7 @@ def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, t
 def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
     out, _ = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
-    module = load_module(ckpt, decoding={"_target_": "transformer_mt.decoding.GreedySearch", "quantize": "int8"})
+    module = load_module(ckpt, decoding={"_target_": "transformer_mt.decoding.GreedySearch"}, quantize="int8")
     weights = {k: v.clone() for k, v in module.model.state_dict().items()}
     int8 = module.int8_model()
     linears = [m for m in module.model.modules() if type(m) is torch.nn.Linear]
@@ -42,14 +42,14 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
     assert all(torch.equal(v, module.model.state_dict()[k]) for k, v in weights.items())
     src = module.tokenizer.encode_sources(ToyCorpus().load("test").src[:16])
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in src], batch_first=True,
-                                          padding_value=module.hparams.pad_id)
-    tgt = torch.full((src.size(0), 1), module.hparams.bos_id)
+                                          padding_value=module.pad_id)
+    tgt = torch.full((src.size(0), 1), module.bos_id)
     with torch.no_grad():
         exact, approx = module.model(src, tgt), int8(src, tgt)
     assert not torch.equal(exact, approx)  # int8 products really ran ...
     assert (exact - approx).abs().max() < 0.05 * exact.abs().max()  # ... close to the fp32 ones
     search = module.search
-    expected = search(int8, src, module.hparams.bos_id, module.hparams.eos_id)
+    expected = search(int8, src, module.bos_id, module.eos_id)
     texts = module.tokenizer.tgt.decode([n[0].tokens for n in expected])
     assert [n[0][0] for n in module.translate(src)] == texts
     assert module.int8_model() is int8  # built once
@@ -57,6 +57,6 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
 
 def test_an_unknown_quantization_is_one_line(toy_run, tmp_path):
     out, _ = toy_run
-    result = run_py("task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "decoding.quantize=int4",
+    result = run_py("task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "quantize=int4",
                     f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, "decoding.quantize=int4: must be one of none, int8")
+    assert_clean_failure(result, "quantize=int4: must be one of none, int8")

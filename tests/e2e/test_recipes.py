@@ -85,7 +85,7 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     epochs = epoch_checkpoints(out)
     assert len(epochs) == 3 and state["averaged_from"] == [str(p) for p in epochs]
     assert metrics["tested_checkpoint"] == str(out / "checkpoints" / "average.ckpt")
-    assert metrics["decoding"]["beam_size"] == 5 and metrics["decoding"]["length_penalty"] == 1.0
+    assert metrics["decoding"]["beam_size"] == 5 and metrics["decoding"]["length_norm"]["alpha"] == 1.0
     assert metrics["bleu_tok_lc_signature"].startswith("nrefs:1|case:lc|")
     assert 0.0 <= metrics["test/bleu_tok_lc"] <= 100.0 and metrics["epochs"] == 3
 
@@ -137,8 +137,9 @@ def test_the_papers_recipes_hold_its_settings(tmp_path, preset):
     assert cfg.tokens_per_update == PAPER_TOKENS_PER_UPDATE and cfg.trainer.max_steps == steps
     assert cfg.task.average_last_n == averaged and cfg.callbacks.epoch_checkpoint.train_time_interval.minutes == 10
     beam = cfg.decoding
-    assert (beam.beam_size, beam.length_penalty, beam.length_norm, beam.max_len_a, beam.max_len_b) == (
-        4, 0.6, "gnmt", 1.0, 50)
+    assert (beam.beam_size, beam.length_norm._target_, beam.length_norm.alpha) == (
+        4, "transformer_mt.decoding.GnmtLength", 0.6)
+    assert (beam.options.max_len_a, beam.options.max_len_b) == (1.0, 50)
     assert cfg.task.tokenized_bleu == "compound"
 
 
@@ -176,7 +177,8 @@ def test_the_papers_recipes_run_a_few_steps(tmp_path, preset):
     averaged = torch.load(tmp_path / "run" / "checkpoints" / "average.ckpt", weights_only=True)["averaged_from"]
     assert len(kept) >= 2 and averaged == [str(p) for p in kept[-PAPER[preset][4]:]]
     assert metrics["tested_checkpoint"] == str(tmp_path / "run" / "checkpoints" / "average.ckpt")
-    assert metrics["decoding"]["length_norm"] == "gnmt" and 0.0 <= metrics["test/bleu_tok_compound"] <= 100.0
+    assert metrics["decoding"]["length_norm"]["_target_"].endswith("GnmtLength")
+    assert 0.0 <= metrics["test/bleu_tok_compound"] <= 100.0
     assert metrics["bleu_tok_compound_signature"].endswith("(13a-tokenized, compounds split as get_ende_bleu.sh)")
 
 

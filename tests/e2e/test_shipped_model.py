@@ -13,7 +13,7 @@ from tests.helpers import ROOT, run_py
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 RECORDED = ROOT / "experiments" / "multi30k" / "test2016.beam5.de"  # the run's test.translations.txt
 MULTI30K = Path(os.environ.get("DATA_DIR", ROOT / "data")) / "multi30k"
-BEAM = ["decoding=beam", "decoding.beam_size=5", "decoding.length_penalty=1.0"]  # the recipe's test decoding
+BEAM = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0"]  # the recipe's test decoding
 
 
 def translate(tmp_path: Path, lines: list[str], *args: str) -> list[str]:

@@ -22,7 +22,7 @@ def translate(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace
     """`python run.py task=translate` with `stdin` piped in (not a terminal); stdout / stderr as text."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={checkpoint}",
-                             "decoding.max_len_b=5", f"hydra.run.dir={tmp_path}/run", *args],
+                             "decoding.options.max_len_b=5", f"hydra.run.dir={tmp_path}/run", *args],
                             cwd=ROOT, env=env, input=stdin, capture_output=True, timeout=600)
     return SimpleNamespace(returncode=result.returncode, stdout=result.stdout.decode("utf-8", "replace"),
                            stderr=result.stderr.decode("utf-8", "replace"))

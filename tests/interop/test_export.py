@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.helpers import compose_config, run_py
-from transformer_mt.decoding import BeamSearch, GreedySearch
+from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
@@ -46,8 +46,8 @@ def ours(module, sources: list[str], search) -> list[list[int]]:
     """Our search's best token ids for each source sentence (EOS excluded)."""
     out = []
     for chunk in batches(sources):
-        src = pad(module.tokenizer.encode_sources(chunk), module.hparams.pad_id)
-        out += [nbest[0].tokens for nbest in search(module.model, src, module.hparams.bos_id, module.hparams.eos_id)]
+        src = pad(module.tokenizer.encode_sources(chunk), module.pad_id)
+        out += [nbest[0].tokens for nbest in search(module.model, src, module.bos_id, module.eos_id)]
     return out
 
 
@@ -84,14 +84,14 @@ def test_hf_tokenizer_encodes_and_decodes_as_ours(toy):
 
 def test_hf_greedy_is_token_identical_and_logits_agree(toy):
     module, sources = toy["module"], toy["src"]
-    mine = ours(module, sources, GreedySearch(max_len_a=1.2, max_len_b=10))
+    mine = ours(module, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
     limit = int(max_lengths(pad(module.tokenizer.encode_sources(sources), 0), 0, 1.2, 10, 256).max())
     theirs, texts = hf_generate(toy["dir"] / "hf", sources, num_beams=1, max_new_tokens=limit + 1)
     assert theirs == mine  # all 300 sentences
     assert texts == module.tokenizer.tgt.decode(mine)
 
     model = transformers.MarianMTModel.from_pretrained(toy["dir"] / "hf").eval()
-    hp = module.hparams
+    hp = module  # its special ids
     src = pad(module.tokenizer.encode_sources(sources[:64]), hp.pad_id)
     tgt_in = pad([[hp.bos_id, *t] for t in module.tokenizer.tgt.encode(toy["ref"][:64])], hp.pad_id)
     with torch.no_grad():
@@ -103,7 +103,8 @@ def test_hf_greedy_is_token_identical_and_logits_agree(toy):
 
 def test_hf_beam_4_agrees_on_99_percent(toy):
     module, sources = toy["module"], toy["src"]
-    mine = ours(module, sources, BeamSearch(beam_size=4, length_penalty=0.6, max_len_a=1.2, max_len_b=10))
+    mine = ours(module, sources, BeamSearch(beam_size=4, length_norm=PowerLength(0.6),
+                                            options=SearchOptions(max_len_a=1.2, max_len_b=10)))
     theirs, _ = hf_generate(toy["dir"] / "hf", sources, num_beams=4, length_penalty=0.6, early_stopping=True,
                             max_new_tokens=60)
     same = sum(a == b for a, b in zip(mine, theirs))
@@ -120,7 +121,7 @@ def ct2_translate(folder: Path, module, sources: list[str], **options) -> list[l
 
 def test_ct2_float32_greedy_is_token_identical_and_int8_keeps_bleu(toy):
     module, sources, refs = toy["module"], toy["src"], toy["ref"]
-    mine = ours(module, sources, GreedySearch(max_len_a=1.2, max_len_b=10))
+    mine = ours(module, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
     assert ct2_translate(toy["dir"] / "ct2", module, sources, beam_size=1, max_decoding_length=200) == mine
     int8 = ct2_translate(toy["dir"] / "ct2_int8", module, sources, beam_size=1, max_decoding_length=200)
     bleu = corpus_scores(module.tokenizer.tgt.decode(mine), refs)["bleu"]
@@ -141,24 +142,24 @@ def test_what_marian_cannot_express_is_refused_by_name(change, message):
 
 
 def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
-    run_py("model=tiny", "model.norm_first=true", "trainer.max_steps=2", "trainer.limit_val_batches=1",
-           "data.corpus.num_train=200", "data.corpus.num_val=4", "data.corpus.num_test=4",
-           f"hydra.run.dir={tmp_path}/train", f"paths.cache_dir={tmp_path}/cache")
+    run(compose_config(tmp_path / "train", ["model=tiny", "model.norm_first=true", "trainer.max_steps=2",
+                                            "trainer.limit_val_batches=1", "data.corpus.num_train=200",
+                                            "data.corpus.num_val=4", "data.corpus.num_test=4"]))
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
     result = run_py("task=export", f"ckpt_path={ckpt}", "format=hf", f"output={tmp_path}/hf",
-                    f"hydra.run.dir={tmp_path}/export")
+                    f"hydra.run.dir={tmp_path}/export")  # as a user sees it: one line, exit status 1
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: model.norm_first=true: Marian models are")
     assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf.*"))
-    result = run_py("task=export", f"ckpt_path={ckpt}", "format=ct2", f"output={tmp_path}/ct2",
-                    f"hydra.run.dir={tmp_path}/export2")  # CTranslate2 has pre-norm Transformers
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert (tmp_path / "ct2" / "model.bin").is_file()
+    export = ["task=export", f"ckpt_path={ckpt}"]
+    run(compose_config(tmp_path / "export2", [*export, "format=ct2", f"output={tmp_path}/ct2"]))
+    assert (tmp_path / "ct2" / "model.bin").is_file()  # CTranslate2 has pre-norm Transformers
     for args, message in ((["format=ct2", f"output={tmp_path}/ct2"], f"output={tmp_path}/ct2: already exists"),
                           (["format=ct2", "quantization=int4", f"output={tmp_path}/q"], "quantization=int4: must be"),
                           (["format=onnx"], "format=onnx: must be hf")):
-        result = run_py("task=export", f"ckpt_path={ckpt}", *args, f"hydra.run.dir={tmp_path}/again")
-        assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
+        with pytest.raises(ConfigError) as err:
+            run(compose_config(tmp_path / "again", [*export, *args]))
+        assert str(err.value).startswith(message), err.value
     assert not (tmp_path / "q").exists()
 
 
@@ -188,8 +189,8 @@ def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
     ids = module.tokenizer.tgt.encode(["kadu urbo ruba lo marin feli audas"])
     assert tokenizer.batch_decode(ids, skip_special_tokens=True) == module.tokenizer.tgt.decode(ids)
     model = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
-    src = pad(module.tokenizer.encode_sources(sources), module.hparams.pad_id)
-    tgt_in = torch.tensor([[module.hparams.bos_id, 5, 6, 7]] * 2)
+    src = pad(module.tokenizer.encode_sources(sources), module.pad_id)
+    tgt_in = torch.tensor([[module.bos_id, 5, 6, 7]] * 2)
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in)
                                    .logits, module.model(src, tgt_in), rtol=0, atol=1e-4)

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import unicodedata
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -251,7 +252,28 @@ def file_digest(*paths: Path, extra: str = "") -> str:
     return digest.hexdigest()
 
 
-class TextFileCorpus:
+class Corpus(ABC):
+    """What the datamodule reads a corpus through: TextFileCorpus, TableCorpus, HubCorpus (hub.py)
+    and ToyCorpus (toy.py) implement it."""
+
+    @abstractmethod
+    def pairs(self, split: str) -> CleanPairs:
+        """The split's pairs, streamed in chunks, checked and cleaned as they are read."""
+
+    @abstractmethod
+    def fingerprint(self, split: str) -> str:
+        """What the split's content is (a hash of its files, or of the options that generate it)."""
+
+    @abstractmethod
+    def location(self, split: str, index: int) -> str:
+        """Where pair `index` (from 0) of the split comes from, for error messages."""
+
+    def load(self, split: str) -> ParallelText:
+        """The whole split in memory (small corpora and tests; the datamodule streams `pairs`)."""
+        return self.pairs(split).collect()
+
+
+class TextFileCorpus(Corpus):
     """Aligned plain-text files `{data_dir}/{prefix}.{lang}`, one sentence per line.
 
     `splits` maps train / val / test to file prefixes (Multi30k: test -> test2016).
@@ -272,8 +294,6 @@ class TextFileCorpus:
                           f"{src_path.parent}/{self.splits[split]}", filter_empty=split == "train",
                           where=f"{src_path} / {tgt_path}", size=lambda: count_lines(src_path))
 
-    def load(self, split: str) -> ParallelText:
-        return self.pairs(split).collect()
 
     def fingerprint(self, split: str) -> str:
         return file_digest(*self.paths(split), extra=f"text:{self.src_lang}:{self.tgt_lang}")
@@ -283,7 +303,7 @@ class TextFileCorpus:
         return f"{self.paths(split)[0]}:{index + 1}"
 
 
-class TableCorpus:
+class TableCorpus(Corpus):
     """TSV files (a header row names the columns) or JSONL files (one object per line) per split.
 
     `splits` maps train / val / test to file names under `data_dir`; `src_column` and
@@ -315,8 +335,6 @@ class TableCorpus:
         return CleanPairs(table_chunks(rows), str(path), filter_empty=split == "train",
                           size=lambda: max(0, count_lines(path) - tsv))
 
-    def load(self, split: str) -> ParallelText:
-        return self.pairs(split).collect()
 
     def _tsv(self, path: Path) -> Iterator[tuple[str, str]]:
         lines = file_lines(path)

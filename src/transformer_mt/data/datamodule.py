@@ -30,7 +30,8 @@ from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, Tran
 from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
 from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, ParallelText, sample_pairs
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
-from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, build_vocabularies
+from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
+from transformer_mt.data.vocabulary_training import build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar, wanted
 from transformer_mt.validate import check, integer, number

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from transformer_mt.data.corpus import CHUNK, Chunk, CleanPairs, ParallelText, split_name
+from transformer_mt.data.corpus import CHUNK, Chunk, CleanPairs, Corpus, split_name
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-class HubCorpus:
+class HubCorpus(Corpus):
     """A translation dataset with a `translation` column of {lang: text} dicts (wmt14, iwslt2017),
     or two text columns (`src_column`, `tgt_column`). `splits` maps train / val / test to the
     dataset's split names."""
@@ -102,8 +102,6 @@ class HubCorpus:
         return CleanPairs(self._chunks(ds), f"{self.path}/{name}", filter_empty=split == "train",
                           where=f"{self.path} split {name}", size=lambda: len(ds))
 
-    def load(self, split: str) -> ParallelText:
-        return self.pairs(split).collect()
 
     def _chunks(self, ds) -> Iterator[Chunk]:
         """The split's (source, target) sentences, CHUNK rows at a time from the memory-mapped table."""

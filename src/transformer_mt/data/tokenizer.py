@@ -1,5 +1,6 @@
-"""Subword vocabularies: BPE trained with `tokenizers`, sentencepiece (unigram or BPE), or a file
-the user supplies; one joint vocabulary for both languages, or one per side.
+"""Subword vocabularies: BPE (`tokenizers`), sentencepiece (unigram or BPE), or an imported Marian
+model's; one joint vocabulary for both languages, or one per side. Training them:
+data/vocabulary_training.py; writing them as Hugging Face tokenizers: interop/hf_tokenizer.py.
 
 Every vocabulary has <pad>, <s>, </s>, <unk> (ids 0-3 when we train it). Decoding restores the
 spacing, so hypotheses are scored as plain text. `TextTokenizer` is what callers use; its classes
@@ -7,21 +8,15 @@ are BpeTokenizer, SentencePieceTokenizer and MarianVocabulary (an imported Maria
 """
 
 import base64
-import io
-import itertools
 import json
 import logging
-import os
-import re
-import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import sentencepiece as spm
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, DataError
@@ -117,11 +112,6 @@ class TextTokenizer(ABC):
     def to_bytes(self) -> bytes:
         """What save() writes."""
 
-    @abstractmethod
-    def save_hugging_face(self, folder: str | Path, max_positions: int, target: "TextTokenizer") -> None:
-        """Write, with this vocabulary as the source side and `target` as the target side, the tokenizer
-        `AutoTokenizer.from_pretrained(folder)` loads (needs `transformers`)."""
-
     def save(self, path: Path) -> None:
         """Write atomically: a crash never leaves a half-written tokenizer file."""
         payload = self.to_bytes()
@@ -140,7 +130,10 @@ class TextTokenizer(ABC):
             return BpeTokenizer(Tokenizer.from_str(data["data"]))
         if data["kind"] == MarianVocabulary.kind:
             return MarianVocabulary.from_json(data["data"])
-        return SentencePieceTokenizer(spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
+        if data["kind"] == SentencePieceTokenizer.kind:
+            return SentencePieceTokenizer(spm.SentencePieceProcessor(model_proto=base64.b64decode(data["data"])))
+        kinds = ", ".join((BpeTokenizer.kind, SentencePieceTokenizer.kind, MarianVocabulary.kind))
+        raise DataError(f"a tokenizer of kind {data['kind']!r}: not one this version reads ({kinds})")
 
     @staticmethod
     def load(path: str | Path) -> "TextTokenizer":
@@ -197,19 +190,6 @@ class BpeTokenizer(TextTokenizer):
     def to_bytes(self) -> bytes:
         return self.model.to_str().encode()
 
-    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
-        """A fast tokenizer (tokenizer.json) that adds EOS after every sentence, as our data pipeline does."""
-        check_one_vocabulary(self, target)
-        from tokenizers.processors import TemplateProcessing
-        from transformers import PreTrainedTokenizerFast
-
-        tokenizer = Tokenizer.from_str(self.model.to_str())  # a copy: ours keeps no post-processor
-        tokenizer.post_processor = TemplateProcessing(single=f"$A {EOS}", pair=f"$A $B {EOS}",
-                                                      special_tokens=[(EOS, self.special_ids["eos_id"])])
-        settings = our_hugging_face_settings(max_positions)
-        PreTrainedTokenizerFast(tokenizer_object=tokenizer, **settings).save_pretrained(folder)
-
-
 class SentencePieceTokenizer(TextTokenizer):
     """A sentencepiece model (unigram or BPE), which numbers its pieces itself."""
 
@@ -244,14 +224,6 @@ class SentencePieceTokenizer(TextTokenizer):
 
     def to_bytes(self) -> bytes:
         return self.sentencepiece_model()
-
-    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
-        """A MarianTokenizer: the model as source.spm and target.spm, and its pieces as vocab.json."""
-        check_one_vocabulary(self, target)
-        model = self.sentencepiece_model()
-        save_marian_tokenizer(folder, model, model, self.tokens(list(range(self.vocab_size))),
-                              **our_hugging_face_settings(max_positions))
-
 
 class MarianVocabulary(TextTokenizer):
     """A Marian (OPUS-MT) vocabulary: sentencepiece cuts the text into pieces, and a piece list
@@ -301,39 +273,6 @@ class MarianVocabulary(TextTokenizer):
         data = json.loads(text)["marian"]
         return cls(base64.b64decode(data["spm"]), data["pieces"])
 
-    def save_hugging_face(self, folder: str | Path, max_positions: int, target: TextTokenizer) -> None:
-        """A MarianTokenizer as the model came: source.spm, the target's target.spm, vocab.json, and
-        Marian's settings (no <s>)."""
-        save_marian_tokenizer(folder, self.proto, target.sentencepiece_model(), self.pieces, unk_token=UNK,
-                              eos_token=EOS, pad_token=PAD, model_max_length=max_positions)
-
-
-def check_one_vocabulary(source: TextTokenizer, target: TextTokenizer) -> None:
-    """Marian models have one vocabulary for both sides: ours must be joint."""
-    if target is not source:
-        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
-
-
-def our_hugging_face_settings(max_positions: int) -> dict:
-    """A Hugging Face tokenizer's special tokens, as ours, and detokenization as ours (no extra clean-up)."""
-    return dict(bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD, model_max_length=max_positions,
-                clean_up_tokenization_spaces=False)
-
-
-def save_marian_tokenizer(folder: str | Path, source: bytes, target: bytes, pieces: list[str], **settings) -> None:
-    """A MarianTokenizer (which adds EOS after every sentence): sentencepiece models for each side,
-    and vocab.json numbering `pieces` in order."""
-    from transformers import MarianTokenizer
-
-    with tempfile.TemporaryDirectory() as tmp:
-        files = [Path(tmp) / name for name in ("source.spm", "target.spm", "vocab.json")]
-        files[0].write_bytes(source)
-        files[1].write_bytes(target)
-        files[2].write_text(json.dumps({piece: i for i, piece in enumerate(pieces)}, ensure_ascii=False),
-                            encoding="utf-8")
-        MarianTokenizer(*map(str, files), **settings).save_pretrained(folder)
-
-
 class Vocabularies:
     """The source and target vocabularies (the same object when joint)."""
 
@@ -380,79 +319,4 @@ class Vocabularies:
     def same_as(self, other: "Vocabularies") -> bool:
         return self.to_dict() == other.to_dict()
 
-
-# ------------------------------------------------------------------------------------ training
-def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
-    """BPE with `tokenizers`: NFKC (optional), whitespace rule, Metaspace + punctuation splits."""
-    tokenizer = Tokenizer(models.BPE(unk_token=UNK))
-    steps = [normalizers.NFKC()] if options.normalization == "nfkc" else []
-    steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
-    if options.lowercase:
-        steps.append(normalizers.Lowercase())
-    tokenizer.normalizer = normalizers.Sequence(steps)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
-    tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
-                                  special_tokens=SPECIAL_TOKENS, show_progress=False)
-    tokenizer.train_from_iterator(lines, trainer=trainer)
-    return warn_about_size(BpeTokenizer(tokenizer), options.vocab_size)
-
-
-def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
-    """sentencepiece (unigram or BPE) with ids 0-3 = <pad>, <s>, </s>, <unk>."""
-    rule = {"nfkc": "nmt_nfkc", "none": "identity"}[options.normalization]
-    if options.lowercase:
-        rule = {"nmt_nfkc": "nmt_nfkc_cf", "identity": "nfkc_cf"}[rule]
-    model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(line for line in lines if line), model_writer=model,
-            vocab_size=options.vocab_size, model_type=options.model_type,
-            character_coverage=options.character_coverage, normalization_rule_name=rule,
-            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
-            hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
-            num_threads=os.cpu_count() or 1, minloglevel=2,
-        )
-    except RuntimeError as err:
-        raise sentencepiece_config_error(err, options.vocab_size) from None
-    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return warn_about_size(SentencePieceTokenizer(processor), options.vocab_size)
-
-
-def sentencepiece_config_error(err: RuntimeError, asked: int) -> Exception:
-    """A ConfigError naming data.tokenizer.vocab_size when sentencepiece rejects the size; else `err`."""
-    message = str(err)
-    if "Vocabulary size" not in message:
-        return err
-    needed = re.search(r"required_chars\. \d+ vs (\d+)", message)
-    at_least = f": the corpus's characters and the special tokens need at least {needed[1]}" if needed else ""
-    return ConfigError(f"data.tokenizer.vocab_size={asked} is rejected by sentencepiece{at_least} "
-                       f"(raise it, or lower data.tokenizer.character_coverage)")
-
-
-def warn_about_size(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
-    """Warn when the trained vocabulary is smaller or larger than data.tokenizer.vocab_size."""
-    got = tokenizer.vocab_size
-    if got < asked:
-        log.warning("vocabulary has %d tokens, fewer than the %d asked for (data.tokenizer.vocab_size): "
-                    "the corpus is too small for more", got, asked)
-    elif got > asked:
-        log.warning("data.tokenizer.vocab_size=%d, but the vocabulary has %d tokens: the trainer keeps every "
-                    "character of the corpus (and the special tokens) whatever the size asked for", asked, got)
-    return tokenizer
-
-
-def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: TokenizerOptions) -> Vocabularies:
-    """Load the user's files, or train one joint or two separate vocabularies on training text."""
-    if options.file:
-        src = TextTokenizer.load(options.file)
-        if options.joint:
-            return Vocabularies(src)
-        if not options.tgt_file:
-            raise ConfigError("data.tokenizer.joint=false with data.tokenizer.file also needs data.tokenizer.tgt_file")
-        return Vocabularies(src, TextTokenizer.load(options.tgt_file))
-    train = train_bpe if options.type == "bpe" else train_sentencepiece
-    if options.joint:
-        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options))  # an iterator: no copy
-    return Vocabularies(train(src_lines, options), train(tgt_lines, options))
 

@@ -8,7 +8,7 @@ and reordering. `mode="copy"` is the classic copy task (target = source).
 
 import random
 
-from transformer_mt.data.corpus import CleanPairs, ParallelText, in_chunks
+from transformer_mt.data.corpus import CleanPairs, Corpus, in_chunks
 
 DETERMINERS = {"the": "lo", "a": "na", "every": "kadu", "some": "rim", "this": "vel", "no": "zun"}
 NOUNS = {
@@ -61,7 +61,7 @@ def toy_pair(rng: random.Random, mode: str) -> tuple[str, str]:
     return " ".join(src), " ".join(tgt)
 
 
-class ToyCorpus:
+class ToyCorpus(Corpus):
     """Deterministic train / val / test splits; val and test sentences never occur in train."""
 
     def __init__(self, mode: str = "reorder", num_train: int = 10000, num_val: int = 300, num_test: int = 300,
@@ -97,8 +97,6 @@ class ToyCorpus:
         return CleanPairs(in_chunks([s for s, _ in pairs], [t for _, t in pairs]), f"toy/{split}", filter_empty=False,
                           size=lambda: len(pairs))
 
-    def load(self, split: str) -> ParallelText:
-        return self.pairs(split).collect()
 
     def location(self, split: str, index: int) -> str:
         """Where pair `index` (from 0) of a split comes from: toy corpus SPLIT sentence INDEX+1."""

@@ -1,8 +1,9 @@
-"""Search strategies; they use only the model's encode / decode / init_cache and the cache's select."""
+"""Search strategies; they use only the model's encode / decode / init_cache and the cache's select.
+Every search takes a SearchOptions (the rules its outputs obey, how it runs the model)."""
 
-from transformer_mt.decoding.beam import BeamSearch
+from transformer_mt.decoding.beam import BeamSearch, GnmtLength, PowerLength
 from transformer_mt.decoding.greedy import GreedySearch
 from transformer_mt.decoding.sampling import Sampling
-from transformer_mt.decoding.search import Hypothesis
+from transformer_mt.decoding.search import Hypothesis, SearchOptions
 
-__all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "Sampling"]
+__all__ = ["BeamSearch", "GnmtLength", "GreedySearch", "Hypothesis", "PowerLength", "Sampling", "SearchOptions"]

@@ -1,14 +1,35 @@
 """Beam search, batched over sentences and beams, with fairseq's finalization rules."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.decoding.search import DecoderState, Hypothesis, Rules, SearchModel, check_interval
+from transformer_mt.decoding.search import DecoderState, Hypothesis, SearchModel, SearchOptions, check_interval
 from transformer_mt.errors import ConfigError
-from transformer_mt.model.quantize import check_quantize
 
-LENGTH_NORMS = ("fairseq", "gnmt")
+
+@dataclass(frozen=True)
+class PowerLength:
+    """fairseq's length normalization: a finished hypothesis' log-probability is divided by
+    length ** alpha (length: its tokens and EOS). alpha 0: none; 1: the average log-probability.
+    Hugging Face's `length_penalty` is the same rule."""
+
+    alpha: float = 1.0
+
+    def __call__(self, length: int) -> float:
+        return length ** self.alpha
+
+
+@dataclass(frozen=True)
+class GnmtLength:
+    """GNMT's length penalty (Wu et al. 2016), which the Transformer paper used: the log-probability
+    is divided by ((5 + length) / 6) ** alpha."""
+
+    alpha: float = 0.6
+
+    def __call__(self, length: int) -> float:
+        return ((5 + length) / 6) ** self.alpha
 
 
 @dataclass
@@ -35,18 +56,15 @@ class BeamSearch:
 
     Each step takes the 2 x beam_size best extensions of a sentence's beams. An extension ending
     in EOS that ranks among the first beam_size is finished: its score is
-        sum of token log-probabilities (EOS included) / norm(length)
-    with length = tokens including EOS and norm = length ** length_penalty (length_norm=fairseq;
-    length_penalty=0 disables it, 1 is the average log-probability) or GNMT's
-    ((5 + length) / 6) ** length_penalty (length_norm=gnmt, what the Transformer paper used). The
-    best beam_size extensions that do not end in EOS go on; finished hypotheses are never extended.
-    A sentence stops when it has beam_size finished hypotheses (early stopping) and leaves the
-    batch; the search ends when all have stopped. At max_len_a * src_len + max_len_b tokens EOS is
-    forced; before min_len tokens it is banned.
-    no_repeat_ngram_size > 0 bans any n-gram from occurring twice. `nbest` best are returned.
-    quantize=int8: run on an int8 copy of the model (which the caller, TranslationModule, makes; CPU).
+        sum of token log-probabilities (EOS included) / length_norm(length)
+    with length = tokens including EOS (PowerLength, fairseq's, by default; GnmtLength is the
+    paper's). The best beam_size extensions that do not end in EOS go on; finished hypotheses are
+    never extended. A sentence stops when it has beam_size finished hypotheses (early stopping) and
+    leaves the batch; the search ends when all have stopped. The length limits, EOS and n-gram
+    rules, and how the model runs, are the `options` every search takes (SearchOptions). `nbest`
+    best are returned.
 
-    The bookkeeping stays on the device (Finished); every `check_every` steps (None: 1 on the CPU,
+    The bookkeeping stays on the device (Finished); every `options.check_every` steps (None: 1 on the CPU,
     8 on a GPU; search.check_interval) one host sync decides which sentences go on, and the stopped
     ones leave the batch. In between, a stopped sentence rides along without changing its result
     (it has beam_size finished hypotheses, or no beam with a finite score): the search is the same
@@ -54,30 +72,24 @@ class BeamSearch:
     may round differently in a batch of another size (scores in the last bits, as any batching).
     """
 
-    def __init__(self, beam_size: int = 4, length_penalty: float = 1.0, max_len_a: float = 1.2,
-                 max_len_b: int = 10, min_len: int = 0, nbest: int = 1, no_repeat_ngram_size: int = 0,
-                 use_cache: bool = True, quantize: str = "none", length_norm: str = "fairseq",
-                 check_every: int | None = None) -> None:
-        self.quantize = check_quantize(quantize)
-        if length_norm not in LENGTH_NORMS:
-            raise ConfigError(f"decoding.length_norm={length_norm!r}: must be one of {', '.join(LENGTH_NORMS)}")
-        self.length_norm = length_norm
+    def __init__(self, beam_size: int = 4, length_norm: Callable[[int], float] | None = None, nbest: int = 1,
+                 options: SearchOptions | None = None) -> None:
         if beam_size < 1:
             raise ConfigError(f"decoding.beam_size must be >= 1, got {beam_size}")
         if not 1 <= nbest <= beam_size:
             raise ConfigError(f"decoding.nbest must be between 1 and decoding.beam_size={beam_size}, got {nbest}")
-        self.beam_size, self.length_penalty, self.nbest = beam_size, length_penalty, nbest
-        self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
-        self.use_cache, self.check_every = use_cache, check_every
+        self.beam_size, self.nbest = beam_size, nbest
+        self.length_norm = length_norm or PowerLength()
+        self.options = options or SearchOptions()
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
         batch, k, device = src.size(0), self.beam_size, src.device
-        pad_id, every = model.config.pad_id, check_interval(self.check_every, device)
-        limits = self.rules.limits(model, src)  # of the sentences in the batch
+        pad_id, every = model.config.pad_id, check_interval(self.options.check_every, device)
+        limits = self.options.limits(model, src)  # of the sentences in the batch
         longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()  # one host sync
         steps = longest + 1
-        state = DecoderState(model, src, self.use_cache, beams=k, capacity=steps)  # one memory row per sentence
+        state = DecoderState(model, src, self.options.use_cache, beams=k, capacity=steps)  # one memory row per sentence
         done = Finished.empty(batch, k, steps, device)
         sentence = torch.arange(batch, device=device)  # of each sentence in the batch
         prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
@@ -87,9 +99,9 @@ class BeamSearch:
 
         for step in range(steps):
             n = sentence.numel()
-            at_limit = self.rules.at_limit(limits, step, first_limit)
+            at_limit = self.options.at_limit(limits, step, first_limit)
             at_limit = None if at_limit is None else at_limit[:, None].expand(n, k).reshape(-1)
-            lprobs = self.rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
+            lprobs = self.options.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
             vocab = lprobs.size(1)
             candidates = lprobs.add_(scores[:, None]).view(n, k * vocab)  # in place: lprobs is not needed again
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
@@ -139,16 +151,10 @@ class BeamSearch:
             rows = (torch.arange(n, device=slot.device)[:, None] * k + top_beam[:, :k]).view(-1)
             done.tokens[:, :step].index_copy_(0, flat, prefix.index_select(0, rows)[:, 1:])
 
-    def normalizer(self, length: int) -> float:
-        """What a finished hypothesis' log-probability is divided by (length: tokens + EOS)."""
-        if self.length_norm == "gnmt":
-            return ((5 + length) / 6) ** self.length_penalty
-        return length ** self.length_penalty
-
     def best(self, done: Finished) -> list[list[Hypothesis]]:
         """The nbest finished hypotheses of each sentence, best first (read from the device once); a
         sentence whose rules no hypothesis could meet gets one empty, impossible hypothesis. The
-        score, logprob / normalizer(length + 1), is computed here in double precision."""
+        score, logprob / length_norm(length + 1), is computed here in double precision."""
         empty = Hypothesis([], float("-inf"), float("-inf"))
         slots = 2 * self.beam_size
         tokens, lengths, logprobs = done.tokens.tolist(), done.length.tolist(), done.logprob.tolist()
@@ -156,7 +162,7 @@ class BeamSearch:
         for b, count in enumerate(done.count.tolist()):
             hyps = []
             for i in range(b * slots, b * slots + count):
-                score = logprobs[i] / self.normalizer(lengths[i] + 1)
+                score = logprobs[i] / self.length_norm(lengths[i] + 1)
                 hyps.append(Hypothesis(tokens[i][: lengths[i]], score, logprobs[i]))
             out.append(sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty])
         return out

@@ -2,9 +2,8 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, Rules, SearchModel, token_by_token
+from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, token_by_token
 from transformer_mt.errors import ConfigError
-from transformer_mt.model.quantize import check_quantize
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -38,20 +37,17 @@ def multinomial(probs: torch.Tensor, generator: torch.Generator | None = None) -
 class Sampling:
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
-    by their log-probability under the model; `seed` makes the draws reproducible. Length, EOS and
-    n-gram rules as every search (Rules). quantize=int8: run on an int8 copy of the model (which the
-    caller, TranslationModule, makes; CPU).
+    by their log-probability under the model; `seed` makes the draws reproducible. The rules and how
+    the model runs are the `options` every search takes (SearchOptions).
 
-    check_every: steps between the host's looks at which samples ended (see search.check_interval).
-    A step draws one random row per row of the batch, so the draws depend on when ended rows leave
-    it: the default 1 gives each seed the samples it always gave (one host sync per step, where
-    torch.multinomial took three); a larger value gives other samples, as reproducible."""
+    options.check_every: steps between the host's looks at which samples ended (see
+    search.check_interval). A step draws one random row per row of the batch, so the draws depend
+    on when ended rows leave it: None (here 1) gives each seed the samples it always gave (one host
+    sync per step, where torch.multinomial took three); a larger value gives other samples, as
+    reproducible."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
-                 nbest: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, min_len: int = 0,
-                 no_repeat_ngram_size: int = 0, use_cache: bool = True, quantize: str = "none",
-                 check_every: int = 1) -> None:
-        self.quantize = check_quantize(quantize)
+                 nbest: int = 1, options: SearchOptions | None = None) -> None:
         if temperature <= 0:
             raise ConfigError(f"decoding.temperature must be > 0, got {temperature}")
         if not 0 < top_p <= 1:
@@ -59,8 +55,7 @@ class Sampling:
         if nbest < 1:
             raise ConfigError(f"decoding.nbest must be >= 1, got {nbest}")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
-        self.rules = Rules(max_len_a, max_len_b, min_len, no_repeat_ngram_size)
-        self.use_cache, self.check_every = use_cache, check_every
+        self.options = options or SearchOptions()
 
     def distribution(self, lprobs: torch.Tensor) -> torch.Tensor:
         """The probabilities tokens are drawn from, given the model's log-probabilities."""
@@ -74,7 +69,6 @@ class Sampling:
         def draw(lprobs: torch.Tensor) -> torch.Tensor:
             return multinomial(self.distribution(lprobs), generator)
 
-        hyps = token_by_token(model, src, bos_id, eos_id, self.rules, draw, copies=self.nbest, use_cache=self.use_cache,
-                              check_every=self.check_every)
+        hyps = token_by_token(model, src, bos_id, eos_id, self.options, draw, copies=self.nbest, default_check_every=1)
         n = self.nbest
         return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

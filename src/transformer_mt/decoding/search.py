@@ -1,7 +1,7 @@
 """What every search strategy shares: the model interface it needs (SearchModel), hypotheses, the
-rules every search obeys (Rules: length limits, EOS, padding, repeated n-grams), and the decoder
-state that runs the model one step at a time (with the KV cache, or by re-decoding the prefix for
-comparison).
+options every search takes (SearchOptions: the rules its outputs obey -- length limits, EOS,
+padding, repeated n-grams -- and how it runs the model), and the decoder state that runs the model
+one step at a time (with the KV cache, or by re-decoding the prefix for comparison).
 
 No search waits for the host at every step: what a step decides stays on the device, and the
 searches look at it (which rows ended, which sentences stopped) every `check_every` steps, where
@@ -68,16 +68,24 @@ def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, max_positions:
     return (a * src_len + b).long().clamp(min=1, max=max_positions - 2)
 
 
-@dataclass
-class Rules:
-    """The rules every search obeys, in one place: at most max_len_a * src_len + max_len_b output
-    tokens (then EOS is forced, with its own probability), no EOS before min_len tokens, never
-    <pad>, and with no_repeat_ngram_size > 0 no n-gram twice."""
+@dataclass(frozen=True)
+class SearchOptions:
+    """What greedy search, beam search and sampling share (the config node `decoding.options`):
+
+    - the rules every output obeys: at most max_len_a * src_len + max_len_b tokens (then EOS is
+      forced, with its own probability), no EOS before min_len tokens, never <pad>, and with
+      no_repeat_ngram_size > 0 no n-gram twice;
+    - how the model runs: use_cache (false: the whole prefix is decoded again at every step, for
+      tests and benchmarks; the same outputs) and check_every, the steps between the host's looks
+      at which rows ended (None: the search's default; see check_interval).
+    """
 
     max_len_a: float = 1.2
     max_len_b: int = 10
     min_len: int = 0
     no_repeat_ngram_size: int = 0
+    use_cache: bool = True
+    check_every: int | None = None
 
     def limits(self, model: SearchModel, src: torch.Tensor) -> torch.Tensor:
         """The output length limit of each source row."""
@@ -152,20 +160,21 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
     return lprobs.masked_fill(mask[:, :vocab], float("-inf"))
 
 
-def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, rules: Rules, pick,
-                   copies: int = 1, use_cache: bool = True, check_every: int | None = None) -> list[Hypothesis]:
+def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, options: SearchOptions, pick,
+                   copies: int = 1, default_check_every: int | None = None) -> list[Hypothesis]:
     """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
-    EOS. Every `check_every` steps (check_interval) the rows that have ended leave the batch, so the
+    EOS. Every `options.check_every` steps (check_interval; None: `default_check_every`, or
+    check_interval's) the rows that have ended leave the batch, so the
     model only runs on unfinished ones; in between, an ended row rides along and what it picks is
     ignored. Each source is encoded once and decoded `copies` times in consecutive rows (its memory
     row copied too, so one prefix per memory row: beams = 1). One hypothesis per row.
 
     Host syncs: one at the start (the limits), one per check (which rows go on), one at the end."""
-    every = check_interval(check_every, src.device)
-    limits = rules.limits(model, src)
+    every = check_interval(default_check_every if options.check_every is None else options.check_every, src.device)
+    limits = options.limits(model, src)
     longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()
     steps = longest + 1  # rules force EOS at each row's limit: every row ends within `steps`
-    state = DecoderState(model, src, use_cache, beams=1, capacity=steps)
+    state = DecoderState(model, src, options.use_cache, beams=1, capacity=steps)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device)[:, None].expand(-1, copies).reshape(-1)
         state.reorder(rows, rows)
@@ -177,8 +186,8 @@ def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: i
     ended = torch.zeros(n, dtype=torch.bool, device=src.device)  # rows of the batch that have picked EOS
     prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
     for step in range(steps):
-        at_limit = rules.at_limit(limits, step, first_limit)
-        lprobs = rules.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id)
+        at_limit = options.at_limit(limits, step, first_limit)
+        lprobs = options.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id)
         token = pick(lprobs)
         gained = lprobs.gather(1, token[:, None]).squeeze(1).masked_fill(ended, 0.0)  # ended rows gain nothing
         scores.index_add_(0, alive, gained)

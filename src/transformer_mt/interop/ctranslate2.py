@@ -10,6 +10,7 @@ CTranslate2 takes the subword tokens of a sentence as they come from the tokeniz
 from pathlib import Path
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
 
 QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")
 
@@ -26,47 +27,7 @@ def build_spec(model, vocab):
                   "swish": common_spec.Activation.SWISH}[c.activation]
     spec = transformer_spec.TransformerSpec.from_config((c.num_encoder_layers, c.num_decoder_layers), c.heads,
                                                         pre_norm=c.norm_first, activation=activation)
-    # copies: CTranslate2 quantizes and reshapes the arrays it is given in place
-    w = {k: v.detach().float().cpu().numpy().copy() for k, v in model.state_dict().items()}
-
-    def linear(target, name, bias=True):
-        target.weight = w[f"{name}.weight"]
-        if bias:
-            target.bias = w[f"{name}.bias"]
-
-    def norm(target, name):
-        target.gamma, target.beta = w[f"{name}.weight"], w[f"{name}.bias"]
-
-    def positions(target, which):
-        name = f"{which}.table" if c.positional == "sinusoidal" else f"{which}.learned.weight"
-        table = model.get_submodule(which).table if c.positional == "sinusoidal" else None
-        target.encodings = table.float().numpy().copy() if table is not None else w[name]
-
-    spec.encoder.embeddings[0].weight = w["src_embed.weight"]
-    spec.decoder.embeddings.weight = w["tgt_embed.weight"]
-    linear(spec.decoder.projection, "output_proj", bias=c.output_bias)
-    positions(spec.encoder.position_encodings, "src_pos")
-    positions(spec.decoder.position_encodings, "tgt_pos")
-    if c.norm_first:
-        norm(spec.encoder.layer_norm, "encoder_norm")
-        norm(spec.decoder.layer_norm, "decoder_norm")
-    def self_attention_and_ffn(layer, ours: str, self_norm: str) -> None:
-        linear(layer.self_attention.linear[0], f"{ours}.self_attn.qkv_proj")
-        linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
-        norm(layer.self_attention.layer_norm, f"{ours}.{self_norm}.norm")
-        linear(layer.ffn.linear_0, f"{ours}.ffn.linear1")
-        linear(layer.ffn.linear_1, f"{ours}.ffn.linear2")
-        norm(layer.ffn.layer_norm, f"{ours}.ffn_block.norm")
-
-    for i, layer in enumerate(spec.encoder.layer):
-        self_attention_and_ffn(layer, f"encoder_layers.{i}", "attn_block")
-    for i, layer in enumerate(spec.decoder.layer):
-        ours = f"decoder_layers.{i}"
-        self_attention_and_ffn(layer, ours, "self_block")
-        linear(layer.attention.linear[0], f"{ours}.cross_attn.q_proj")
-        linear(layer.attention.linear[1], f"{ours}.cross_attn.kv_proj")
-        linear(layer.attention.linear[2], f"{ours}.cross_attn.out_proj")
-        norm(layer.attention.layer_norm, f"{ours}.cross_block.norm")
+    fill_weights(spec, Weights(model))
     spec.config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default
     ids = vocab.special_ids()  # a Marian vocabulary starts the decoder from <pad>
     spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = vocab.tgt.tokens(
@@ -76,6 +37,60 @@ def build_spec(model, vocab):
     spec.register_source_vocabulary(vocab.src.tokens(list(range(vocab.src.vocab_size))))
     spec.register_target_vocabulary(vocab.tgt.tokens(list(range(vocab.tgt.vocab_size))))
     return spec
+
+
+class Weights:
+    """Our model's weights as the numpy arrays a spec takes: copies, since CTranslate2 quantizes and
+    reshapes the arrays it is given in place."""
+
+    def __init__(self, model) -> None:
+        self.model, self.config = model, model.config
+        self.arrays = {k: v.detach().float().cpu().numpy().copy() for k, v in model.state_dict().items()}
+
+    def linear(self, target, name: str, bias: bool = True) -> None:
+        target.weight = self.arrays[f"{name}.weight"]
+        if bias:
+            target.bias = self.arrays[f"{name}.bias"]
+
+    def norm(self, target, name: str) -> None:
+        target.gamma, target.beta = self.arrays[f"{name}.weight"], self.arrays[f"{name}.bias"]
+
+    def positions(self, target, which: str) -> None:
+        """A position table: the sinusoid buffer (not in the state dict) or the learned embedding."""
+        if self.config.positional == "sinusoidal":
+            target.encodings = self.model.get_submodule(which).table.float().numpy().copy()
+        else:
+            target.encodings = self.arrays[f"{which}.learned.weight"]
+
+    def layer(self, layer, names: LayerNames) -> None:
+        """An encoder or decoder layer of the spec from ours (names.py)."""
+        self.linear(layer.self_attention.linear[0], names.self_qkv)
+        self.linear(layer.self_attention.linear[1], names.self_out)
+        self.norm(layer.self_attention.layer_norm, names.self_norm)
+        if names.cross_q is not None:
+            self.linear(layer.attention.linear[0], names.cross_q)
+            self.linear(layer.attention.linear[1], names.cross_kv)
+            self.linear(layer.attention.linear[2], names.cross_out)
+            self.norm(layer.attention.layer_norm, names.cross_norm)
+        self.linear(layer.ffn.linear_0, names.ffn_in)
+        self.linear(layer.ffn.linear_1, names.ffn_out)
+        self.norm(layer.ffn.layer_norm, names.ffn_norm)
+
+
+def fill_weights(spec, w: Weights) -> None:
+    """Every weight of the spec, from ours."""
+    spec.encoder.embeddings[0].weight = w.arrays["src_embed.weight"]
+    spec.decoder.embeddings.weight = w.arrays["tgt_embed.weight"]
+    w.linear(spec.decoder.projection, "output_proj", bias=w.config.output_bias)
+    w.positions(spec.encoder.position_encodings, "src_pos")
+    w.positions(spec.decoder.position_encodings, "tgt_pos")
+    if w.config.norm_first:
+        w.norm(spec.encoder.layer_norm, "encoder_norm")
+        w.norm(spec.decoder.layer_norm, "decoder_norm")
+    for i, layer in enumerate(spec.encoder.layer):
+        w.layer(layer, encoder_layer(i))
+    for i, layer in enumerate(spec.decoder.layer):
+        w.layer(layer, decoder_layer(i))
 
 
 def export_ct2(module, folder: Path, quantization: str = "none") -> None:

@@ -17,6 +17,7 @@ embeddings, and one vocabulary shared by the source, target and output layers: o
 import torch
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
 from transformer_mt.model import TransformerConfig
 
 
@@ -66,37 +67,31 @@ def layout(config: TransformerConfig) -> list[tuple[str, list[str], str]]:
     stream), "out": the rows (it writes to it, or normalizes it), "none": neither."""
     entries = [("src_embed.weight", ["model.shared.weight"], "in")]
 
-    def attention(ours: str, theirs: str, fused: str, parts: tuple[str, ...]) -> None:
-        entries.append((f"{ours}.{fused}.weight", [f"{theirs}.{p}.weight" for p in parts], "in"))
-        entries.append((f"{ours}.{fused}.bias", [f"{theirs}.{p}.bias" for p in parts], "none"))
-        entries.append((f"{ours}.out_proj.weight", [f"{theirs}.out_proj.weight"], "out"))
-        entries.append((f"{ours}.out_proj.bias", [f"{theirs}.out_proj.bias"], "out"))
+    def linear(ours: str, theirs: list[str], reads: bool) -> None:
+        """A linear layer that reads the residual stream (its columns are features) or writes it (rows)."""
+        entries.append((f"{ours}.weight", [f"{t}.weight" for t in theirs], "in" if reads else "out"))
+        entries.append((f"{ours}.bias", [f"{t}.bias" for t in theirs], "none" if reads else "out"))
 
     def norm(ours: str, theirs: str) -> None:
         entries.extend((f"{ours}.{p}", [f"{theirs}.{p}"], "out") for p in ("weight", "bias"))
 
-    def ffn(ours: str, theirs: str) -> None:
-        entries.extend([(f"{ours}.linear1.weight", [f"{theirs}.fc1.weight"], "in"),
-                        (f"{ours}.linear1.bias", [f"{theirs}.fc1.bias"], "none"),
-                        (f"{ours}.linear2.weight", [f"{theirs}.fc2.weight"], "out"),
-                        (f"{ours}.linear2.bias", [f"{theirs}.fc2.bias"], "out")])
+    def self_attention_and_ffn(names: LayerNames, theirs: str) -> None:
+        linear(names.self_qkv, [f"{theirs}.self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj")], reads=True)
+        linear(names.self_out, [f"{theirs}.self_attn.out_proj"], reads=False)
+        norm(names.self_norm, f"{theirs}.self_attn_layer_norm")
+        if names.cross_q is not None:
+            linear(names.cross_q, [f"{theirs}.encoder_attn.q_proj"], reads=True)
+            linear(names.cross_kv, [f"{theirs}.encoder_attn.{p}" for p in ("k_proj", "v_proj")], reads=True)
+            linear(names.cross_out, [f"{theirs}.encoder_attn.out_proj"], reads=False)
+            norm(names.cross_norm, f"{theirs}.encoder_attn_layer_norm")
+        linear(names.ffn_in, [f"{theirs}.fc1"], reads=True)
+        linear(names.ffn_out, [f"{theirs}.fc2"], reads=False)
+        norm(names.ffn_norm, f"{theirs}.final_layer_norm")
 
     for i in range(config.num_encoder_layers):
-        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
-        attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
-        norm(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
-        ffn(f"{ours}.ffn", theirs)
-        norm(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+        self_attention_and_ffn(encoder_layer(i), f"model.encoder.layers.{i}")
     for i in range(config.num_decoder_layers):
-        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
-        attention(f"{ours}.self_attn", f"{theirs}.self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj"))
-        norm(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
-        entries.append((f"{ours}.cross_attn.q_proj.weight", [f"{theirs}.encoder_attn.q_proj.weight"], "in"))
-        entries.append((f"{ours}.cross_attn.q_proj.bias", [f"{theirs}.encoder_attn.q_proj.bias"], "none"))
-        attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn", "kv_proj", ("k_proj", "v_proj"))
-        norm(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
-        ffn(f"{ours}.ffn", theirs)
-        norm(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+        self_attention_and_ffn(decoder_layer(i), f"model.decoder.layers.{i}")
     return entries
 
 
@@ -136,7 +131,9 @@ def save_tokenizer(vocab, folder, max_positions: int) -> None:
     """The vocabulary as a tokenizer `AutoTokenizer.from_pretrained(folder)` loads: a fast tokenizer
     (ours is a `tokenizers` JSON) or a MarianTokenizer (ours is sentencepiece, or came from Marian),
     adding EOS after every sentence as our data pipeline does, and detokenizing as ours."""
-    vocab.src.save_hugging_face(folder, max_positions, vocab.tgt)
+    from transformer_mt.interop.hf_tokenizer import save_hugging_face
+
+    save_hugging_face(vocab.src, vocab.tgt, folder, max_positions)
 
 
 def export_hf(module, folder) -> None:
@@ -144,15 +141,16 @@ def export_hf(module, folder) -> None:
     generation config (our search's beam size and length penalty, <pad> banned) and tokenizer."""
     from transformers import GenerationConfig
 
-    config, hp = module.model.config, module.hparams
+    config = module.model.config
     check_representable(config)
     save_tokenizer(module.tokenizer, folder, config.max_positions)
-    marian = to_marian(module.model, hp.bos_id, hp.eos_id)
-    decoding = hp.decoding
+    marian = to_marian(module.model, module.bos_id, module.eos_id)
+    decoding = module.hparams.decoding
     marian.generation_config = GenerationConfig(
-        decoder_start_token_id=hp.bos_id, bos_token_id=hp.bos_id, eos_token_id=hp.eos_id, pad_token_id=hp.pad_id,
-        bad_words_ids=[[hp.pad_id]], num_beams=int(decoding.get("beam_size", 1)),
-        length_penalty=float(decoding.get("length_penalty", 1.0)), max_length=config.max_positions,
+        decoder_start_token_id=module.bos_id, bos_token_id=module.bos_id, eos_token_id=module.eos_id,
+        pad_token_id=module.pad_id,
+        bad_words_ids=[[module.pad_id]], num_beams=int(decoding.get("beam_size", 1)),
+        length_penalty=float((decoding.get("length_norm") or {}).get("alpha", 1.0)), max_length=config.max_positions,
         forced_eos_token_id=None,
     )
     marian.save_pretrained(folder)

@@ -13,7 +13,7 @@ QUANTIZE = ("none", "int8")
 def check_quantize(value: str) -> str:
     """`value` if it names a supported quantization, else one line naming the key."""
     if value not in QUANTIZE:
-        raise ConfigError(f"decoding.quantize={value}: must be one of {', '.join(QUANTIZE)}")
+        raise ConfigError(f"quantize={value}: must be one of {', '.join(QUANTIZE)}")
     return value
 
 
@@ -23,14 +23,14 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     products, fp32 in and out). Embeddings, LayerNorms and attention stay fp32; `model` is
     untouched (a tied output layer gets its own int8 copy of the embedding). CPU only."""
     if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ConfigError("decoding.quantize=int8 runs on the CPU only; use decoding.quantize=none on a GPU")
+        raise ConfigError("quantize=int8 runs on the CPU only; use quantize=none on a GPU")
     with warnings.catch_warnings():  # torch.ao.quantization is deprecated for torchao, and still works
         warnings.simplefilter("ignore")
         return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
 
 
 class Int8Copy:
-    """The int8 copy of `model` that decoding.quantize=int8 decodes with, made when first asked for.
+    """The int8 copy of `model` that quantize=int8 decodes with, made when first asked for.
     Not an nn.Module, so whoever holds it gets no submodule: the copy is neither trained nor saved.
     `forget()` after the weights change; the next `get()` quantizes them again."""
 

@@ -238,11 +238,9 @@ def check_same_data(start: Start, fingerprints: dict) -> None:
 
 
 def build_module(start: Start, datamodule: TranslationDataModule) -> TranslationModule:
-    """cfg.module, plus what the build step settled: the architecture, what the vocabularies say
-    (sizes, special ids, the vocabularies themselves), the data record and the initial weights."""
+    """cfg.module, plus what the build step settled: the architecture, the vocabularies (which say
+    the vocabulary sizes and special ids), the data record and the initial weights."""
     vocab, fingerprints = datamodule.vocabularies, datamodule.fingerprints()
-    ids = vocab.special_ids()
     make = instantiate(start.config.module, _partial_=True, _recursive_=False)
-    return make(model=start.architecture, src_vocab_size=vocab.src.vocab_size, tgt_vocab_size=vocab.tgt.vocab_size,
-                pad_id=ids["pad_id"], bos_id=ids["bos_id"], eos_id=ids["eos_id"], tokenizer=vocab.to_dict(),
+    return make(model=start.architecture, tokenizer=vocab.to_dict(),
                 data=data_record(start.config.data, fingerprints), initial_weights=start.weights)

@@ -52,10 +52,50 @@ def checkpoint_tokenizer(checkpoint: dict) -> dict | None:
     return saved
 
 
-def load_module(path: Path, decoding: dict | DictConfig | None = None):
+SEARCH_OPTIONS = ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "use_cache", "check_every")
+
+
+def current_decoding(decoding: dict) -> tuple[dict, str | None]:
+    """A checkpoint's decoding config as this version writes it, and the quantize it held (None: it
+    held none). Checkpoints written before SearchOptions kept the options of every search flat
+    beside its own, beam search's length normalization as a name (fairseq | gnmt) and
+    `length_penalty`, and `quantize`."""
+    decoding = dict(decoding)
+    quantize = decoding.pop("quantize", None)
+    if "options" not in decoding:
+        options = {key: decoding.pop(key) for key in SEARCH_OPTIONS if key in decoding}
+        decoding["options"] = {"_target_": "transformer_mt.decoding.SearchOptions", **options}
+    if str(decoding.get("_target_", "")).endswith("BeamSearch") and not isinstance(decoding.get("length_norm"), dict):
+        name, alpha = decoding.pop("length_norm", "fairseq"), decoding.pop("length_penalty", 1.0)
+        norm = "GnmtLength" if name == "gnmt" else "PowerLength"
+        decoding["length_norm"] = {"_target_": f"transformer_mt.decoding.{norm}", "alpha": alpha}
+    return decoding, quantize
+
+
+DERIVED = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")  # said by the tokenizer
+
+
+def check_special_ids(path: Path, hparams: dict) -> None:
+    """Checkpoints written before the module derived them from its tokenizer kept the vocabulary
+    sizes and special ids as hyper-parameters: they are removed from `hparams`, and must be what the
+    tokenizer says."""
+    from transformer_mt.data.tokenizer import Vocabularies
+
+    saved = {key: hparams.pop(key) for key in DERIVED if key in hparams}
+    if not saved:
+        return
+    vocab = Vocabularies.from_dict(hparams["tokenizer"])
+    derived = {"src_vocab_size": vocab.src.vocab_size, "tgt_vocab_size": vocab.tgt.vocab_size, **vocab.special_ids()}
+    wrong = [f"{key}={value} (its tokenizer: {derived[key]})" for key, value in saved.items() if derived[key] != value]
+    if wrong:
+        raise ConfigError(f"ckpt_path={path}: its tokenizer does not match its model: {', '.join(wrong)}")
+
+
+def load_module(path: Path, decoding: dict | DictConfig | None = None, quantize: str | None = None):
     """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
     weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
-    searches with that strategy instead of its own."""
+    searches with that strategy instead of its own, with `quantize` (int8 | none) with that instead
+    of its own. Checkpoints of earlier versions load too (current_decoding)."""
     from transformer_mt.training.module import TranslationModule  # the module is built only here
 
     checkpoint = read_checkpoint(path)
@@ -64,6 +104,11 @@ def load_module(path: Path, decoding: dict | DictConfig | None = None):
         hparams["tokenizer"] = checkpoint_tokenizer(checkpoint)
         if hparams["tokenizer"] is None:
             raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
+    check_special_ids(path, hparams)
+    hparams["decoding"], saved_quantize = current_decoding(hparams["decoding"])
+    if hparams.get("val_decoding"):
+        hparams["val_decoding"] = current_decoding(hparams["val_decoding"])[0]
+    hparams["quantize"] = quantize or hparams.get("quantize") or saved_quantize or "none"
     if decoding is not None:
         hparams["decoding"] = plain(decoding)
     weights = {name.removeprefix("model."): value for name, value in checkpoint["state_dict"].items()}

@@ -53,7 +53,7 @@ def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     path = checkpoint_path(cfg)
-    module = load_module(path, cfg.decoding)
+    module = load_module(path, cfg.decoding, cfg.quantize)
     record = module.hparams.data
     data = data_config(cfg, record, path)
     datamodule = instantiate(data, vocabularies=module.tokenizer)
@@ -67,7 +67,8 @@ def run(cfg: DictConfig) -> dict:
     if not trainer.is_global_zero:
         return {}
     results = module.results["test"].renamed("test", split)
-    extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding}
+    extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding,
+             "quantize": module.quantize}
     if cfg.task.get("tokenized_bleu"):
         extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu))
     metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)

@@ -100,6 +100,7 @@ def train(cfg: DictConfig) -> dict:
         "accumulate_grad_batches": trainer.accumulate_grad_batches,
         "batch_tokens": datamodule.max_tokens,
         "decoding": module.hparams.decoding,
+        "quantize": module.quantize,
     }
     results = module.results["test"]
     if cfg.task.get("tokenized_bleu"):

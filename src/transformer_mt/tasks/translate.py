@@ -50,7 +50,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
         if len(ids) >= max_positions:
             raise DataError(f"input line {first_line + i}: {len(ids)} tokens, more than the model's "
                             f"max_positions={max_positions} allows")
-    collate = Collator(module.hparams.pad_id, module.hparams.bos_id, module.hparams.eos_id)
+    collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
     device = module.device
     for batch in sampler:
@@ -139,7 +139,7 @@ def run(cfg: DictConfig) -> None:
     ckpt = checkpoint_path(cfg)
     check_output(cfg.get("output"))
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
-    module = load_module(ckpt, cfg.decoding)
+    module = load_module(ckpt, cfg.decoding, cfg.quantize)
     module.to(pick_device(options.device))
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0

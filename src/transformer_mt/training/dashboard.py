@@ -114,15 +114,15 @@ class TranslationDashboard(Callback):
     def show_attention(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[Row, ...]) -> None:
         """Decode the sentences again to get the model's own output tokens, then plot where each
         output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
-        vocab, hp = pl_module.tokenizer, pl_module.hparams
+        vocab, m = pl_module.tokenizer, pl_module
         src_ids = vocab.encode_sources([row.source for row in rows])
-        collate = Collator(hp.pad_id, hp.bos_id, hp.eos_id)
+        collate = Collator(m.pad_id, m.bos_id, m.eos_id)
         src = collate.pad(src_ids).to(pl_module.device)
         was_training = pl_module.model.training
         pl_module.model.eval()
-        hyps = [nbest[0].tokens for nbest in pl_module.val_search(pl_module.model, src, hp.bos_id, hp.eos_id)]
-        tgt_in = collate.pad([[hp.bos_id, *h] for h in hyps]).to(pl_module.device)
-        maps = cross_attention_maps(pl_module.model, src, tgt_in, hp.pad_id, self.attention_layer,
+        hyps = [nbest[0].tokens for nbest in m.val_search(m.model, src, m.bos_id, m.eos_id)]
+        tgt_in = collate.pad([[m.bos_id, *h] for h in hyps]).to(m.device)
+        maps = cross_attention_maps(m.model, src, tgt_in, m.pad_id, self.attention_layer,
                                     self.attention_heads)
         pl_module.model.train(was_training)
         folder = self.plot_dir / "attention"
@@ -130,7 +130,7 @@ class TranslationDashboard(Callback):
         paths, captions = [], []
         for i, ids, hyp, weights in zip((row.id for row in rows), src_ids, hyps, maps):
             titles = ["mean of heads"] if self.attention_heads == "mean" else [f"head {h}" for h in range(len(weights))]
-            fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, hp.eos_id]),
+            fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, m.eos_id]),
                                          titles, f"sentence {i}, decoder layer {layer}, step {trainer.global_step}")
             paths.append(folder / f"sentence{i}.png")
             captions.append(f"sentence{i}")

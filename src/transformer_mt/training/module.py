@@ -19,7 +19,7 @@ from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
-from transformer_mt.model.quantize import Int8Copy
+from transformer_mt.model.quantize import Int8Copy, check_quantize
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import chunk_loss, output_layer_loss
 from transformer_mt.training.results import EvalResults, Row
@@ -52,11 +52,6 @@ class TranslationModule(L.LightningModule):
     def __init__(
         self,
         model: dict,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        pad_id: int,
-        bos_id: int,
-        eos_id: int,
         tokenizer: dict,
         optimizer: dict,
         decoding: dict,
@@ -68,10 +63,12 @@ class TranslationModule(L.LightningModule):
         data: dict | None = None,
         initial_weights: dict[str, torch.Tensor] | None = None,
         compile: bool | str = False,
+        quantize: str = "none",
     ) -> None:
         """model: the Transformer's keys (TransformerConfig fields but the vocabulary sizes and pad
         id, which come from the tokenizer); tokenizer: the vocabularies as plain data
-        (`Vocabularies.to_dict()`); optimizer / scheduler: `_partial_` Hydra configs (conf/optim);
+        (`Vocabularies.to_dict()`), which say the vocabulary sizes and the special ids (the module's
+        pad_id, bos_id, eos_id); optimizer / scheduler: `_partial_` Hydra configs (conf/optim);
         decoding: the search strategy of test, evaluate and translate (conf/decoding); val_decoding:
         the one of validation, when it should be cheaper (None = decoding). num_samples: validation
         translations written to the log. max_nonfinite_steps: training stops after this many steps
@@ -82,18 +79,23 @@ class TranslationModule(L.LightningModule):
         compile: torch.compile the training step's two parts, each one graph (fullgraph): the
         model's decoder states (dynamic shapes: a batch of a new size does not recompile) and the
         output layer + loss of one chunk of target positions; true = the inductor backend, a
-        string = that torch.compile backend. Evaluation stays eager."""
+        string = that torch.compile backend. Evaluation stays eager. quantize: int8 decodes test,
+        evaluate and translate with an int8 copy of the linear layers (CPU), none with the model."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
         self.save_hyperparameters(ignore=["initial_weights"], logger=False)  # loggers get the run config
-        self.model = Transformer(TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                                                   pad_id=pad_id, **model))
+        self.tokenizer = Vocabularies.from_dict(tokenizer)
+        ids = self.tokenizer.special_ids()
+        self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
+        self.model = Transformer(TransformerConfig(src_vocab_size=self.tokenizer.src.vocab_size,
+                                                   tgt_vocab_size=self.tokenizer.tgt.vocab_size, pad_id=self.pad_id,
+                                                   **model))
         if initial_weights is not None:
             self.model.load_state_dict(initial_weights)
-        self.tokenizer = Vocabularies.from_dict(tokenizer)
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
+        self.quantize = check_quantize(quantize)
         self.int8 = Int8Copy(self.model)
         self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
         self._rows: list[Row] = []
@@ -144,7 +146,7 @@ class TranslationModule(L.LightningModule):
         states = (features or self.model.features)(batch["src"], batch["tgt_in"])
         out = self.model.output_proj
         return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
-                                 self.hparams.pad_id, chunk_fn=chunk_fn)
+                                 self.pad_id, chunk_fn=chunk_fn)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         """Step 1 of the training step (training/steps.py): the loss of a batch; its values reach the
@@ -163,15 +165,15 @@ class TranslationModule(L.LightningModule):
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
         """The n-best (detokenized text, score) of each source row, best first: the one path from
         token ids to the text that validation, test, evaluate and translate score or print.
-        Without `search`: the checkpoint's decoding, on the int8 copy with decoding.quantize=int8."""
-        quantized = search is None and self.search.quantize == "int8"
-        hyps = (search or self.search)(self.int8.get() if quantized else self.model, src, self.hparams.bos_id,
-                                       self.hparams.eos_id)
+        Without `search`: the checkpoint's decoding, on the int8 copy with quantize=int8."""
+        quantized = search is None and self.quantize == "int8"
+        hyps = (search or self.search)(self.int8.get() if quantized else self.model, src, self.bos_id,
+                                       self.eos_id)
         texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
         return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
 
     def int8_model(self) -> torch.nn.Module:
-        """The int8 copy of the model that decoding.quantize=int8 decodes with."""
+        """The int8 copy of the model that quantize=int8 decodes with."""
         return self.int8.get()
 
     def on_train_start(self) -> None:

@@ -1,0 +1,104 @@
+"""Training the vocabularies of a run: BPE with `tokenizers` or sentencepiece, on the training text
+(an iterator: never copied), or loading the files the user gives (data.tokenizer.file)."""
+
+import io
+import itertools
+import logging
+import os
+import re
+from collections.abc import Iterable
+
+import sentencepiece as spm
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from transformer_mt.data.tokenizer import (
+    BOS,
+    EOS,
+    PAD,
+    SPECIAL_TOKENS,
+    UNK,
+    BpeTokenizer,
+    SentencePieceTokenizer,
+    TextTokenizer,
+    TokenizerOptions,
+    Vocabularies,
+)
+from transformer_mt.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
+    """BPE with `tokenizers`: NFKC (optional), whitespace rule, Metaspace + punctuation splits."""
+    tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+    steps = [normalizers.NFKC()] if options.normalization == "nfkc" else []
+    steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    if options.lowercase:
+        steps.append(normalizers.Lowercase())
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
+                                  special_tokens=SPECIAL_TOKENS, show_progress=False)
+    tokenizer.train_from_iterator(lines, trainer=trainer)
+    return warn_about_size(BpeTokenizer(tokenizer), options.vocab_size)
+
+
+def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
+    """sentencepiece (unigram or BPE) with ids 0-3 = <pad>, <s>, </s>, <unk>."""
+    rule = {"nfkc": "nmt_nfkc", "none": "identity"}[options.normalization]
+    if options.lowercase:
+        rule = {"nmt_nfkc": "nmt_nfkc_cf", "identity": "nfkc_cf"}[rule]
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(line for line in lines if line), model_writer=model,
+            vocab_size=options.vocab_size, model_type=options.model_type,
+            character_coverage=options.character_coverage, normalization_rule_name=rule,
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
+            hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1, minloglevel=2,
+        )
+    except RuntimeError as err:
+        raise sentencepiece_config_error(err, options.vocab_size) from None
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return warn_about_size(SentencePieceTokenizer(processor), options.vocab_size)
+
+
+def sentencepiece_config_error(err: RuntimeError, asked: int) -> Exception:
+    """A ConfigError naming data.tokenizer.vocab_size when sentencepiece rejects the size; else `err`."""
+    message = str(err)
+    if "Vocabulary size" not in message:
+        return err
+    needed = re.search(r"required_chars\. \d+ vs (\d+)", message)
+    at_least = f": the corpus's characters and the special tokens need at least {needed[1]}" if needed else ""
+    return ConfigError(f"data.tokenizer.vocab_size={asked} is rejected by sentencepiece{at_least} "
+                       f"(raise it, or lower data.tokenizer.character_coverage)")
+
+
+def warn_about_size(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
+    """Warn when the trained vocabulary is smaller or larger than data.tokenizer.vocab_size."""
+    got = tokenizer.vocab_size
+    if got < asked:
+        log.warning("vocabulary has %d tokens, fewer than the %d asked for (data.tokenizer.vocab_size): "
+                    "the corpus is too small for more", got, asked)
+    elif got > asked:
+        log.warning("data.tokenizer.vocab_size=%d, but the vocabulary has %d tokens: the trainer keeps every "
+                    "character of the corpus (and the special tokens) whatever the size asked for", asked, got)
+    return tokenizer
+
+
+def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: TokenizerOptions) -> Vocabularies:
+    """Load the user's files, or train one joint or two separate vocabularies on training text."""
+    if options.file:
+        src = TextTokenizer.load(options.file)
+        if options.joint:
+            return Vocabularies(src)
+        if not options.tgt_file:
+            raise ConfigError("data.tokenizer.joint=false with data.tokenizer.file also needs data.tokenizer.tgt_file")
+        return Vocabularies(src, TextTokenizer.load(options.tgt_file))
+    train = train_bpe if options.type == "bpe" else train_sentencepiece
+    if options.joint:
+        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options))  # an iterator: no copy
+    return Vocabularies(train(src_lines, options), train(tgt_lines, options))
+
