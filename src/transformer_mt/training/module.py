@@ -65,22 +65,18 @@ class TranslationModule(L.LightningModule):
         compile: bool | str = False,
         quantize: str = "none",
     ) -> None:
-        """model: the Transformer's keys (TransformerConfig fields but the vocabulary sizes and pad
-        id, which come from the tokenizer); tokenizer: the vocabularies as plain data
-        (`Vocabularies.to_dict()`), which say the vocabulary sizes and the special ids (the module's
-        pad_id, bos_id, eos_id); optimizer / scheduler: `_partial_` Hydra configs (conf/optim);
-        decoding: the search strategy of test, evaluate and translate (conf/decoding); val_decoding:
-        the one of validation, when it should be cheaper (None = decoding). num_samples: validation
-        translations written to the log. max_nonfinite_steps: training stops after this many steps
-        in a row whose loss is NaN or inf (they are skipped). data: what the run trained on
-        ({"config": the resolved data config, "fingerprints": per split and of the vocabularies}),
-        kept in every checkpoint for task=evaluate and resume. initial_weights: the Transformer's
-        state_dict to start from (a Marian folder's, a checkpoint's), not a hyper-parameter.
-        compile: torch.compile the training step's two parts, each one graph (fullgraph): the
-        model's decoder states (dynamic shapes: a batch of a new size does not recompile) and the
-        output layer + loss of one chunk of target positions; true = the inductor backend, a
-        string = that torch.compile backend. Evaluation stays eager. quantize: int8 decodes test,
-        evaluate and translate with an int8 copy of the linear layers (CPU), none with the model."""
+        """model: the Transformer's keys (but the vocabulary sizes and pad id: the tokenizer's);
+        tokenizer: the vocabularies as plain data (`Vocabularies.to_dict()`), which say the sizes and
+        special ids (pad_id, bos_id, eos_id); optimizer / scheduler: `_partial_` Hydra configs;
+        decoding: the search of test, evaluate and translate (conf/decoding); val_decoding: the one
+        of validation, when cheaper (None = decoding). num_samples: validation translations logged.
+        max_nonfinite_steps: training stops after this many NaN / inf steps in a row (skipped).
+        data: what the run trained on ({"config", "fingerprints"}), for task=evaluate and resume.
+        initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
+        compile: torch.compile the training step's two parts, each one graph: the decoder states
+        (dynamic shapes) and the output layer + loss of one chunk (true: inductor; a string: that
+        backend); evaluation stays eager. quantize: int8 decodes test, evaluate and translate with
+        an int8 copy of the linear layers (CPU)."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
