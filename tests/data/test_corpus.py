@@ -2,7 +2,8 @@
 
 import pytest
 
-from transformer_mt.data.corpus import TableCorpus, TextFileCorpus, clean, read_lines
+from transformer_mt.data.corpus import TableCorpus, TextFileCorpus, read_lines
+from transformer_mt.data.text import clean
 from transformer_mt.data.toy import ADJECTIVES, NOUNS, VERBS, ToyCorpus
 from transformer_mt.errors import DataError
 

@@ -87,7 +87,20 @@ def train(cfg: DictConfig) -> dict:
         finish_wandb()
     if not trainer.is_global_zero:
         return {}
-    extra = {
+    extra = run_record(trainer, module, datamodule, best, tested, tokens_per_sec, train_seconds)
+    results = module.results["test"]
+    if cfg.task.get("tokenized_bleu"):
+        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu))
+    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
+    print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
+    return metrics
+
+
+def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: ModelCheckpoint | None,
+               tested: str | None, tokens_per_sec: float, train_seconds: float) -> dict:
+    """What metrics.json says of the run besides the test scores: the last validation, the best and
+    the tested checkpoint, size, speed, length, the update plan and the decoding."""
+    return {
         **(module.results["val"].metrics if "val" in module.results else {}),  # the last validation
         "val/bleu_best": float(best.best_model_score) if best else None,
         "best_checkpoint": best.best_model_path if best else None,
@@ -102,12 +115,6 @@ def train(cfg: DictConfig) -> dict:
         "decoding": module.hparams.decoding,
         "quantize": module.quantize,
     }
-    results = module.results["test"]
-    if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu))
-    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
-    print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
-    return metrics
 
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule: L.LightningDataModule, resume: Path | None) -> None:

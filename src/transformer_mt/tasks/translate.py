@@ -21,7 +21,8 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
-from transformer_mt.data.corpus import clean, decode_text, read_lines, text_lines
+from transformer_mt.data.corpus import read_lines
+from transformer_mt.data.text import clean, decode_text, text_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
