@@ -98,3 +98,20 @@ def good_corpus(folder: Path) -> None:
     for split in ("train", "val", "test"):
         write(folder, f"{split}.en", b"a small cat\nthe dog\n")
         write(folder, f"{split}.de", b"eine kleine Katze\nder Hund\n")
+
+
+def ragged_batch(src_lengths: list[int], tgt_lengths: list[int], seed: int = 0, vocab: int = 50,
+                 packed: bool = False) -> dict:
+    """The Collator's batch (padded, or packed) of random sentence pairs of these lengths (sources
+    ending in EOS, id 2; BOS 1, pad 0): the same seed gives the same sentences either way."""
+    import numpy as np
+    import pyarrow as pa
+
+    from transformer_mt.data.batching import Collator
+
+    rng = np.random.default_rng(seed)
+    src = [[*rng.integers(4, vocab, n - 1).tolist(), 2] for n in src_lengths]
+    tgt = [rng.integers(4, vocab, n).tolist() for n in tgt_lengths]
+    rows = pa.table({"src_ids": pa.array(src, pa.list_(pa.int32())), "tgt_ids": pa.array(tgt, pa.list_(pa.int32())),
+                     "id": pa.array(range(len(src)), pa.int64())})
+    return Collator(0, 1, 2, packed=packed)(rows)

@@ -11,6 +11,7 @@ PACKAGE = ROOT / "src" / "transformer_mt"
 LAYERS = {
     "errors": 0,
     "validate": 1, "atomic": 1, "config": 1, "markdown": 1,  # helpers every layer may use
+    "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data
     "decoding": 4, "interop": 4,  # decoding uses the model's public API only

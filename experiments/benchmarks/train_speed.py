@@ -15,7 +15,8 @@ tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs
 
     python experiments/benchmarks/train_speed.py --loop [--model tiny|small|base|big] [--tokens 25000]
         [--precision 32-true|bf16-mixed|16-mixed] [--compile] [--device cpu|cuda] [--steps 20]
-        [--warmup 5] [--pad-to-multiple 1] [--workers N] [--peer hf] [--json PATH]
+        [--warmup 5] [--pad-to-multiple 1] [--packed] [--profile-steps N] [--workers N] [--peer hf]
+        [--json PATH]
 
 --loop: what a training run does, step for step: TranslationModule's training step (loss, the
 NaN guard, logging, TrainingHealth) and its optimizer + schedule (conf/optim/noam.yaml), through
@@ -30,9 +31,24 @@ on a CPU against a matmul peak measured in the same run), peak GPU memory, and w
 each kind of attention gets on the first batch. --peer hf: HF MarianMTModel of the same shape on
 the same batches, in a plain loop (same optimizer, schedule and autocast; on a GPU the same SDPA
 kernels as ours, `attention.CUDA_BACKENDS`: no cuDNN).
+
+--packed: ours trains on packed batches (data.packed: the same sentences end to end, no padding;
+attention per sentence, `packed_attention`), and the attention report names the kernel each kind
+runs (varlen: torch's variable-length kernel, or reference: unpack, SDPA, pack back); the HF peer
+keeps the padded batches. Rows are sentence pairs (`len(batch["id"])`), slots the tensors' sizes
+(src + tgt_in: no padding when packed).
+
+--profile-steps N: after the timed steps, N more steps of ours under torch.profiler, and where their
+time went: matmul, attention, loss (the output layer + loss: `output_layer_loss`, wrapped here in a
+`record_function("loss")` range), elementwise (every other op: pointwise, norms, reductions, casts,
+embeddings), optimizer (inside torch's Optimizer.step range, less the forward and backward that
+Lightning runs inside it at 32-true), other (copies, memsets, engine overhead) and idle. On a GPU:
+CUDA kernel time, and idle = wall time - the time some kernel ran; on a CPU: CPU op self time, and
+idle = wall time - the ops' time (Python, Lightning, data loading).
 """
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
@@ -43,6 +59,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 from torch import nn
@@ -258,8 +275,8 @@ def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max
     return datasets.Dataset.from_dict(columns, features=TRAIN_FEATURES)
 
 
-def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool):
-    """Batches as the datamodule's training loader makes them (shuffled, seed 0)."""
+def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool, packed: bool = False):
+    """Batches as the datamodule's training loader makes them (shuffled, seed 0); packed: data.packed's."""
     from torch.utils.data import DataLoader
 
     from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
@@ -267,20 +284,22 @@ def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: i
     dataset = TranslationDataset(table)
     padding = {"pad_to_multiple": pad_to_multiple} if pad_to_multiple > 1 else {}
     sampler = TokenBudgetBatchSampler(dataset.sizes(), max_tokens, shuffle=True, seed=0, **padding)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=Collator(PAD, BOS, EOS, **padding),
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=Collator(PAD, BOS, EOS, packed=packed, **padding),
                       num_workers=workers, persistent_workers=workers > 0, pin_memory=pin)
 
 
 class StepRecord:
-    """What the timed steps saw: a timer and the batch's shapes and token counts per step."""
+    """What the timed steps (`count` of them after `skip`) saw: a timer, the batch's rows (sentence
+    pairs), slots (the tensors' sizes) and token counts per step."""
 
-    def __init__(self, device: torch.device, skip: int) -> None:
+    def __init__(self, device: torch.device, skip: int, count: int) -> None:
         from transformer_mt.training.health import timer_for
 
-        self.device, self.skip, self.timer_for = device, skip, timer_for
+        self.device, self.skip, self.count, self.timer_for = device, skip, count, timer_for
         self.timers, self.batches = [], []
         self.warmup_seconds = self.wall_seconds = 0.0
         self._began = self._timed_from = 0.0
+        self._finished = False
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -289,7 +308,7 @@ class StepRecord:
     def begin(self, step: int, batch: dict) -> None:
         if step == 0:
             self._began = time.perf_counter()
-        if step < self.skip:
+        if not self.skip <= step < self.skip + self.count:
             return
         if step == self.skip:  # warm-up (and compilation) done: one sync, then the timed steps
             self.sync()
@@ -298,16 +317,21 @@ class StepRecord:
         timer = self.timer_for(self.device)
         timer.start()
         self.timers.append(timer)
-        self.batches.append((batch["src"].size(0), batch["src"].numel() + batch["tgt_in"].numel(),
+        self.batches.append((len(batch["id"]), batch["src"].numel() + batch["tgt_in"].numel(),
                              batch["num_tokens"], batch["num_src_tokens"]))
 
     def end(self, step: int) -> None:
-        if step >= self.skip:
+        if self.skip <= step < self.skip + self.count:
             self.timers[-1].stop()
+            if step == self.skip + self.count - 1:
+                self.finish()
 
     def finish(self) -> None:
-        self.sync()
-        self.wall_seconds = time.perf_counter() - self._timed_from
+        """The wall clock of the timed steps stops (once)."""
+        if not self._finished:
+            self.sync()
+            self.wall_seconds = time.perf_counter() - self._timed_from
+            self._finished = True
 
     def figures(self, config: TransformerConfig, peak_flops: float) -> dict:
         """Throughput of the timed steps (device time), FLOP/s and MFU, padding, wall-clock rate."""
@@ -342,6 +366,141 @@ def lightning_timer(record: StepRecord):
     return StepTimer()
 
 
+# ------------------------------------------------------------------------------ --profile-steps
+CATEGORIES = ("matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle")
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
+              "aten::linear", "aten::_scaled_mm", "aten::mv", "aten::addmv", "aten::dot"}
+
+
+def category(event, kernel: str = "") -> str:
+    """Where a profiled op (or a kernel it launched) belongs: the innermost range or op that says
+    (loss, attention, a forward or backward pass, torch's Optimizer ranges), else the op itself."""
+    if kernel.startswith(("Memcpy", "Memset")):
+        return "other"
+    node = event
+    while node is not None:
+        name = node.name.lower()
+        if name == "loss" or "outputlayerloss" in name:
+            return "loss"
+        if "attention" in name or "attn" in name:
+            return "attention"
+        if name == "forward" or name.startswith("autograd::engine::evaluate_function"):
+            break  # the forward or a backward op: not the optimizer's, whatever encloses it
+        if name.startswith("optimizer."):
+            return "optimizer"
+        node = node.cpu_parent
+    if event.name in MATMUL_OPS or any(marker in f"{event.name} {kernel}".lower() for marker in ("gemm", "triton_tem")):
+        return "matmul"
+    return "elementwise" if kernel or event.name.startswith(("aten::", "triton_")) else "other"
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def time_per_category(events, cuda: bool, wall_us: float) -> dict:
+    """Microseconds per category of profiled `events`: CUDA kernel time on a GPU (each kernel in its
+    launching op's category; idle = wall - the union of the kernels' intervals), CPU op self time
+    on a CPU (idle = wall - their sum)."""
+    from torch.autograd import DeviceType
+
+    totals = dict.fromkeys(CATEGORIES, 0.0)
+    if cuda:  # kernels, copies, memsets; not the device spans of record_function ranges (as torch's tables)
+        device = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+        for event in events:
+            if event.device_type == DeviceType.CPU:
+                for kernel in event.kernels:
+                    totals[category(event, kernel.name)] += kernel.duration
+        attributed = sum(totals.values())
+        totals["other"] += max(0.0, sum(e.time_range.elapsed_us() for e in device) - attributed)
+        busy = busy_us([(e.time_range.start, e.time_range.end) for e in device])
+    else:
+        for event in events:
+            if event.device_type == DeviceType.CPU and not event.is_user_annotation and not event.is_async:
+                totals[category(event)] += event.self_cpu_time_total
+        busy = sum(totals.values())
+    totals["idle"] = max(0.0, wall_us - busy)
+    return {"busy_us": busy, **totals}
+
+
+def profile_ranges():
+    """Ranges the profile sorts by: `loss` around the module's output_layer_loss, `forward` around
+    its training_step (patched in this process only, while the block runs)."""
+    from torch.profiler import record_function
+
+    from transformer_mt.training import module
+
+    loss_fn, step_fn = module.output_layer_loss, module.TranslationModule.training_step
+
+    def loss(*args, **kwargs):
+        with record_function("loss"):
+            return loss_fn(*args, **kwargs)
+
+    def training_step(self, *args, **kwargs):
+        with record_function("forward"):
+            return step_fn(self, *args, **kwargs)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(module, "output_layer_loss", loss))
+    stack.enter_context(mock.patch.object(module.TranslationModule, "training_step", training_step))
+    return stack
+
+
+def profile_callback(device: torch.device, first: int, count: int, out: dict):
+    """A Lightning callback that runs steps first .. first + count - 1 under torch.profiler and puts
+    their time per category into `out`."""
+    from lightning.pytorch.callbacks import Callback
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    class ProfileSteps(Callback):
+        profiler = None
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            if trainer.global_step == first:
+                self.profiler = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])])
+                self.profiler.start()
+                sync()
+                self.started = time.perf_counter()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            if self.profiler is None or trainer.global_step - 1 != first + count - 1:
+                return
+            sync()
+            wall_us = 1e6 * (time.perf_counter() - self.started)
+            self.profiler.stop()
+            totals = time_per_category(self.profiler.events(), cuda, wall_us)
+            busy = totals.pop("busy_us")
+            out.update({"steps": count, "basis": "CUDA kernel time" if cuda else "CPU op self time",
+                        "wall_ms_per_step": wall_us / count / 1000, "busy_ms_per_step": busy / count / 1000,
+                        "ms_per_step": {k: v / count / 1000 for k, v in totals.items()},
+                        "share": {k: v / wall_us for k, v in totals.items()}})
+            self.profiler = None
+
+    return ProfileSteps()
+
+
+def profile_markdown(profile: dict) -> str:
+    """The profile of --profile-steps as a Markdown table."""
+    steps = f"{profile['steps']} step" + ("s" if profile["steps"] != 1 else "")
+    lines = [f"Profile of {steps} ({profile['basis']}): {profile['wall_ms_per_step']:.1f} ms a step, "
+             f"{profile['busy_ms_per_step']:.1f} ms busy", "", "| category | ms per step | share |",
+             "| --- | ---: | ---: |"]
+    lines += [f"| {k} | {v:.2f} | {profile['share'][k]:.1%} |" for k, v in profile["ms_per_step"].items()]
+    return "\n".join(lines)
+
+
 def peak_memory_gb(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
 
@@ -359,9 +518,39 @@ def peak_flops_of(device: torch.device, precision: str) -> tuple[float, str]:
     return matmul_peak(str(device), dtype, n=n), "measured matmul"
 
 
+def packed_attention_report(model: nn.Module, batch: dict, dtype: torch.dtype | None) -> dict:
+    """For a packed batch: the kernel `packed_attention` runs for each attention kind of `model`
+    (varlen or reference, `uses_varlen_kernel`) and its arguments, as the padded report has them."""
+    from transformer_mt.model.attention import MultiHeadAttention, uses_varlen_kernel
+    from transformer_mt.model.backends import kind_of
+
+    device = next(model.parameters()).device
+    tokens = {"src": batch["packing"].src.segments.numel(), "tgt": batch["packing"].tgt.segments.numel()}
+    streams = {"encoder_self": ("src", "src"), "decoder_self": ("tgt", "tgt"), "cross": ("tgt", "src")}
+    report = {}
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention) and kind_of(name, module) not in report:
+            kind, dropout = kind_of(name, module), module.dropout if model.training else 0.0
+            q = torch.empty(0, device=device, dtype=dtype or torch.float32)  # q's dtype under the autocast
+            (queries, keys), heads = streams[kind], [module.heads, module.d_k]
+            report[kind] = {"backend": "varlen" if uses_varlen_kernel(q, dropout) else "reference",
+                            "q": [tokens[queries], *heads], "k": [tokens[keys], *heads],
+                            "dtype": str(q.dtype).removeprefix("torch."), "mask": None,
+                            "is_causal": kind == "decoder_self", "dropout_p": dropout}
+    return report
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dict, dict]:
-    """TranslationModule through lightning.Trainer.fit: its figures, and the SDPA call and backend
-    of each attention kind on the first batch."""
+    """TranslationModule through lightning.Trainer.fit: its figures (with --profile-steps, the
+    profile), and the SDPA call and backend (packed: the kernel) of each attention kind on the
+    first batch."""
     import lightning as L
     from hydra.utils import instantiate
     from lightning.pytorch.loggers import CSVLogger
@@ -373,28 +562,40 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
     L.seed_everything(0, verbose=False)
     make = instantiate(cfg.module, _partial_=True, _recursive_=False)
     module = make(model=architecture(cfg.model), tokenizer=placeholder_vocabularies(args.vocab).to_dict())
-    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
+    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda",
+                                 args.packed)
     first = next(iter(loader))
     model = module.model.to(device).train()
-    calls = attention_calls(model, first["src"].to(device), first["tgt_in"].to(device),
-                            PRECISION_DTYPES[args.precision])
-    attention = {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
-    del calls, first
-    record = StepRecord(device, args.warmup)
+    if args.packed:
+        attention = packed_attention_report(model, first, PRECISION_DTYPES[args.precision])
+    else:
+        calls = attention_calls(model, first["src"].to(device), first["tgt_in"].to(device),
+                                PRECISION_DTYPES[args.precision])
+        attention = {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
+        del calls
+    del first
+    record, profile = StepRecord(device, args.warmup, args.steps), {}
+    callbacks = [lightning_timer(record), TrainingHealth(peak_flops=peak)]
+    if args.profile_steps:
+        callbacks.append(profile_callback(device, args.warmup + args.steps, args.profile_steps, profile))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with tempfile.TemporaryDirectory() as logs:
+    graphs = compiled_graphs()
+    with tempfile.TemporaryDirectory() as logs, profile_ranges() if args.profile_steps else contextlib.nullcontext():
         trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
-                            precision=args.precision, max_steps=args.warmup + args.steps, max_epochs=-1,
-                            logger=CSVLogger(logs, name="csv", version=""),
+                            precision=args.precision, max_steps=args.warmup + args.steps + args.profile_steps,
+                            max_epochs=-1, logger=CSVLogger(logs, name="csv", version=""),
                             log_every_n_steps=cfg.trainer.log_every_n_steps,
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             limit_val_batches=0, num_sanity_val_steps=0, use_distributed_sampler=False,
-                            callbacks=[lightning_timer(record), TrainingHealth(peak_flops=peak)])
-        progress(f"ours: {args.warmup} warm-up + {args.steps} timed steps through lightning.Trainer.fit")
+                            callbacks=callbacks)
+        progress(f"ours: {args.warmup} warm-up + {args.steps} timed + {args.profile_steps} profiled steps through "
+                 f"lightning.Trainer.fit{', packed batches' if args.packed else ''}")
         trainer.fit(module, train_dataloaders=loader)
-    figures = {"system": "ours", "compile": args.compile, **record.figures(module.model.config, peak),
-               "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters()}
+    figures = {"system": "ours", "compile": args.compile, "packed": args.packed,
+               **record.figures(module.model.config, peak), "graphs": compiled_graphs() - graphs,
+               "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters(),
+               **({"profile": profile} if args.profile_steps else {})}
     return figures, attention
 
 
@@ -412,7 +613,7 @@ def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
     dtype = PRECISION_DTYPES[args.precision]
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
-    record = StepRecord(device, args.warmup)
+    record = StepRecord(device, args.warmup, args.steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     progress(f"HF MarianMTModel: {args.warmup} warm-up + {args.steps} timed steps, plain loop")
@@ -433,7 +634,7 @@ def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
     config = TransformerConfig(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, pad_id=PAD,
                                num_encoder_layers=m.num_encoder_layers, num_decoder_layers=m.num_decoder_layers,
                                d_model=m.d_model, d_ff=m.d_ff, heads=m.heads)
-    return {"system": "HF MarianMTModel", "compile": False, **record.figures(config, peak),
+    return {"system": "HF MarianMTModel", "compile": False, "packed": False, **record.figures(config, peak),
             "peak_memory_gb": peak_memory_gb(device), "parameters": sum(p.numel() for p in model.parameters())}
 
 
@@ -443,15 +644,16 @@ def markdown(result: dict) -> str:
              f"per batch, {result['precision']}, {result['device_name']}, torch {result['torch']}; MFU against "
              f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
              + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), "",
-             "| system | compile | target tokens/s | src+tgt tokens/s | step ms | TFLOP/s | MFU | peak GPU GB "
+             "| system | compile | packed | target tokens/s | src+tgt tokens/s | step ms | TFLOP/s | MFU | peak GPU GB "
              "| padding | warm-up s |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["systems"]:
         memory = "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}"
-        lines.append(f"| {r['system']} | {'yes' if r['compile'] else 'no'} | {r['target_tokens_per_s']:,.0f} "
-                     f"| {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} | {r['tflops']:.2f} | {r['mfu']:.1%} "
-                     f"| {memory} | {r['padding']:.1%} | {r['warmup_s']:.1f} |")
-    return "\n".join(lines)
+        lines.append(f"| {r['system']} | {'yes' if r['compile'] else 'no'} | {'yes' if r['packed'] else 'no'} "
+                     f"| {r['target_tokens_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} "
+                     f"| {r['tflops']:.2f} | {r['mfu']:.1%} | {memory} | {r['padding']:.1%} | {r['warmup_s']:.1f} |")
+    profile = result["systems"][0].get("profile")
+    return "\n".join(lines + (["", profile_markdown(profile)] if profile else []))
 
 
 def loop_main() -> None:
@@ -465,6 +667,8 @@ def loop_main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (they absorb compilation)")
     parser.add_argument("--pad-to-multiple", type=int, default=1, help="batch lengths padded to a multiple of it")
+    parser.add_argument("--packed", action="store_true", help="ours on packed batches (data.packed=true)")
+    parser.add_argument("--profile-steps", type=int, default=0, help="then N steps of ours under torch.profiler")
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: 4 on cuda, 0 on cpu)")
     parser.add_argument("--vocab", type=int, default=LOOP_VOCAB)
     parser.add_argument("--peer", choices=["hf"], help="also HF MarianMTModel on the same batches")
@@ -478,7 +682,7 @@ def loop_main() -> None:
     warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
     cfg = compose_run_config(args.model, args.compile)
     mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
-    sentences = int(1.3 * (args.warmup + args.steps) * args.tokens / mean) + 1000  # about an epoch
+    sentences = int(1.3 * (args.warmup + args.steps + args.profile_steps) * args.tokens / mean) + 1000  # an epoch
     progress(f"{sentences:,} random sentence pairs, model={args.model}, {args.device}, {args.precision}")
     table = synthetic_pairs(sentences, args.vocab)
     peak, peak_source = peak_flops_of(device, args.precision)
@@ -491,7 +695,8 @@ def loop_main() -> None:
         systems.append(train_hf(args, cfg, table, device, peak))
     result = {"benchmark": "train_speed --loop", "model": args.model, "parameters": ours["parameters"],
               "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision, "compile": args.compile,
-              "pad_to_multiple": args.pad_to_multiple, "warmup_steps": args.warmup, "timed_steps": args.steps,
+              "pad_to_multiple": args.pad_to_multiple, "packed": args.packed, "warmup_steps": args.warmup,
+              "timed_steps": args.steps, "profile_steps": args.profile_steps,
               "device": args.device,
               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
               "threads": torch.get_num_threads(), "torch": torch.__version__, "peak_tflops": peak / 1e12,

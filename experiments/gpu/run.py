@@ -1,26 +1,32 @@
-"""Every GPU measurement of issue 22 in one command, for a fresh GPU machine (see README.md).
+"""Every GPU measurement of issues 22 and 34 in one command, for a fresh GPU machine (see README.md).
 
-    python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs] [--out DIR]
-        [--budget-minutes 25]
+    python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs] [--steps A,B,...]
+        [--out DIR] [--budget-minutes 25]
     python experiments/gpu/run.py --merge A/results.json B/results.json ... [--out DIR]
 
 Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
-torch), then the `speed` group: train_speed.py --loop for model=base and model=big at 25k-token
-batches in bf16 without and with --compile (without it also --peer hf); then the `runs` group:
-the toy default job, experiment=multi30k_recipe for a fixed number of steps (data:
-$DATA_DIR/multi30k, else .gpu-data/multi30k) and decode_speed.py on that run's checkpoint.
---only runs one group. A failed step is recorded and the next one runs; the exit status is 1 if
-any step failed.
+torch), then the `speed` group, most important first: `base` (train_speed.py --loop, model=base,
+25k-token batches, bf16, eager, with --peer hf and --profile-steps 3: the same-card baseline),
+`loss` (loss_speed.py), `attention` (attention_speed.py), `base+compile`, `base+packed`,
+`base+packed+compile`, `big`, `big+compile`, `big+packed`, `base+pad8` (lengths padded to a
+multiple of 8: whether data.pad_to_multiple pays); then the `runs` group: the toy default
+job, experiment=multi30k_recipe for a fixed number of steps (data: $DATA_DIR/multi30k, else
+.gpu-data/multi30k), task=evaluate and decode_speed.py on that run's checkpoint. --only runs one
+group, --steps the named steps in the order given. A failed step is recorded and the next one
+runs; the exit status is 1 if any step failed.
 
 Writes three files to --out (default experiments/gpu): results.json (every figure, per step, with
 its status, seconds, command and error; meta: GPU, torch, CUDA, date), results.md (the tables)
-and run.log (every step's output). Runs, caches, checkpoints and the steps' own JSON files go to
-a temporary folder, removed at the end. --merge: the steps of several results.json files (of
-`--only speed` and `--only runs`, say) in one results.json and results.md.
+and run.log (every step's output). The first two are written again as each step starts and ends
+(a step still running reads as failed, "cut short"), so a run stopped from outside still leaves
+the steps it finished. Runs, caches, checkpoints and the steps' own JSON files go to a temporary
+folder, removed at the end. --merge: the steps of several results.json files (of `--only speed`
+and `--only runs`, say) in one results.json and results.md.
 
---smoke: the same steps at tiny sizes (model tiny, a few steps; no --compile: inductor takes
-minutes on a CPU; made-up sentences as a Multi30k folder): about a minute with --device cpu.
+--smoke: the same steps at tiny sizes (model tiny, eager and packed, a few steps; no compile step:
+inductor takes minutes on a CPU; loss and attention at their --smoke sizes; made-up sentences as a
+Multi30k folder): a minute or two with --device cpu.
 
 Only the standard library here: every step runs in its own process, so a step that cannot even
 import still leaves the others and the report.
@@ -39,6 +45,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -87,6 +94,7 @@ class Runner:
     def __init__(self, out: Path, work: Path, budget_s: float) -> None:
         self.out, self.work, self.deadline = out, work, time.monotonic() + budget_s
         self.steps: dict[str, dict] = {}
+        self.save: Callable[[], None] = lambda: None  # writes the results so far (main sets it)
         (work / "logs").mkdir(parents=True, exist_ok=True)
         (out / "run.log").write_text("")
 
@@ -100,6 +108,8 @@ class Runner:
             record["error"] = "not run: the time budget was spent"
             log(f"{name}: not run (time budget spent)")
             return record
+        record["error"] = "cut short: the run was stopped while this step ran"  # until it ends
+        self.save()
         log(f"{name}: {shown}")
         output = self.work / "logs" / f"{name.replace('/', '_')}.log"
         started = time.monotonic()
@@ -116,6 +126,7 @@ class Runner:
             combined.write(f"===== {name}: {shown}\n{text}\n")
         if code == 0:
             record["status"] = "ok"
+            del record["error"]
         else:
             reason = f"exit status {code}" if code is not None else f"timed out after {min(limit_s, left):.0f} s"
             record["error"] = "\n".join([reason, *text.strip().splitlines()[-15:]])
@@ -153,16 +164,32 @@ def environment(runner: Runner) -> dict:
     return record["figures"]
 
 
-def train_speed(runner: Runner, model: str, compile_: bool, peer: bool, smoke: bool, device: str) -> None:
-    name = f"train_speed/{model}" + ("+compile" if compile_ else "")
-    result = runner.work / f"{name.replace('/', '_')}.json"
+def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
+    """train_speed.py --loop for a step named model[+packed][+compile][+pad8]; the eager padded one
+    (the baseline) also with the HF peer and a profile. pad8: lengths padded to a multiple of 8."""
+    model, *options = short.split("+")
+    compile_, packed, pad8 = "compile" in options, "packed" in options, "pad8" in options
+    baseline = not options
+    result = runner.work / f"train_speed_{short}.json"
     precision = "32-true" if device == "cpu" else "bf16-mixed"
     sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
              else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
     command = [PY, "experiments/benchmarks/train_speed.py", "--loop", "--model", model, "--device", device,
                "--precision", precision, *sizes, "--json", str(result), *(["--compile"] if compile_ else []),
-               *(["--peer", "hf"] if peer else [])]
-    record = runner.run(name, command, 240 if smoke else 300 if not compile_ else 420)
+               *(["--packed"] if packed else []), *(["--pad-to-multiple", "8"] if pad8 else []),
+               *(["--peer", "hf", "--profile-steps", "2" if smoke else "3"] if baseline else [])]
+    limit = 240 if smoke else (300 if compile_ else 240 if baseline else 180)
+    record = runner.run(f"train_speed/{short}", command, limit)
+    if result.is_file():
+        record["figures"] = json.loads(result.read_text())
+
+
+def benchmark(runner: Runner, name: str, smoke: bool, device: str) -> None:
+    """loss_speed.py or attention_speed.py (--smoke sizes with --smoke; the loss with --compile on a GPU)."""
+    result = runner.work / f"{name}.json"
+    options = ["--smoke"] if smoke else ["--compile"] if name == "loss_speed" and device == "cuda" else []
+    command = [PY, f"experiments/benchmarks/{name}.py", "--device", device, *options, "--json", str(result)]
+    record = runner.run(name, command, 120 if smoke else 240 if name == "loss_speed" else 150)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
 
@@ -268,30 +295,42 @@ def evaluate(runner: Runner, run_dir: Path, overrides: list[str], data: Path) ->
         record["error"] = f"test/bleu {figures.get('test/bleu')} differs from the run's {run.get('test/bleu')}"
 
 
-SPEED = ("base", "base+compile", "big", "big+compile")
+# the speed group, most important first (a run cut short keeps the first ones); --smoke: no compile step
+SPEED = ("base", "loss", "attention", "base+compile", "base+packed", "base+packed+compile", "big", "big+compile",
+         "big+packed", "base+pad8")
+SMOKE_SPEED = ("tiny", "loss", "attention", "tiny+packed")
+BENCHMARKS = {"loss": "loss_speed", "attention": "attention_speed"}  # short name: the step's (the script's)
 RUNS = ("toy", "multi30k", "evaluate", "decode")
 
 
+def full_name(short: str) -> str:
+    """A step's name in the results from its short name: `base+compile` -> train_speed/base+compile,
+    `loss` -> loss_speed; the runs keep theirs."""
+    short = short.removeprefix("train_speed/")
+    return BENCHMARKS.get(short) or (short if short in RUNS else f"train_speed/{short}")
+
+
 def step_names(smoke: bool, only: str | None, steps: str | None) -> list[str]:
-    """The steps to run, in this order: --steps as given (a step of the speed group by its model,
-    `base+compile`), else both groups or the one --only names."""
-    speed = [f"train_speed/{m}" for m in (("tiny",) if smoke else SPEED)]
+    """The steps to run, in this order: --steps as given (by their short names: `base`, `loss`,
+    `base+compile`, `toy`), else both groups or the one --only names."""
+    short = [*(SMOKE_SPEED if smoke else SPEED), *RUNS]
+    speed = [full_name(n) for n in (SMOKE_SPEED if smoke else SPEED)]
     if not steps:
         return [*(speed if only in (None, "speed") else []), *(RUNS if only in (None, "runs") else [])]
-    names = [n if n in RUNS else f"train_speed/{n.removeprefix('train_speed/')}" for n in steps.split(",")]
-    for name in names:
-        if name not in [*speed, *RUNS]:
-            short = [n.removeprefix("train_speed/") for n in speed]
+    for name in steps.split(","):
+        if full_name(name) not in map(full_name, short):
             raise SystemExit(f"error: --steps: no step {name.removeprefix('train_speed/')!r}; the steps are "
-                             f"{', '.join([*short, *RUNS])}")
-    return names
+                             f"{', '.join(short)}")
+    return [full_name(name) for name in steps.split(",")]
 
 
 def run_step(runner: Runner, name: str, smoke: bool, device: str) -> None:
     """One step by its name; the multi30k run's folder is where evaluate and decode look for it."""
     if name.startswith("train_speed/"):
-        model, _, compile_ = name.removeprefix("train_speed/").partition("+")
-        train_speed(runner, model, bool(compile_), not compile_, smoke, device)
+        train_speed(runner, name.removeprefix("train_speed/"), smoke, device)
+        return
+    if name in BENCHMARKS.values():
+        benchmark(runner, name, smoke, device)
         return
     trainer = ["trainer=cpu"] if device == "cpu" else ["trainer=gpu", "trainer.precision=bf16-mixed"]
     few = ["trainer.log_every_n_steps=1"] if smoke else []  # the health figures of a few steps
@@ -338,6 +377,33 @@ def table(rows: list[dict], columns: list[str] | None = None) -> list[str]:
         f"| {' | '.join(number(r.get(c)) for c in columns)} |" for r in rows]
 
 
+def benchmark_tables(steps: dict) -> list[str]:
+    """The tables of the loss_speed and attention_speed steps."""
+    out = []
+    loss = steps.get("loss_speed", {}).get("figures")
+    if loss:
+        out += ["", "## Output layer + loss, forward + backward (`loss_speed.py`)", "",
+                f"{loss['rows']:,} rows x vocabulary {loss['vocab']:,}, {loss['precision']}; median of {loss['reps']}; "
+                "diffs against the plain fp32 loss (loss per token; gradients over their largest value).", ""]
+        out += table([{"d": w["d"], "system": s["system"], "status": s["status"], "ms": s.get("ms"),
+                       "previous / this": s.get("speedup_vs_previous"), "peak GB": s.get("peak_gb"),
+                       "loss diff": s.get("loss_diff"), "grad diff": s.get("grad_rel_diff"),
+                       "first pass s": s.get("first_pass_s"), "note": s.get("note")}
+                      for w in loss["widths"] for s in w["systems"]])
+    attention = steps.get("attention_speed", {}).get("figures")
+    if attention:
+        out += ["", "## Attention, padded against packed, forward + backward (`attention_speed.py`)", "",
+                f"{len(attention['batches'])} batches of {attention['max_tokens']:,} tokens, "
+                f"{attention['heads']} heads x {attention['d_k']}, {attention['dtype']}; ms per batch; "
+                "padding: of the score entries.", ""]
+        out += table([{"attention": kind, "padded kernel": f["padded_backend"], "packed kernel": f["packed_kernel"],
+                       "padded ms": f["padded_ms"], "packed ms": f["packed_ms"],
+                       "padded / packed": f["padded_over_packed"], "padding %": 100 * f["padding"],
+                       "max diff out": f["out_max_abs_diff"], "max diff grad": f["grad_max_abs_diff"]}
+                      for kind, f in attention["kinds"].items()])
+    return out
+
+
 def first_line(step: dict) -> str:
     text = step.get("error") or step.get("note") or ""
     return text.splitlines()[0] if text else ""
@@ -354,17 +420,25 @@ def markdown(results: dict) -> str:
     speed = [(n, s["figures"]) for n, s in steps.items() if n.startswith("train_speed/") and s["figures"]]
     if speed:
         out += ["", "## Training throughput (`train_speed.py --loop`)", ""]
-        out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"], "precision": f["precision"],
+        out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"],
+                       "packed": s.get("packed", False), "precision": f["precision"],
                        "tokens/batch": f["max_tokens"], "target tok/s": round(s["target_tokens_per_s"]),
                        "src+tgt tok/s": round(s["tokens_per_s"]), "step ms": s["step_ms"],
                        "max step ms": s["step_ms_max"], "TFLOP/s": s["tflops"], "MFU %": 100 * s["mfu"],
                        "peak GPU GB": s["peak_memory_gb"], "padding %": 100 * s["padding"],
-                       "warm-up s": s["warmup_s"]} for _, f in speed for s in f["systems"]])
-        out += ["", f"MFU against {speed[0][1]['peak_tflops']:.3g} TFLOP/s ({speed[0][1]['peak_source']}).", "",
-                "## SDPA backends (first training batch)", ""]
+                       "warm-up s": s["warmup_s"], "graphs": s.get("graphs")} for _, f in speed for s in f["systems"]])
+        out += ["", f"MFU against {speed[0][1]['peak_tflops']:.3g} TFLOP/s ({speed[0][1]['peak_source']}); "
+                "warm-up s: the untimed first steps, compilation included; graphs: those torch.compile made.", "",
+                "## Attention kernels (first training batch; packed: varlen or reference)", ""]
         out += table([{"run": n.removeprefix("train_speed/"), "attention": kind, **call}
                       for n, f in speed for kind, call in f["attention"].items()],
                      ["run", "attention", "backend", "dtype", "q", "k", "mask", "is_causal", "dropout_p"])
+        profiles = [(n, s["profile"]) for n, f in speed for s in f["systems"] if s.get("profile")]
+        if profiles:
+            out += ["", "## Where a step's time goes (`--profile-steps`, ms per step)", ""]
+            out += table([{"run": n.removeprefix("train_speed/"), "basis": p["basis"], "steps": p["steps"],
+                           "wall": p["wall_ms_per_step"], **p["ms_per_step"]} for n, p in profiles])
+    out += benchmark_tables(steps)
     runs = [(n, s["figures"]) for n, s in steps.items() if n in ("toy", "multi30k", "evaluate") and s["figures"]]
     if runs:
         keys = ["test/bleu", "test/bleu_tok_lc", "reproduced", "val/bleu_best", "tokens_per_sec", "train_seconds",
@@ -397,12 +471,18 @@ def scrub(value, out: Path):
     return value.replace(str(out), "$OUT").replace(f"{ROOT}/", "")
 
 
-def write(out: Path, meta: dict, steps: dict) -> int:
-    """results.json and results.md (machine folders scrubbed); 1 if any step failed."""
+def save(out: Path, meta: dict, steps: dict) -> list[str]:
+    """results.json and results.md as the steps stand (machine folders scrubbed); the failed steps."""
     failed = [name for name, step in steps.items() if step["status"] == "failed"]
     results = scrub({"meta": meta, "failed": failed, "steps": steps}, out)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "results.md").write_text(markdown(results))
+    return failed
+
+
+def write(out: Path, meta: dict, steps: dict) -> int:
+    """results.json and results.md, the last time; 1 if any step failed."""
+    failed = save(out, meta, steps)
     log(f"wrote {out / 'results.json'} and {out / 'results.md'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
@@ -419,10 +499,10 @@ def merge(out: Path, files: list[Path]) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a minute in all")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a minute or two in all")
     parser.add_argument("--only", choices=GROUPS, help="one group of steps (default: both)")
-    parser.add_argument("--steps", help="these steps in this order, comma-separated: base, base+compile, big, "
-                        "big+compile (tiny with --smoke), toy, multi30k, evaluate, decode")
+    parser.add_argument("--steps", help="these steps in this order, comma-separated: " + ", ".join(SPEED)
+                        + " (with --smoke: " + ", ".join(SMOKE_SPEED) + "), " + ", ".join(RUNS))
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "gpu")
     parser.add_argument("--budget-minutes", type=float, default=25.0, help="for all steps together")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON", help="merge these, run nothing")
@@ -436,11 +516,13 @@ def main() -> int:
             "command": " ".join(["experiments/gpu/run.sh", *sys.argv[1:]])}
     work = Path(tempfile.mkdtemp(prefix="gpu-run-"))
     runner = Runner(out, work, 60 * args.budget_minutes)
+    runner.save = lambda: save(out, meta, runner.steps)
     try:
         install(runner, args.device)
         meta.update(environment(runner))
         for name in names:
             run_step(runner, name, args.smoke, args.device)
+            runner.save()  # with the step's figures: a run stopped later still has them
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return write(out, meta, runner.steps)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU measurement of issue 22 in one command, for a fresh GPU machine (experiments/gpu/README.md):
+# Every GPU measurement of issues 22 and 34 in one command, for a fresh GPU machine (experiments/gpu/README.md):
 #   bash experiments/gpu/run.sh [--device cuda|cpu] [--smoke] [--out DIR] [--budget-minutes 25]
 # It installs the carried wheels when needed (CUDA only), runs each step within the time budget,
 # and writes DIR/results.json and DIR/results.md (default experiments/gpu). Exit status 1 if any

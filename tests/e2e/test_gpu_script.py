@@ -44,13 +44,18 @@ def numbers(value) -> list[float]:
     return [n for v in value for n in numbers(v)] if isinstance(value, list) else []
 
 
+SMOKE_STEPS = ["install", "environment", "train_speed/tiny", "loss_speed", "attention_speed", "train_speed/tiny+packed",
+               "toy", "multi30k", "evaluate", "decode"]
+KINDS = ["encoder_self", "decoder_self", "cross"]
+
+
 @pytest.mark.slow
 def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
     result, results = run_script(tmp_path, "--smoke")
     steps = results["steps"]
     failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
     assert result.returncode == 0 and results["failed"] == [] and not failures, failures
-    assert list(steps) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "evaluate", "decode"]
+    assert list(steps) == SMOKE_STEPS
     assert steps["install"]["status"] == "skipped"  # --device cpu
     assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
 
@@ -65,8 +70,36 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
     assert speed["peak_source"] == "measured matmul" and speed["peak_tflops"] > 0
     attention = speed["attention"]
     assert {kind: a["backend"] for kind, a in attention.items()} == dict.fromkeys(
-        ["encoder_self", "decoder_self", "cross"], "flash")  # torch's CPU flash kernel runs all three
+        KINDS, "flash")  # torch's CPU flash kernel runs all three
     assert attention["decoder_self"]["mask"] is None and attention["decoder_self"]["is_causal"] is True
+
+    profile = systems["ours"]["profile"]  # the baseline's --profile-steps: where a step's time goes
+    assert profile["steps"] == 2 and profile["basis"] == "CPU op self time"
+    assert "profile" not in systems["HF MarianMTModel"]
+    parts = profile["ms_per_step"]
+    assert list(parts) == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
+    assert all(v >= 0 for v in parts.values()) and parts["matmul"] > 0 and parts["attention"] > 0 and parts["loss"] > 0
+    assert sum(parts.values()) == pytest.approx(profile["wall_ms_per_step"], rel=0.1)
+
+    packed = steps["train_speed/tiny+packed"]["figures"]  # data.packed: no padding, attention per sentence
+    [ours] = packed["systems"]
+    assert packed["packed"] is True and ours["packed"] is True and ours["padding"] == 0 and ours["steps"] == 2
+    assert ours["target_tokens_per_s"] > 0 and ours["mfu"] > 0 and ours["graphs"] == 0
+    assert {kind: a["backend"] for kind, a in packed["attention"].items()} == dict.fromkeys(KINDS, "reference")
+    assert packed["attention"]["cross"]["q"][0] != packed["attention"]["cross"]["k"][0]  # target tokens, source tokens
+
+    loss = steps["loss_speed"]["figures"]
+    [width] = loss["widths"]
+    loss_systems = {s["system"]: s for s in width["systems"]}
+    for name in ("previous", "fused"):
+        assert loss_systems[name]["ms"] > 0 and loss_systems[name]["grad_rel_diff"] < 1e-4
+    assert loss_systems["fused"]["loss_diff"] < 1e-5
+    assert {loss_systems[n]["status"] for n in ("fused+compile", "liger")} == {"skipped"}  # no --compile, no CUDA
+    kinds = steps["attention_speed"]["figures"]["kinds"]
+    assert list(kinds) == KINDS
+    for figures in kinds.values():
+        assert figures["padded_ms"] > 0 and figures["packed_ms"] > 0 and figures["packed_kernel"] == "reference"
+        assert figures["out_max_abs_diff"] < 1e-5 and figures["grad_max_abs_diff"] < 1e-5
 
     for run in ("toy", "multi30k"):
         figures = steps[run]["figures"]
@@ -86,16 +119,20 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
         assert str(ROOT) not in text and "gpu-run-" not in text and str(tmp_path) not in text
     assert steps["decode"]["figures"]["source"] == "$WORK/smoke-data/multi30k/test2016.en"
     markdown = (tmp_path / "results.md").read_text()
-    for heading in ("## Steps", "## Training throughput", "## SDPA backends", "## Training runs", "## Decoding"):
+    for heading in ("## Steps", "## Training throughput", "## Attention kernels", "## Where a step's time goes",
+                    "## Output layer + loss", "## Attention, padded against packed", "## Training runs", "## Decoding"):
         assert heading in markdown
-    assert "| tiny | ours | false | 32-true |" in markdown
+    assert "| tiny | ours | false | false | 32-true |" in markdown  # compile, packed
+    assert "| tiny | ours | false | true | 32-true |" in markdown
+    assert "| tiny+packed | cross | reference |" in markdown
 
 
 def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp_path):
     speed, speed_results = run_script(tmp_path / "speed", "--smoke", "--only", "speed", "--budget-minutes", "0")
     runs, runs_results = run_script(tmp_path / "runs", "--smoke", "--only", "runs", "--budget-minutes", "0")
     assert speed.returncode == runs.returncode == 1
-    assert speed_results["failed"] == ["environment", "train_speed/tiny"]
+    assert speed_results["failed"] == ["environment", "train_speed/tiny", "loss_speed", "attention_speed",
+                                       "train_speed/tiny+packed"]
     assert runs_results["failed"] == ["environment", "toy", "multi30k", "evaluate", "decode"]
     for name, step in {**speed_results["steps"], **runs_results["steps"]}.items():
         assert step["status"] == ("skipped" if name == "install" else "failed") and (step.get("error") or step["note"])
@@ -104,21 +141,36 @@ def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp
                             capture_output=True, text=True, timeout=60)
     assert merged.returncode == 1
     results = json.loads((tmp_path / "results.json").read_text())
-    assert list(results["steps"]) == ["install", "environment", "train_speed/tiny", "toy", "multi30k", "evaluate",
-                                      "decode"]
+    assert list(results["steps"]) == SMOKE_STEPS
     assert "| toy | failed |" in (tmp_path / "results.md").read_text()
 
 
 def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_path):
-    result, results = run_script(tmp_path / "some", "--smoke", "--steps", "multi30k,tiny", "--budget-minutes", "0")
-    assert list(results["steps"]) == ["install", "environment", "multi30k", "train_speed/tiny"]
+    result, results = run_script(tmp_path / "some", "--smoke", "--steps", "multi30k,attention,tiny+packed,loss",
+                                 "--budget-minutes", "0")
+    assert list(results["steps"]) == ["install", "environment", "multi30k", "attention_speed",
+                                      "train_speed/tiny+packed", "loss_speed"]
     unknown = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--steps", "base,huge", "--out",
                               str(tmp_path / "unknown")], cwd=ROOT, capture_output=True, text=True, timeout=60,
                              env={**os.environ, "PYTHON": sys.executable})
     assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
-        "error: --steps: no step 'huge'; the steps are base, base+compile, big, big+compile, toy, multi30k, "
-        "evaluate, decode"]
+        "error: --steps: no step 'huge'; the steps are base, loss, attention, base+compile, base+packed, "
+        "base+packed+compile, big, big+compile, big+packed, base+pad8, toy, multi30k, evaluate, decode"]
     assert not (tmp_path / "unknown" / "results.json").exists()
+
+
+def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outside_keeps_them(tmp_path):
+    gpu_run = load("experiments/gpu/run.py")
+    (tmp_path / "out").mkdir()
+    runner = gpu_run.Runner(tmp_path / "out", tmp_path / "work", budget_s=60)
+    seen = []
+    runner.save = lambda: seen.append({name: dict(step) for name, step in runner.steps.items()})
+    record = runner.run("first", [sys.executable, "-c", "print('done')"], 30)
+    assert len(seen) == 1 and seen[0]["first"]["status"] == "failed"  # while it runs: what a stop would leave
+    assert seen[0]["first"]["error"].startswith("cut short")
+    assert record["status"] == "ok" and "error" not in record
+    gpu_run.save(tmp_path / "out", {"date": "2026-11-26", "smoke": True, "command": "run.sh"}, runner.steps)
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["steps"]["first"]["status"] == "ok"
 
 
 def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run():

@@ -1,6 +1,7 @@
-"""module.compile: the training step compiled as whole graphs, equal to the eager step, compiled a
-handful of times per epoch of token-budget batches. On the CPU the tests use the aot_eager backend
-(AOTAutograd's forward and backward graphs without code generation: inductor takes minutes here)."""
+"""module.compile: the training step compiled by regions (one encoder layer, one decoder layer,
+the loss's chunk), equal to the eager step, one graph per region whatever the batch shapes. On
+the CPU the tests use the aot_eager backend (AOTAutograd's forward and backward graphs without
+code generation: inductor takes minutes here)."""
 
 import json
 from pathlib import Path
@@ -10,69 +11,76 @@ import pytest
 import torch
 from torch._dynamo import register_backend
 
-from tests.helpers import compose_config, make_model
+from tests.helpers import compose_config, make_model, ragged_batch
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.train import run
+from transformer_mt.training.compiled import compiled_step
 from transformer_mt.training.loss import output_layer_loss
-from transformer_mt.training.module import compiled_step
 
-COMPILATIONS: list[int] = []  # one entry (graph size) per graph that torch.compile compiles
+GRAPHS: set[tuple[int, int]] = set()  # (frame, compilation of that frame) of each graph compiled
 
 
 @register_backend
 def counted_aot_eager(gm, example_inputs):
-    """aot_eager, counting the graphs it is given (torch calls a backend once per compilation)."""
-    COMPILATIONS.append(len(gm.graph.nodes))
+    """aot_eager, recording which frame each graph is compiled for, and the how-manyth compilation
+    of that frame it is (a restarted analysis calls the backend again for the same graph)."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    GRAPHS.add((compile_id.frame_id, compile_id.frame_compile_id))
     return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
 
-def step(model, features, chunk, src, tgt_in, tgt_out):
+def graphs_per_region() -> list[int]:
+    """How many graphs each compiled function (frame) got."""
+    frames = sorted({frame for frame, _ in GRAPHS})
+    return [sum(1 for f, _ in GRAPHS if f == frame) for frame in frames]
+
+
+def step(model, compiled, batch: dict):
     """The training step's loss and gradients, as TranslationModule computes them."""
     model.zero_grad()
     out = model.output_proj
-    loss = output_layer_loss(features(src, tgt_in), out.weight, out.bias, tgt_out, 0.1, 0, chunk_rows=16,
-                             chunk_fn=chunk)[0]
+    states = model.features(batch["src"], batch["tgt_in"], batch.get("packing"), compiled and compiled.runners)
+    loss = output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], 0.1, 0, chunk_rows=16,
+                             chunk_fn=compiled and compiled.chunk)[0]
     loss.backward()
     return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-def padded_batch(rows: int, src_len: int, tgt_len: int, seed: int) -> tuple[torch.Tensor, ...]:
+def lengths(rows: int, longest: int, seed: int) -> list[int]:
     g = torch.Generator().manual_seed(seed)
-    src = torch.randint(4, 50, (rows, src_len), generator=g)
-    tgt = torch.randint(4, 50, (rows, tgt_len + 1), generator=g)
-    for row in range(1, rows):  # right padding of random lengths
-        src[row, torch.randint(1, src_len, (), generator=g):] = 0
-        tgt[row, torch.randint(2, tgt_len + 1, (), generator=g):] = 0
-    tgt[:, 0] = 1
-    return src, tgt[:, :-1], tgt[:, 1:]
+    return [longest, *torch.randint(1, longest + 1, (rows - 1,), generator=g).tolist()]
 
 
-def test_the_compiled_step_is_one_graph_each_and_equals_the_eager_step():
-    """fullgraph=True: a graph break would be an error. Loss and every gradient equal the eager
-    step's within float tolerance, on padded batches of several shapes (one compiled graph serves
-    them all: dynamic shapes)."""
+# (rows, longest source, longest target): the first batch has S == T. No size is 1: torch
+# specializes sizes 0 and 1, so a batch of one sentence compiles a graph of its own (once)
+SHAPES = [(4, 9, 9), (8, 16, 11), (3, 5, 24), (16, 8, 8), (2, 30, 3), (5, 12, 13), (7, 2, 9), (2, 6, 6),
+          (12, 20, 17), (6, 11, 4)]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_regional_compilation_is_one_graph_per_region_for_any_batch_shape_and_equals_eager(packed):
+    """module.compile: one encoder layer, one decoder layer and the loss's chunk, each compiled
+    once (fullgraph: a graph break would be an error) for ten batch shapes, the first with equal
+    source and target lengths; loss and every gradient equal the eager step's."""
+    torch._dynamo.reset()
+    GRAPHS.clear()
     model = make_model(dropout=0.0).train()
-    features, chunk = compiled_step(model, "counted_aot_eager")
-    COMPILATIONS.clear()
-    for seed, shape in enumerate([(4, 9, 7), (8, 16, 16), (3, 5, 24), (16, 8, 8)]):
-        if seed == 1:
-            after_first = len(COMPILATIONS)
-        batch = padded_batch(*shape, seed)
-        eager_loss, eager_grads = step(model, model.features, None, *batch)
-        loss, grads = step(model, features, chunk, *batch)
+    compiled = compiled_step("counted_aot_eager")
+    for seed, (rows, src_len, tgt_len) in enumerate(SHAPES):
+        batch = ragged_batch(lengths(rows, src_len, seed), lengths(rows, tgt_len - 1, seed + 100), seed, packed=packed)
+        eager_loss, eager_grads = step(model, None, batch)
+        loss, grads = step(model, compiled, batch)
         torch.testing.assert_close(loss, eager_loss, atol=1e-5, rtol=1e-5)
         assert grads.keys() == eager_grads.keys()
         for name in grads:
             torch.testing.assert_close(grads[name], eager_grads[name], atol=1e-5, rtol=1e-4, msg=name)
-    # the first batch compiles the decoder states (dynamic shapes) and the chunk body for a full
-    # chunk and for any other size; the other shapes compile nothing
-    assert 2 <= after_first <= 4 and len(COMPILATIONS) == after_first, COMPILATIONS
+    assert graphs_per_region() == [1, 1, 1], sorted(GRAPHS)
 
 
 def test_a_backend_that_does_not_exist_is_a_config_error():
     with pytest.raises(ConfigError, match=r"module.compile='inductr': not a torch.compile backend"):
-        compiled_step(make_model(), "inductr")
-    assert compiled_step(make_model(), False) == (None, None)
+        compiled_step("inductr")
+    assert compiled_step(False) is None
 
 
 class BatchShapes(L.Callback):
@@ -88,15 +96,16 @@ class BatchShapes(L.Callback):
         self.path.write_text(json.dumps(self.shapes))
 
 
-def test_an_epoch_of_token_budget_batches_compiles_a_handful_of_times(tmp_path):
-    """A real run with module.compile: two epochs of token-budget batches of many shapes, each
-    shape compiled at most once and most not at all."""
-    COMPILATIONS.clear()
+def test_an_epoch_of_token_budget_batches_compiles_three_graphs(tmp_path):
+    """A real run with module.compile: two epochs of token-budget batches of many shapes compile
+    one graph per region."""
+    torch._dynamo.reset()
+    GRAPHS.clear()
     metrics = run(compose_config(tmp_path / "run", [
         "model=tiny", "module.compile=counted_aot_eager", "trainer.max_epochs=2", "data.corpus.num_train=400",
         "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=300", "trainer.limit_val_batches=0",
         f"+callbacks.shapes._target_={__name__}.BatchShapes", f"+callbacks.shapes.path={tmp_path / 'shapes.json'}"]))
     shapes = {tuple(s) for s in json.loads((tmp_path / "shapes.json").read_text())}
     assert len(shapes) >= 10, shapes
-    assert len(COMPILATIONS) <= 4, (COMPILATIONS, sorted(shapes))
+    assert graphs_per_region() == [1, 1, 1], (sorted(GRAPHS), sorted(shapes))
     assert metrics["steps"] > 20 and metrics["test/bleu"] >= 0

@@ -90,8 +90,9 @@ class RecordSyncs(L.Callback):
     # the paper's base model in bf16, gradients clipped, two batches per optimizer step
     ["model=base", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0",
      "trainer.accumulate_grad_batches=2", "trainer.max_steps=4", "trainer.log_every_n_steps=2"],
-    ["model=tiny", "trainer.max_steps=9", "trainer.log_every_n_steps=4"],
-], ids=["base", "tiny"])
+    # packed batches (data.packed): the collator's layout, the reference attention, the loss
+    ["model=tiny", "data.packed=true", "trainer.max_steps=9", "trainer.log_every_n_steps=4"],
+], ids=["base", "tiny-packed"])
 def test_a_training_step_that_does_not_log_never_syncs(tmp_path, overrides):
     record = tmp_path / "syncs.json"
     run(compose_config(tmp_path / "run", [

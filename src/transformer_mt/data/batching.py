@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from transformer_mt.errors import DataError
+from transformer_mt.packing import Packed, Packing
 
 
 class TranslationDataset(Dataset):
@@ -54,11 +55,15 @@ class Collator:
     """Pads a batch into src (B, S), tgt_in = BOS + y (B, T), tgt_out = y + EOS (B, T), with S and T
     rounded up to a multiple of `pad_to_multiple`; num_tokens counts the real (unpadded) source and
     target tokens, num_src_tokens the source ones, both known without a device sync. Each tensor is
-    written once, with numpy, from the Arrow columns."""
+    written once, with numpy, from the Arrow columns.
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1) -> None:
+    packed=True: no padding at all: src (Ns,), tgt_in and tgt_out (Nt,) hold the sentences end to
+    end, and `packing` (transformer_mt/packing.py) says where each lies (cumulative lengths, the longest,
+    positions), all built here on the host."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, packed: bool = False) -> None:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.pad_to_multiple = pad_to_multiple
+        self.pad_to_multiple, self.packed = pad_to_multiple, packed
 
     def padded(self, values: np.ndarray, lengths: np.ndarray, width: int, start: int = 0) -> np.ndarray:
         """A (B, width) array of pad_id whose row i holds the next lengths[i] of `values` from column `start`."""
@@ -76,24 +81,39 @@ class Collator:
         """The batch of the rows that `TranslationDataset.__getitems__` read."""
         src, src_len = flat_lists(rows.column("src_ids"))
         tgt, tgt_len = flat_lists(rows.column("tgt_ids"))
+        if self.packed:
+            return {**self.packed_batch(src, src_len, tgt, tgt_len), **self.extras(rows, src_len, tgt_len)}
         width = round_up(int(src_len.max()), self.pad_to_multiple)
         length = round_up(int(tgt_len.max()) + 1, self.pad_to_multiple)
         tgt_in = self.padded(tgt, tgt_len, length, start=1)
         tgt_in[:, 0] = self.bos_id
         tgt_out = self.padded(tgt, tgt_len, length)
         tgt_out[np.arange(len(tgt_len)), tgt_len] = self.eos_id
-        batch = {
-            "id": torch.from_numpy(rows.column("id").to_numpy().astype(np.int64)),
-            "src": torch.from_numpy(self.padded(src, src_len, width)),
-            "tgt_in": torch.from_numpy(tgt_in),
-            "tgt_out": torch.from_numpy(tgt_out),
-            "num_tokens": int(src_len.sum() + tgt_len.sum()) + len(tgt_len),
-            "num_src_tokens": int(src_len.sum()),
-        }
+        batch = {"src": torch.from_numpy(self.padded(src, src_len, width)), "tgt_in": torch.from_numpy(tgt_in),
+                 "tgt_out": torch.from_numpy(tgt_out)}
+        return {**batch, **self.extras(rows, src_len, tgt_len)}
+
+    def packed_batch(self, src: np.ndarray, src_len: np.ndarray, tgt: np.ndarray, tgt_len: np.ndarray) -> dict:
+        """The sentences end to end: src as stored, tgt_in = BOS + y and tgt_out = y + EOS each."""
+        packing = Packing(Packed.from_lengths(src_len), Packed.from_lengths(tgt_len + 1))
+        first = packing.tgt.positions.numpy() == 0
+        last = np.zeros_like(first)
+        last[packing.tgt.cu_seqlens.numpy()[1:] - 1] = True
+        tgt_in, tgt_out = np.full(len(first), self.bos_id, np.int64), np.full(len(first), self.eos_id, np.int64)
+        tgt_in[~first], tgt_out[~last] = tgt, tgt
+        return {"src": torch.from_numpy(src.astype(np.int64)), "tgt_in": torch.from_numpy(tgt_in),
+                "tgt_out": torch.from_numpy(tgt_out), "packing": packing}
+
+    @staticmethod
+    def extras(rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray) -> dict:
+        """Row ids, token counts (no device sync to read them) and, for evaluation, the texts."""
+        extras = {"id": torch.from_numpy(rows.column("id").to_numpy().astype(np.int64)),
+                  "num_tokens": int(src_len.sum() + tgt_len.sum()) + len(tgt_len),
+                  "num_src_tokens": int(src_len.sum())}
         if "tgt_text" in rows.column_names:
-            batch["src_text"] = rows.column("src_text").to_pylist()
-            batch["tgt_text"] = rows.column("tgt_text").to_pylist()
-        return batch
+            extras["src_text"] = rows.column("src_text").to_pylist()
+            extras["tgt_text"] = rows.column("tgt_text").to_pylist()
+        return extras
 
 
 class EpochHook:

@@ -78,15 +78,17 @@ class TranslationDataModule(L.LightningDataModule):
     None: made from `tokenizer` now. max_len / max_len_ratio filter the training split only
     (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
     with the run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch
-    budget counts them so). progress: bars on stderr while the corpus is read, the tokenizer
-    trained and the splits encoded (the top-level `progress` key: null when stderr is a terminal).
+    budget counts them so). packed: training batches are packed streams with no padding (the
+    Collator's packed=True; the same batches; validation and test stay padded). progress: bars on
+    stderr while the corpus is read, the tokenizer trained and the splits encoded (the top-level
+    `progress` key: null when stderr is a terminal).
     """
 
     def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
                  max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
                  max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
                  num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, packed: bool = False) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -95,6 +97,7 @@ class TranslationDataModule(L.LightningDataModule):
         check("data.num_workers", num_workers, integer(0), "an integer >= 0")
         check("data.num_proc", num_proc, integer(1), "an integer >= 1")
         check("data.pad_to_multiple", pad_to_multiple, integer(1), "an integer >= 1")
+        check("data.packed", packed, lambda v: isinstance(v, bool), "true or false")
         if split not in SPLITS:
             raise ConfigError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
         self.corpus = corpus
@@ -104,7 +107,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         wanted(progress)  # a bad value is named now, not when a bar is first wanted
-        self.pad_to_multiple, self.progress = pad_to_multiple, progress
+        self.pad_to_multiple, self.progress, self.packed = pad_to_multiple, progress, packed
         self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split) hashes whole files: once
         if vocabularies is None:
             self.vocab_key = self._options_key()
@@ -310,7 +313,8 @@ class TranslationDataModule(L.LightningDataModule):
                      len(sampler), 100 * sampler.padding_fraction(), self.max_tokens)
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
-        collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple)
+        collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple,
+                           packed=self.packed and train)
         # its own generator: creating an iterator never draws from the global RNG (exact resume)
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers,

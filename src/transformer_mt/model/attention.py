@@ -9,6 +9,12 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
+from transformer_mt.packing import Varlen
+
+try:  # torch >= 2.10
+    from torch.nn.attention.varlen import varlen_attn
+except ImportError:  # pragma: no cover - an older torch: packed attention takes the reference path
+    varlen_attn = None
 
 # The SDPA kernels attention may use on a GPU, in torch's order of preference: flash where it
 # applies (no mask: decoder self-attention), memory-efficient with a padding mask, math otherwise.
@@ -71,12 +77,13 @@ class MultiHeadAttention(nn.Module):
         self,
         x: torch.Tensor,
         memory: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
+        mask: torch.Tensor | Varlen | None = None,
         is_causal: bool = False,
         cache: SelfAttentionCache | CrossAttentionCache | None = None,
         beams: int = 1,
     ) -> torch.Tensor:
-        """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S).
+        """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S). A `Varlen` mask: x (and
+        memory) are packed streams (N, D) of the sequences it lays out (`packed`).
 
         Cross-attention's memory has B / beams rows: `beams` consecutive rows of x (the beams of a
         sentence) share one, attended as extra query positions so that the memory's K, V are never
@@ -86,6 +93,8 @@ class MultiHeadAttention(nn.Module):
         to every position so far; cross-attention projects the memory into its CrossAttentionCache
         once and reuses it (memory may then be None).
         """
+        if isinstance(mask, Varlen):
+            return self.packed(x, memory, mask, is_causal)
         if self.cross:
             q = self._split(self.q_proj(x))
             k, v = self._memory_kv(memory, cache)
@@ -111,6 +120,19 @@ class MultiHeadAttention(nn.Module):
             out = out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
         return self.out_proj(out)
+
+    def packed(self, x: torch.Tensor, memory: torch.Tensor | None, layout: Varlen, is_causal: bool) -> torch.Tensor:
+        """Packed streams: x (Nq, D) and the memory (Nk, D) of cross-attention -> (Nq, D)."""
+        if self.maps is not None:
+            raise ValueError("attention_maps records padded batches; packed streams have no (T, S) maps")
+        heads = (self.heads, self.d_k)
+        if self.cross:
+            q = self.q_proj(x).unflatten(-1, heads)
+            k, v = (t.unflatten(-1, heads) for t in self.kv_proj(memory).chunk(2, dim=-1))
+        else:
+            q, k, v = (t.unflatten(-1, heads) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        out = packed_attention(q, k, v, layout, is_causal, self.dropout if self.training else 0.0)
+        return self.out_proj(out.flatten(1))
 
     def _memory_kv(self, memory: torch.Tensor | None,
                    cache: CrossAttentionCache | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,3 +165,31 @@ def _attention_with_weights(q, k, v, mask, is_causal, dropout):
     out = F.dropout(weights, p=dropout) @ v
     return out, weights
 
+
+def uses_varlen_kernel(q: torch.Tensor, dropout: float) -> bool:
+    """Whether `packed_attention` runs torch's variable-length kernel: on a GPU, in fp16 / bf16,
+    without attention dropout (the kernel has none), where torch has it."""
+    return varlen_attn is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout == 0.0
+
+
+def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Varlen, causal: bool,
+                     dropout: float) -> torch.Tensor:
+    """Attention of each query sequence to its key sequence: q (Nq, H, d_k), k, v (Nk, H, d_k) ->
+    (Nq, H, d_k). causal: query i of a sequence sees keys 0..i of it (self-attention only)."""
+    if uses_varlen_kernel(q, dropout):
+        return varlen_attn(q, k, v, layout.queries.cu_seqlens, layout.keys.cu_seqlens, layout.queries.max_length,
+                           layout.keys.max_length, window_size=(-1, 0) if causal else (-1, -1))
+    return reference_attention(q, k, v, layout, causal, dropout)
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Varlen, causal: bool,
+                        dropout: float) -> torch.Tensor:
+    """`packed_attention` as the padded path computes it: the rows laid out (B, H, L, d_k), SDPA
+    with a key-padding mask (or causal: right padding needs none), the real rows taken back."""
+    queries, keys = layout.queries, layout.keys
+    qp, kp, vp = (packed.unpack(t).transpose(1, 2) for packed, t in ((queries, q), (keys, k), (keys, v)))
+    mask = None
+    if not causal:
+        mask = (torch.arange(keys.max_length, device=q.device) < keys.lengths()[:, None])[:, None, None, :]
+    out = sdpa(qp, kp, vp, mask, dropout, causal)
+    return queries.pack(out.transpose(1, 2))

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.packing import Packed
 
 
 class TokenEmbedding(nn.Embedding):
@@ -43,14 +44,13 @@ class PositionalEncoding(nn.Module):
         else:
             self.learned = nn.Embedding(max_positions, d_model)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        length = x.size(1)
+    def forward(self, x: torch.Tensor, offset: int = 0, packed: Packed | None = None) -> torch.Tensor:
+        """x (B, T, D), or a packed stream (N, D) with its layout."""
+        length = x.size(1) if packed is None else packed.max_length
         if offset + length > self.max_positions:
             raise ConfigError(
                 f"sequence of {offset + length} tokens is longer than model.max_positions={self.max_positions}"
             )
-        if self.kind == "sinusoidal":
-            pos = self.table[offset : offset + length]
-        else:
-            pos = self.learned.weight[offset : offset + length]
+        table = self.table if self.kind == "sinusoidal" else self.learned.weight
+        pos = table[offset : offset + length] if packed is None else table[packed.positions]
         return x + pos.to(x.dtype)

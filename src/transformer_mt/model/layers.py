@@ -9,6 +9,7 @@ from torch import nn
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.cache import LayerCache
+from transformer_mt.packing import Varlen
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -56,8 +57,9 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        """x (B, S, D) -> (B, S, D); src_mask (B, 1, 1, S), True at real tokens."""
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | Varlen) -> torch.Tensor:
+        """x (B, S, D) -> (B, S, D); src_mask (B, 1, 1, S), True at real tokens. Packed: x (N, D)
+        and the source's Varlen layout."""
         x = self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask))
         return self.ffn_block(x, self.ffn)
 
@@ -75,13 +77,14 @@ class DecoderLayer(nn.Module):
         self.cross_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
-                cache: LayerCache | None = None, beams: int = 1) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | Varlen,
+                cache: LayerCache | None = None, beams: int = 1, self_mask: Varlen | None = None) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D). Self-attention is causal, except for the one new position of
         a decoding step, which attends to the cached ones. memory has B / beams rows: `beams`
-        consecutive rows of x share one (see MultiHeadAttention)."""
+        consecutive rows of x share one (see MultiHeadAttention). Packed: x (Nt, D), memory (Ns, D),
+        self_mask the target's Varlen layout and memory_mask the target's over the source's."""
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         causal = cache is None or x.size(1) > 1
-        x = self.self_block(x, lambda h: self.self_attn(h, is_causal=causal, cache=self_cache))
+        x = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask, is_causal=causal, cache=self_cache))
         x = self.cross_block(x, lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache, beams=beams))
         return self.ffn_block(x, self.ffn)

@@ -9,6 +9,7 @@ states, for a loss that applies the output layer itself); attention probabilitie
 `model.attention.attention_maps`.
 """
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -18,6 +19,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.model.cache import DecoderCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.packing import Packing, Varlen
 from transformer_mt.validate import PROBABILITY, check, integer
 
 
@@ -64,6 +66,20 @@ class TransformerConfig:
                 "model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes); with separate "
                 "vocabularies (data.tokenizer.joint=false) use model.tie_embeddings=decoder or none"
             )
+
+
+def run_layer(layer: nn.Module, *args, **kwargs) -> torch.Tensor:
+    """Calls `layer`: how a stack runs its layers unless told otherwise (`Runners`)."""
+    return layer(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Runners:
+    """How the encoder and decoder stacks call each of their layers, `runner(layer, *args)`:
+    directly, or through a compiled function (module.compile: one graph serves a whole stack)."""
+
+    encoder: Callable[..., torch.Tensor] = run_layer
+    decoder: Callable[..., torch.Tensor] = run_layer
 
 
 class Transformer(nn.Module):
@@ -116,12 +132,13 @@ class Transformer(nn.Module):
         return (tokens != self.config.pad_id)[:, None, None, :]
 
     # --------------------------------------------------------------------------------- encoder
-    def encode(self, src: torch.Tensor) -> torch.Tensor:
-        """src (B, S) -> memory (B, S, D)."""
-        src_mask = self.padding_mask(src)
-        x = self.embed_dropout(self.src_pos(self.src_embed(src)))
+    def encode(self, src: torch.Tensor, packing: Packing | None = None, run: Callable = run_layer) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, D); packed: src (Ns,) -> (Ns, D). run: how to call a layer."""
+        src_mask = self.padding_mask(src) if packing is None else Varlen(packing.src, packing.src)
+        packed = None if packing is None else packing.src
+        x = self.embed_dropout(self.src_pos(self.src_embed(src), packed=packed))
         for layer in self.encoder_layers:
-            x = layer(x, src_mask)
+            x = run(layer, x, src_mask)
         return self.encoder_norm(x)
 
     # --------------------------------------------------------------------------------- decoder
@@ -139,27 +156,37 @@ class Transformer(nn.Module):
         return self.output_proj(self._decoder(tgt, memory, src, cache, beams))
 
     def _decoder(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
-                 beams: int = 1) -> torch.Tensor:
-        """The decoder stack: (B, T, D) states the output layer turns into logits.
+                 beams: int = 1, packing: Packing | None = None, run: Callable = run_layer) -> torch.Tensor:
+        """The decoder stack: (B, T, D) states the output layer turns into logits (packed: (Nt, D)).
 
         Self-attention is causal with no mask (`is_causal`, which FlashAttention runs): targets are
         right-padded, so a real position i only sees keys <= i, all real; what padded positions
         compute never reaches the loss (their targets are padding) nor a real position."""
-        memory_mask = self.padding_mask(src)
+        if packing is None:
+            memory_mask, self_mask, packed = self.padding_mask(src), None, None
+        else:
+            memory_mask, self_mask = Varlen(packing.tgt, packing.src), Varlen(packing.tgt, packing.tgt)
+            packed = packing.tgt
         offset = 0 if cache is None else cache.length  # a Python int: no host sync
-        x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset))
+        x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset, packed=packed))
         for i, layer in enumerate(self.decoder_layers):
-            x = layer(x, memory, memory_mask, cache=None if cache is None else cache.layers[i], beams=beams)
+            x = run(layer, x, memory, memory_mask, cache=None if cache is None else cache.layers[i], beams=beams,
+                    self_mask=self_mask)
         return self.decoder_norm(x)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
         return self.decode(tgt_in, self.encode(src), src)
 
-    def features(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def features(self, src: torch.Tensor, tgt_in: torch.Tensor, packing: Packing | None = None,
+                 runners: Runners | None = None) -> torch.Tensor:
         """Teacher-forced decoder states (B, T, D): `forward` without the output layer, for a
-        loss that applies the output layer itself (training.loss.output_layer_loss)."""
-        return self._decoder(tgt_in, self.encode(src), src)
+        loss that applies the output layer itself (training.loss.output_layer_loss). With a
+        `packing` (transformer_mt/packing.py), src (Ns,) and tgt_in (Nt,) are packed streams, and so
+        are the states (Nt, D): no padding anywhere. runners: how the stacks call their layers."""
+        runners = runners or Runners()
+        memory = self.encode(src, packing, runners.encoder)
+        return self._decoder(tgt_in, memory, src, packing=packing, run=runners.decoder)
 
     # ------------------------------------------------------------------- incremental decoding
     def init_cache(self, capacity: int | None = None) -> DecoderCache:

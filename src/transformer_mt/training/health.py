@@ -127,7 +127,7 @@ class TrainingHealth(Callback):
         if not logged_step(trainer, trainer.global_step):
             return
         seconds = max(self.timer.seconds(), 1e-9)
-        rows = batch["src"].size(0)
+        rows = batch["id"].numel()  # sentence pairs, padded or packed
         src_tokens, tgt_tokens = batch["num_src_tokens"], batch["num_tokens"] - batch["num_src_tokens"]
         slots = batch["src"].numel() + batch["tgt_in"].numel()
         pl_module.log("train/padding", 1.0 - batch["num_tokens"] / slots)

@@ -1,4 +1,5 @@
-"""Label-smoothed cross-entropy (Szegedy et al. 2016, as used in the paper)."""
+"""Label-smoothed cross-entropy (Szegedy et al. 2016, as used in the paper), and the training
+path's fused output layer + loss."""
 
 import torch
 import torch.nn.functional as F
@@ -22,53 +23,59 @@ def label_smoothed_nll_loss(
     return loss.sum(), nll.masked_fill(~keep, 0.0).sum(), keep.sum()
 
 
+def default_chunk_rows(vocab_size: int, device: torch.device) -> int:
+    """Rows per chunk: about 2^20 logits on a CPU (cache-sized), 2^25 on a GPU (64 MiB in bf16)."""
+    return max(1, (1 << 20 if device.type == "cpu" else 1 << 25) // vocab_size)
+
+
 def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
                       epsilon: float, ignore_index: int, chunk_rows: int | None = None, chunk_fn=None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`label_smoothed_nll_loss(F.linear(hidden, weight, bias), ...)` without the logits.
 
-    The output layer and the loss are computed together, `chunk_rows` target positions at a time
-    (`chunk_loss`): the (positions x vocabulary) logits, their log-softmax and its gradient never
-    exist whole, and no fp32 copy of them is ever made for the whole batch. Padding positions are
-    computed and then zeroed, never selected: selecting them would need their count on the host (a
-    sync with the device every step). Same values and gradients as the plain path, up to float
-    rounding. chunk_rows: None = about 2^20 logits per chunk on a CPU (cache-sized), 2^26 on a GPU.
-    chunk_fn: `chunk_loss` or a compiled version of it (TranslationModule's `compile`).
+    With z = h W^T + b and d loss / d z = softmax(z) - (1 - eps) onehot - eps / V, only the
+    softmax needs the vocabulary: the one-hot and smoothing terms are a gathered row and a rank-one
+    correction, since mean_v(z) = h . mean_v(W) + mean_v(b). So each chunk of `chunk_rows`
+    positions (`chunk_loss`) makes its logits in the activation dtype (bf16 under autocast), one
+    fp32 log-sum-exp reduction, one pointwise pass for the softmax, and the two products of the
+    gradient; everything else is (positions x d_model) work done once. The logits never exist
+    whole. Padding positions are computed and then zeroed, never selected: selecting them would
+    need their count on the host (a sync with the device every step). Same values and gradients
+    as the plain path, up to float rounding; grad_weight is accumulated in fp32.
+
+    chunk_rows: None = `default_chunk_rows`. chunk_fn: None = `chunk_loss` eagerly (the last chunk
+    ragged); else a compiled `chunk_loss`, which gets chunks of exactly chunk_rows rows (the last
+    one padded with rows that count for nothing): one shape, one graph.
     """
-    if chunk_rows is None:
-        chunk_rows = max(1, (1 << 20 if hidden.device.type == "cpu" else 1 << 26) // weight.size(0))
     hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
     keep = target != ignore_index
     labels = torch.where(keep, target, 0)  # any valid index: these rows are zeroed
+    chunk_rows = chunk_rows or default_chunk_rows(weight.size(0), hidden.device)
     # under no_grad (validation, test) no gradient is computed: needs_input_grad would still say yes
     loss_sum, nll_sum = _OutputLayerLoss.apply(hidden, weight, bias, labels, keep, epsilon, chunk_rows,
-                                               torch.is_grad_enabled(), chunk_fn or chunk_loss)
+                                               torch.is_grad_enabled(), chunk_fn)
     return loss_sum, nll_sum, keep.sum()
 
 
-def chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
-               keep: torch.Tensor, epsilon: float, need_grad: bool) -> tuple[torch.Tensor | None, ...]:
-    """One chunk of `output_layer_loss`: the summed smoothed loss and NLL of rows h (N, D) with
-    `labels` where `keep`, and with need_grad the chunk's gradients for h, weight and bias (None
-    without a bias), from d loss / d logits = softmax - (1 - eps) onehot - eps / V. Logits in fp32
-    for this chunk only; their gradient is computed in place in the logits' buffer (eager: no
-    temporaries; compiled: one fused pass), and rows not kept are zeroed in the (N, D) inputs and
-    outputs of the products, never in the (N, V) gradient."""
-    logits = F.linear(h, weight, bias).float()
-    lse = logits.logsumexp(dim=-1)
-    nll = lse - logits.gather(-1, labels[:, None]).squeeze(-1)
-    smooth = lse - logits.mean(dim=-1)  # mean over the vocabulary of -log p
-    loss_sum = torch.where(keep, (1.0 - epsilon) * nll + epsilon * smooth, 0.0).sum()
-    nll_sum = torch.where(keep, nll, 0.0).sum()
+def chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor,
+               need_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """One chunk of `output_layer_loss`, rows h (N, D) (zero where not kept) with `keep` (N,) as 0 / 1
+    in fp32: the log-sum-exp of each row's logits (fp32), and with need_grad the softmax's parts of
+    the gradients: softmax @ W (N, D), softmax^T @ h (V, D) and keep @ softmax (V,) (None without
+    a bias). Logits and softmax in the activation dtype; the softmax is written over the logits
+    (eager) or fused with its reduction (compiled)."""
+    logits = F.linear(h, weight, bias)
+    lse = logits.float().logsumexp(dim=-1)
     if not need_grad:
-        return loss_sum, nll_sum, None, None, None
-    grad = logits.sub_(lse[:, None]).exp_().sub_(epsilon / weight.size(0))  # in place: softmax - eps / V
-    grad.scatter_add_(-1, labels[:, None], torch.full_like(grad[:, :1], epsilon - 1.0))
-    kept = keep[:, None]
-    grad_h = torch.where(kept, grad.to(weight.dtype) @ weight, 0.0)
-    grad_w = grad.T @ torch.where(kept, h, 0.0).float()
-    grad_b = keep.to(grad.dtype) @ grad if bias is not None else None
-    return loss_sum, nll_sum, grad_h, grad_w, grad_b
+        return lse, None, None, None
+    if logits.dtype == torch.float32:
+        probs = logits.sub_(lse[:, None]).exp_()  # in place: no other (N, V) buffer
+    else:
+        probs = (logits.float() - lse[:, None]).exp_().to(logits.dtype)
+    grad_h = probs @ weight.to(probs.dtype)
+    grad_w = probs.T @ h.to(probs.dtype)
+    grad_b = keep.to(probs.dtype) @ probs if bias is not None else None
+    return lse, grad_h, grad_w, grad_b
 
 
 class _OutputLayerLoss(torch.autograd.Function):
@@ -78,33 +85,64 @@ class _OutputLayerLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, keep, epsilon: float, chunk_rows: int, grad_enabled: bool,
                 chunk_fn):
-        need = ctx.needs_input_grad if grad_enabled else (False,) * 3
-        loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        nll_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        grad_hidden = torch.empty_like(hidden) if need[0] else None
-        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need[1] else None
-        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need[2] else None
-        for start in range(0, hidden.size(0), chunk_rows):
+        need = ctx.needs_input_grad[:3] if grad_enabled else (False,) * 3
+        need_grad = any(need)
+        n, vocab = hidden.size(0), weight.size(0)
+        kept = keep[:, None]
+        h = torch.where(kept, hidden, 0.0)
+        keep_f = keep.float()
+        weight_act, bias_act = weight, bias  # the products' operands, cast once (not per chunk)
+        if torch.is_autocast_enabled(hidden.device.type):
+            dtype = torch.get_autocast_dtype(hidden.device.type)
+            weight_act, bias_act = weight.to(dtype), None if bias is None else bias.to(dtype)
+        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        grad_h = torch.empty(n, weight.size(1), dtype=torch.float32, device=hidden.device) if need_grad else None
+        grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_grad else None
+        grad_b = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need_grad else None
+        for start in range(0, n, chunk_rows):
             rows = slice(start, start + chunk_rows)
-            loss, nll, grad_h, grad_w, grad_b = chunk_fn(hidden[rows], weight, bias, labels[rows], keep[rows],
-                                                         epsilon, any(need[:3]))
-            loss_sum += loss
-            nll_sum += nll
-            if grad_hidden is not None:
-                grad_hidden[rows] = grad_h
-            if grad_weight is not None:
-                grad_weight += grad_w
-            if grad_bias is not None:
-                grad_bias += grad_b
+            h_rows, keep_rows = h[rows], keep_f[rows]
+            size = h_rows.size(0)
+            if chunk_fn is not None and size < chunk_rows:  # one shape for a compiled chunk_fn
+                pad = chunk_rows - size
+                h_rows, keep_rows = F.pad(h_rows, (0, 0, 0, pad)), F.pad(keep_rows, (0, pad))
+            out_lse, out_h, out_w, out_b = (chunk_fn or chunk_loss)(h_rows, weight_act, bias_act, keep_rows,
+                                                                    need_grad)
+            lse[rows] = out_lse[:size]
+            if need_grad:
+                grad_h[rows] = out_h[:size]
+                grad_w += out_w
+                if grad_b is not None:
+                    grad_b += out_b
+        # the parts of the loss and of its gradient that need no pass over the vocabulary
+        h32, w_rows = h.float(), weight[labels].float()
+        w_mean = weight.float().mean(dim=0)
+        b_rows, b_mean = (bias[labels].float(), bias.float().mean()) if bias is not None else (0.0, 0.0)
+        nll = lse - ((h32 * w_rows).sum(dim=-1) + b_rows)
+        smooth = lse - (h32 @ w_mean + b_mean)  # mean over the vocabulary of -log p
+        loss_sum = torch.where(keep, (1.0 - epsilon) * nll + epsilon * smooth, 0.0).sum()
+        nll_sum = torch.where(keep, nll, 0.0).sum()
         ctx.mark_non_differentiable(nll_sum)
-        ctx.save_for_backward(*(g if g is not None else torch.empty(0) for g in (grad_hidden, grad_weight,
-                                                                                   grad_bias)))
-        ctx.has = (grad_hidden is not None, grad_weight is not None, grad_bias is not None)
-        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        ctx.need, ctx.dtypes = need, (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        if not need_grad:
+            ctx.save_for_backward()
+            return loss_sum, nll_sum
+        # the one-hot and smoothing terms: -(1 - eps) W[label] - eps mean_v(W) for each kept row's
+        # gradient, -(1 - eps) h at the rows of W of its label and -eps / V sum(h) on every row
+        grad_h = torch.where(kept, grad_h - (1.0 - epsilon) * w_rows - epsilon * w_mean, 0.0)
+        grad_w.index_add_(0, labels, h32, alpha=epsilon - 1.0)
+        grad_w -= (epsilon / vocab) * h32.sum(dim=0)
+        if grad_b is not None:
+            grad_b.index_add_(0, labels, keep_f, alpha=epsilon - 1.0)
+            grad_b -= (epsilon / vocab) * keep_f.sum()
+        ctx.save_for_backward(*(g if g is not None else torch.empty(0) for g in (grad_h, grad_w, grad_b)))
         return loss_sum, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_nll):
-        grads = [(g * grad_loss).to(dtype) if has else None
-                 for g, has, dtype in zip(ctx.saved_tensors, ctx.has, ctx.dtypes)]
+        grads = [None, None, None]
+        if ctx.saved_tensors:
+            for i, (g, dtype) in enumerate(zip(ctx.saved_tensors, ctx.dtypes)):
+                if ctx.need[i]:
+                    grads[i] = (g * grad_loss).to(dtype)
         return grads[0], grads[1], grads[2], None, None, None, None, None, None

@@ -16,36 +16,18 @@ from hydra.utils import instantiate
 
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.quantize import Int8Copy, check_quantize
+from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
-from transformer_mt.training.loss import chunk_loss, output_layer_loss
+from transformer_mt.training.loss import output_layer_loss
 from transformer_mt.training.results import EvalResults, Row
 from transformer_mt.training.rng import RngState
 from transformer_mt.training.steps import logged_step
 from transformer_mt.training.throughput import Throughput
 
 log = logging.getLogger(__name__)
-
-
-def compiled_step(model: Transformer, backend: bool | str):
-    """The training step's parts, `model.features` and `chunk_loss`, compiled with `backend`
-    (True: inductor; False: both None, the eager path)."""
-    if backend is False:
-        return None, None
-    if not isinstance(backend, str | bool):
-        raise ConfigError(f"module.compile={backend!r}: must be true, false or a torch.compile backend name")
-    backend = "inductor" if backend is True else backend
-    if backend not in torch.compiler.list_backends(exclude_tags=()):
-        raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
-                          f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
-    # no duck sizing: a first batch whose source and target lengths happen to be equal would give
-    # both one symbol, and the first batch where they differ would compile the model again
-    no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
-    features = no_duck_sizing(torch.compile(model.features, fullgraph=True, dynamic=True, backend=backend))
-    return features, torch.compile(chunk_loss, fullgraph=True, backend=backend)
 
 
 class TranslationModule(L.LightningModule):
@@ -73,8 +55,8 @@ class TranslationModule(L.LightningModule):
         max_nonfinite_steps: training stops after this many NaN / inf steps in a row (skipped).
         data: what the run trained on ({"config", "fingerprints"}), for task=evaluate and resume.
         initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
-        compile: torch.compile the training step's two parts, each one graph: the decoder states
-        (dynamic shapes) and the output layer + loss of one chunk (true: inductor; a string: that
+        compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
+        decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
         backend); evaluation stays eager. quantize: int8 decodes test, evaluate and translate with
         an int8 copy of the linear layers (CPU)."""
         super().__init__()
@@ -96,7 +78,7 @@ class TranslationModule(L.LightningModule):
         self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
         self._rows: list[Row] = []
         self._stats = torch.zeros(3, dtype=torch.float64)  # loss sum, nll sum, tokens
-        self.train_features, self.train_chunk = compiled_step(self.model, compile)
+        self.compiled = compiled_step(compile)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
 
     def configure_callbacks(self) -> list[L.Callback]:
@@ -136,18 +118,20 @@ class TranslationModule(L.LightningModule):
             checkpoint["val_bleu"] = float(self.results["val"].metrics["val/bleu"])
 
     # ---------------------------------------------------------------------------- training
-    def losses(self, batch: dict, features=None, chunk_fn=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Label-smoothed loss and NLL summed over the batch's target tokens, and their count.
-        features / chunk_fn: the (compiled) parts of the training step; None = eager."""
-        states = (features or self.model.features)(batch["src"], batch["tgt_in"])
+    def losses(self, batch: dict, compiled: CompiledStep | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Label-smoothed loss and NLL summed over the batch's target tokens, and their count, for a
+        padded or a packed batch (its `packing`). compiled: the compiled regions; None = eager."""
+        states = self.model.features(batch["src"], batch["tgt_in"], batch.get("packing"),
+                                     compiled.runners if compiled else None)
         out = self.model.output_proj
         return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
-                                 self.pad_id, chunk_fn=chunk_fn)
+                                 self.pad_id, chunk_fn=compiled.chunk if compiled else None)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         """Step 1 of the training step (training/steps.py): the loss of a batch; its values reach the
         loggers (and the host) only on logging steps."""
-        loss_sum, nll_sum, ntokens = self.losses(batch, self.train_features, self.train_chunk)
+        loss_sum, nll_sum, ntokens = self.losses(batch, self.compiled)
         loss, nll = loss_sum / ntokens, nll_sum / ntokens
         if logged_step(self.trainer, self.trainer.global_step + 1):
             self.log("train/loss", loss)  # on the progress bar: training/progress.py

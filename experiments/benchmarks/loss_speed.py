@@ -1,0 +1,324 @@
+"""The output layer + label-smoothed loss of a training step, forward + backward, side by side
+(issue 34): what `TranslationModule` runs after the decoder's last LayerNorm.
+
+    python experiments/benchmarks/loss_speed.py [--device cuda|cpu] [--rows 24800] [--d 512 1024]
+        [--vocab 37000] [--precision bf16|fp32] [--padding 0.05] [--reps 10] [--warmup 2] [--compile]
+        [--smoke] [--json PATH]
+
+Systems, on the same (rows x d) fp32 states, a tied (vocab x d) fp32 weight without a bias (as
+conf/model/base.yaml) and the same targets, ~5% of them padding (ignored):
+- previous: the chunked loss this one replaced (copied below): fp32 logits per chunk, eager;
+- fused: `training.loss.output_layer_loss`, eager: logits in the activation dtype, one fp32
+  log-sum-exp, the one-hot and smoothing terms analytic;
+- fused+compile: the same with chunk_fn = torch.compile(chunk_loss, fullgraph=True, dynamic=False),
+  as module.compile runs it (with --compile only: inductor takes minutes on a CPU);
+- liger: Liger-Kernel's LigerFusedLinearCrossEntropyLoss (label_smoothing=0.1, ignore_index=0), where
+  `liger_kernel` imports and the device is CUDA; otherwise listed as skipped, with the reason.
+Label smoothing 0.1, the loss divided by the target-token count, as training does. bf16 is autocast.
+
+The systems take turns in each repetition (each first in turn); the median of --reps timed
+forward + backward passes counts (after --warmup untimed ones, which absorb compilation). On a GPU
+also the peak memory of a pass above the inputs. Accuracy: the loss and the gradients of each
+system's first pass against the plain reference (`label_smoothed_nll_loss` of the whole fp32
+logits, without autocast), where those fit in memory. Prints a Markdown table; --json writes every
+figure. --smoke: CPU sizes that run in seconds (2,000 x 64 x 5,000, fp32, 5 repetitions).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
+
+PAD, EPSILON = 0, 0.1
+SYSTEMS = ("previous", "fused", "fused+compile", "liger")
+
+
+# ------------------------------------------------------------------ the previous implementation
+def previous_output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                               target: torch.Tensor, epsilon: float, ignore_index: int, chunk_rows: int | None = None,
+                               chunk_fn=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chunked output layer + loss before issue 34 (our own code, as it was): fp32 logits per chunk."""
+    if chunk_rows is None:
+        chunk_rows = max(1, (1 << 20 if hidden.device.type == "cpu" else 1 << 26) // weight.size(0))
+    hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
+    keep = target != ignore_index
+    labels = torch.where(keep, target, 0)  # any valid index: these rows are zeroed
+    loss_sum, nll_sum = _PreviousOutputLayerLoss.apply(hidden, weight, bias, labels, keep, epsilon, chunk_rows,
+                                                       torch.is_grad_enabled(), chunk_fn or previous_chunk_loss)
+    return loss_sum, nll_sum, keep.sum()
+
+
+def previous_chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
+                        keep: torch.Tensor, epsilon: float, need_grad: bool) -> tuple[torch.Tensor | None, ...]:
+    """One chunk of `previous_output_layer_loss`: its summed losses and, with need_grad, its gradients."""
+    logits = F.linear(h, weight, bias).float()
+    lse = logits.logsumexp(dim=-1)
+    nll = lse - logits.gather(-1, labels[:, None]).squeeze(-1)
+    smooth = lse - logits.mean(dim=-1)  # mean over the vocabulary of -log p
+    loss_sum = torch.where(keep, (1.0 - epsilon) * nll + epsilon * smooth, 0.0).sum()
+    nll_sum = torch.where(keep, nll, 0.0).sum()
+    if not need_grad:
+        return loss_sum, nll_sum, None, None, None
+    grad = logits.sub_(lse[:, None]).exp_().sub_(epsilon / weight.size(0))  # in place: softmax - eps / V
+    grad.scatter_add_(-1, labels[:, None], torch.full_like(grad[:, :1], epsilon - 1.0))
+    kept = keep[:, None]
+    grad_h = torch.where(kept, grad.to(weight.dtype) @ weight, 0.0)
+    grad_w = grad.T @ torch.where(kept, h, 0.0).float()
+    grad_b = keep.to(grad.dtype) @ grad if bias is not None else None
+    return loss_sum, nll_sum, grad_h, grad_w, grad_b
+
+
+class _PreviousOutputLayerLoss(torch.autograd.Function):
+    """The previous autograd function: gradients computed chunk by chunk in the forward pass."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, labels, keep, epsilon: float, chunk_rows: int, grad_enabled: bool,
+                chunk_fn):
+        need = ctx.needs_input_grad if grad_enabled else (False,) * 3
+        loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        nll_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if need[0] else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need[1] else None
+        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need[2] else None
+        for start in range(0, hidden.size(0), chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            loss, nll, grad_h, grad_w, grad_b = chunk_fn(hidden[rows], weight, bias, labels[rows], keep[rows],
+                                                         epsilon, any(need[:3]))
+            loss_sum += loss
+            nll_sum += nll
+            if grad_hidden is not None:
+                grad_hidden[rows] = grad_h
+            if grad_weight is not None:
+                grad_weight += grad_w
+            if grad_bias is not None:
+                grad_bias += grad_b
+        ctx.mark_non_differentiable(nll_sum)
+        ctx.save_for_backward(*(g if g is not None else torch.empty(0) for g in (grad_hidden, grad_weight,
+                                                                                   grad_bias)))
+        ctx.has = (grad_hidden is not None, grad_weight is not None, grad_bias is not None)
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return loss_sum, nll_sum
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_nll):
+        grads = [(g * grad_loss).to(dtype) if has else None
+                 for g, has, dtype in zip(ctx.saved_tensors, ctx.has, ctx.dtypes)]
+        return grads[0], grads[1], grads[2], None, None, None, None, None, None
+
+
+# ------------------------------------------------------------------------------------ systems
+Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def per_token(fn) -> Loss:
+    """A loss of ours as training uses it: the summed loss over the target-token count."""
+    def loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss_sum, _, ntokens = fn(hidden, weight, None, target, EPSILON, PAD)
+        return loss_sum / ntokens
+    return loss
+
+
+def liger_loss(device: torch.device) -> Loss | str:
+    """Liger-Kernel's fused linear cross-entropy, per token; or why it does not run here."""
+    if device.type != "cuda":
+        return "not run: Liger-Kernel's kernels are Triton kernels for CUDA"
+    try:
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+    except ImportError as error:
+        return f"not run: liger_kernel does not import ({type(error).__name__}: {error})"
+
+    module = LigerFusedLinearCrossEntropyLoss(ignore_index=PAD, label_smoothing=EPSILON, reduction="sum")
+
+    def loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        out = module(weight, hidden, target)
+        out = out[0] if isinstance(out, tuple) else getattr(out, "loss", out)  # releases differ in what they return
+        return out / (target != PAD).sum()
+    return loss
+
+
+def systems_for(device: torch.device, compile_: bool) -> tuple[dict[str, Loss], dict[str, str]]:
+    """The systems that run here, and for each one that does not, why."""
+    run: dict[str, Loss] = {"previous": per_token(previous_output_layer_loss), "fused": per_token(output_layer_loss)}
+    skipped = {}
+    if compile_:
+        compiled = torch.compile(chunk_loss, fullgraph=True, dynamic=False)
+        run["fused+compile"] = per_token(lambda *a: output_layer_loss(*a, chunk_fn=compiled))
+    else:
+        skipped["fused+compile"] = "not run: no --compile (inductor takes minutes on a CPU)"
+    liger = liger_loss(device)
+    if isinstance(liger, str):
+        skipped["liger"] = liger
+    else:
+        run["liger"] = liger
+    return run, skipped
+
+
+# -------------------------------------------------------------------------------- measurement
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def inputs(rows: int, d: int, vocab: int, padding: float, device: torch.device, seed: int = 0):
+    """Decoder states ~ N(0, 1) (after a LayerNorm), a weight initialized as our embeddings (std d^-1/2),
+    targets in [4, vocab) with a `padding` fraction of PAD."""
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(rows, d, generator=g).to(device).requires_grad_()
+    weight = (torch.randn(vocab, d, generator=g) * d**-0.5).to(device).requires_grad_()
+    target = torch.randint(4, vocab, (rows,), generator=g)
+    target[torch.rand(rows, generator=g) < padding] = PAD
+    return hidden, weight, target.to(device)
+
+
+def reference(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, cpu_limit_gb: float) -> dict | None:
+    """The loss and gradients of the plain path, in fp32 with no autocast; None where the logits and
+    their gradients (about four (rows x vocab) fp32 tensors) would not fit."""
+    need = 4 * 4 * hidden.size(0) * weight.size(0)
+    room = torch.cuda.mem_get_info(hidden.device)[0] * 0.8 if hidden.is_cuda else cpu_limit_gb * 2**30
+    if need > room:
+        return None
+    hidden.grad = weight.grad = None
+    loss_sum, _, ntokens = label_smoothed_nll_loss(F.linear(hidden, weight), target, EPSILON, PAD)
+    loss = loss_sum / ntokens
+    loss.backward()
+    out = {"loss": loss.item(), "hidden": hidden.grad.detach().clone(), "weight": weight.grad.detach().clone()}
+    hidden.grad = weight.grad = None
+    return out
+
+
+def differences(loss: torch.Tensor, hidden: torch.Tensor, weight: torch.Tensor, ref: dict | None) -> dict:
+    """|loss - reference| and, per gradient, the largest |difference| alone and over the reference's largest |value|."""
+    if ref is None:
+        return {}
+    out = {"loss_diff": abs(loss.item() - ref["loss"])}
+    for name, grad in (("hidden", hidden.grad), ("weight", weight.grad)):
+        diff = (grad.float() - ref[name]).abs().max().item()
+        out[f"grad_{name}_max_abs_diff"] = diff
+        out[f"grad_{name}_rel_diff"] = diff / max(ref[name].abs().max().item(), 1e-30)
+    out["grad_rel_diff"] = max(out["grad_hidden_rel_diff"], out["grad_weight_rel_diff"])
+    return out
+
+
+def one_pass(fn: Loss, hidden, weight, target, dtype: torch.dtype | None) -> tuple[torch.Tensor, float, float | None]:
+    """A forward + backward pass from fresh gradients: the loss, its seconds and, on a GPU, its peak
+    memory above what was allocated before it (GiB)."""
+    device = hidden.device
+    hidden.grad = weight.grad = None
+    sync(device)
+    if device.type == "cuda":
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        loss = fn(hidden, weight, target)
+    loss.backward()
+    sync(device)
+    seconds = time.perf_counter() - start
+    peak = (torch.cuda.max_memory_allocated(device) - base) / 2**30 if device.type == "cuda" else None
+    return loss.detach(), seconds, peak
+
+
+def measure(d: int, args, device: torch.device) -> dict:
+    """Every system at this width: interleaved repetitions, accuracy from each one's first pass."""
+    hidden, weight, target = inputs(args.rows, d, args.vocab, args.padding, device)
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
+    ref = reference(hidden, weight, target, args.cpu_reference_gb)
+    run, skipped = systems_for(device, args.compile)
+    results = {name: {"system": name, "status": "skipped", "note": reason} for name, reason in skipped.items()}
+    for name in run:
+        results[name] = {"system": name, "status": "ok", "seconds": [], "peak_gb": []}
+    names = list(run)
+    for rep in range(args.warmup + args.reps):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:  # each first in turn
+            record = results[name]
+            if record["status"] != "ok":
+                continue
+            try:
+                loss, seconds, peak = one_pass(run[name], hidden, weight, target, dtype)
+            except Exception as error:  # a peer that fails is reported, the others still run
+                record.update(status="failed", note=f"{type(error).__name__}: {str(error).splitlines()[0]}")
+                continue
+            if rep == 0:
+                record.update(first_pass_s=seconds, **differences(loss, hidden, weight, ref))
+            elif rep >= args.warmup:
+                record["seconds"].append(seconds)
+                record["peak_gb"].append(peak)
+    previous = results["previous"]
+    for record in results.values():
+        times = record.pop("seconds", [])
+        peaks = [p for p in record.pop("peak_gb", []) if p is not None]
+        if record["status"] == "ok" and times:
+            record["ms"] = 1000 * statistics.median(times)
+            record["ms_all"] = [round(1000 * t, 3) for t in times]
+            record["peak_gb"] = max(peaks) if peaks else None
+    for record in results.values():
+        if "ms" in record and "ms" in previous:
+            record["speedup_vs_previous"] = previous["ms"] / record["ms"]
+    hidden.grad = weight.grad = None
+    return {"d": d, "reference": None if ref is None else {"loss": ref["loss"]},
+            "reference_note": None if ref else "the whole logits do not fit: no accuracy figures",
+            "systems": [results[name] for name in SYSTEMS]}
+
+
+def number(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def markdown(result: dict) -> str:
+    lines = [f"{result['rows']:,} rows ({result['padding']:.0%} padding) x vocabulary {result['vocab']:,}, "
+             f"{result['precision']}, {result['device_name']}, torch {result['torch']}, {result['threads']} threads; "
+             f"median of {result['reps']} forward + backward passes", "",
+             "| d | system | ms | previous / this | peak GB | loss diff | grad diff (rel.) | note |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for width in result["widths"]:
+        for r in width["systems"]:
+            lines.append(f"| {width['d']} | {r['system']} | {number(r.get('ms'), '.2f')} "
+                         f"| {number(r.get('speedup_vs_previous'), '.2f')} | {number(r.get('peak_gb'), '.2f')} "
+                         f"| {number(r.get('loss_diff'), '.1e')} | {number(r.get('grad_rel_diff'), '.1e')} "
+                         f"| {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--rows", type=int, default=24_800, help="target positions (a 25k-token batch's)")
+    parser.add_argument("--d", type=int, nargs="+", default=[512, 1024], help="model widths")
+    parser.add_argument("--vocab", type=int, default=37_000)
+    parser.add_argument("--precision", choices=["bf16", "fp32"], help="default: bf16 on cuda, fp32 on cpu")
+    parser.add_argument("--padding", type=float, default=0.05, help="fraction of padding targets")
+    parser.add_argument("--reps", type=int, default=10, help="timed passes per system")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed passes first (the first one gives the accuracy)")
+    parser.add_argument("--compile", action="store_true", help="also fused+compile (inductor)")
+    parser.add_argument("--cpu-reference-gb", type=float, default=4.0, help="the most the CPU reference may take")
+    parser.add_argument("--smoke", action="store_true", help="2,000 x 64 x 5,000 in fp32: seconds on a CPU")
+    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.d, args.vocab, args.reps, args.warmup = 2000, [64], 5000, 5, 1
+        args.precision = args.precision or "fp32"
+    device = torch.device(args.device)
+    args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
+    print(f"[loss_speed] {args.rows} x {args.d} x {args.vocab}, {args.precision}, {device}", file=sys.stderr)
+    widths = [measure(d, args, device) for d in args.d]
+    result = {"benchmark": "loss_speed", "device": args.device,
+              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+              "torch": torch.__version__, "threads": torch.get_num_threads(), "precision": args.precision,
+              "rows": args.rows, "vocab": args.vocab, "padding": args.padding, "reps": args.reps,
+              "warmup": args.warmup, "compile": args.compile, "widths": widths}
+    print(markdown(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

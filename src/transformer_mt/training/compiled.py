@@ -1,0 +1,54 @@
+"""module.compile: the training step compiled by regions (one encoder layer, one decoder layer,
+the output layer + loss of one chunk), so that a run compiles a few small graphs, once."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model.transformer import Runners
+from transformer_mt.training.loss import chunk_loss
+
+
+def compiled_encoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
+    """An encoder layer's call: module.compile compiles this function, one graph for every layer."""
+    return layer(*args, **kwargs)
+
+
+def compiled_decoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
+    """A decoder layer's call: module.compile compiles this function, one graph for every layer."""
+    return layer(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """module.compile's regions of the training step: how the stacks call their layers, and the
+    output layer + loss of one chunk."""
+
+    runners: Runners
+    chunk: Callable
+
+
+def compiled_step(backend: bool | str) -> CompiledStep | None:
+    """Regional compilation with `backend` (True: inductor; False: None, the eager step): one
+    encoder layer, one decoder layer and the loss's chunk. The parameters are graph inputs, so the
+    layers of a stack share one graph; lengths are dynamic, and without duck sizing (a first
+    batch whose source and target lengths happen to be equal would give both one symbol, and the
+    first batch where they differ would compile again); the chunk has one fixed shape. So a run
+    compiles three graphs whatever its batch shapes. Embeddings and the final LayerNorm stay eager."""
+    if backend is False:
+        return None
+    if not isinstance(backend, str | bool):
+        raise ConfigError(f"module.compile={backend!r}: must be true, false or a torch.compile backend name")
+    backend = "inductor" if backend is True else backend
+    if backend not in torch.compiler.list_backends(exclude_tags=()):
+        raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
+                          f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
+    no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
+
+    def layers(fn: Callable) -> Callable:
+        return no_duck_sizing(torch.compile(fn, fullgraph=True, dynamic=True, backend=backend))
+
+    return CompiledStep(Runners(layers(compiled_encoder_layer), layers(compiled_decoder_layer)),
+                        torch.compile(chunk_loss, fullgraph=True, dynamic=False, backend=backend))
