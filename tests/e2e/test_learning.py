@@ -23,7 +23,7 @@ def test_evaluate_reproduces_the_test_bleu_exactly(toy_run, tmp_path):
     out, metrics = toy_run
     evaluated = run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt"]))
     assert evaluated["test/bleu"] == metrics["test/bleu"]
-    assert evaluated["test/chrf"] == metrics["test/chrf"]
+    assert evaluated["test/chrf"] == metrics["test/chrf"] and evaluated["test/ter"] == metrics["test/ter"]
     assert (tmp_path / "test.translations.txt").read_text() == (out / "test.translations.txt").read_text()
     overrides = ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "data.split=val"]
     on_val = run(compose_config(tmp_path, overrides))

@@ -13,7 +13,8 @@ from transformer_mt.tasks import run
 
 def test_fast_dev_run_writes_metrics_and_translations(tmp_path):
     metrics = run(compose_config(tmp_path, FAST))
-    assert set(metrics) >= {"test/bleu", "test/chrf", "bleu_signature", "num_parameters", "tokens_per_sec"}
+    assert set(metrics) >= {"test/bleu", "test/chrf", "test/ter", "bleu_signature", "ter_signature", "num_parameters",
+                            "tokens_per_sec"}
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     assert on_disk["test/bleu"] == metrics["test/bleu"]
     assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 20

@@ -16,13 +16,16 @@ def corpus():
     return hyps, refs
 
 
-def test_bleu_and_chrf_equal_sacrebleu():
+def test_bleu_chrf_and_ter_equal_sacrebleu():
     hyps, refs = corpus()
     scores = corpus_scores(hyps, refs)
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], smooth_method="none").score, abs=1e-4)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)
     assert "tok:13a" in scores["bleu_signature"] and "smooth:none" in scores["bleu_signature"]
     assert "nc:6|nw:0" in scores["chrf_signature"]
+    assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score, abs=1e-9) and scores["ter"] > 0
+    assert "case:lc|tok:tercom|norm:no|punct:yes" in scores["ter_signature"]
+    assert corpus_scores(refs, refs)["ter"] == 0.0
 
 
 def test_perfect_and_mismatched():

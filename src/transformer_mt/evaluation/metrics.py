@@ -1,21 +1,22 @@
-"""Corpus BLEU and chrF on detokenized text, with sacreBLEU signatures.
+"""Corpus BLEU, chrF and TER on detokenized text, with sacreBLEU signatures.
 
 BLEU: torchmetrics' SacreBLEUScore (13a tokenization, mixed case, no smoothing), which equals
 `sacrebleu.corpus_bleu(..., smooth_method="none")`. chrF: sacreBLEU's CHRF with its defaults
 (character 6-grams, beta 2). torchmetrics' CHRFScore averages per-order F-scores instead, which
-does not match sacreBLEU's default chrF, so it is not used.
+does not match sacreBLEU's default chrF, so it is not used. TER: sacreBLEU's TER with its defaults
+(case-insensitive, tercom tokenization, no normalization; lower is better).
 """
 
 import re
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from torchmetrics.text import SacreBLEUScore
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
-def signature(metric: BLEU | CHRF) -> str:
+def signature(metric: BLEU | CHRF | TER) -> str:
     """The sacreBLEU signature of a metric configured as ours, with one reference per sentence."""
     metric.num_refs = 1
     return str(metric.get_signature())
@@ -27,6 +28,10 @@ def bleu_signature() -> str:
 
 def chrf_signature() -> str:
     return signature(CHRF())
+
+
+def ter_signature() -> str:
+    return signature(TER())
 
 
 def tokenized_lowercased_bleu(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
@@ -56,7 +61,8 @@ def compound_split_bleu(hypotheses: list[str], references: list[str]) -> dict[st
 
 
 def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, float | str]:
-    """BLEU and chrF (0-100) of hypotheses against one reference each, and their signatures."""
+    """BLEU, chrF and TER (0-100; TER: edits per reference word, lower is better) of hypotheses
+    against one reference each, and their signatures."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     if not hypotheses:
@@ -65,8 +71,10 @@ def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, flo
     return {
         "bleu": 100.0 * float(bleu(hypotheses, [[r] for r in references])),
         "chrf": CHRF().corpus_score(hypotheses, [references]).score,
+        "ter": TER().corpus_score(hypotheses, [references]).score,
         "bleu_signature": bleu_signature(),
         "chrf_signature": chrf_signature(),
+        "ter_signature": ter_signature(),
     }
 
 

@@ -43,7 +43,7 @@ def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dic
     the metrics."""
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**results.metrics, "bleu_signature": results.bleu_signature,
-               "chrf_signature": results.chrf_signature, **extra}
+               "chrf_signature": results.chrf_signature, "ter_signature": results.ter_signature, **extra}
     translations = output_dir / f"{stage}.translations.txt"
     references = output_dir / f"{stage}.references.txt"
     write_translations(translations, results.rows)

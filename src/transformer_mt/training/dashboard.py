@@ -144,7 +144,7 @@ class TranslationDashboard(Callback):
             return
         results = pl_module.results["test"]
         summary = {**results.metrics, "test/bleu_signature": results.bleu_signature,
-                   "test/chrf_signature": results.chrf_signature}
+                   "test/chrf_signature": results.chrf_signature, "test/ter_signature": results.ter_signature}
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.summary.update(summary)

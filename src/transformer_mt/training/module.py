@@ -206,12 +206,14 @@ class TranslationModule(L.LightningModule):
             f"{stage}/ppl": math.exp(min(nll_sum / ntokens, 50.0)),
             f"{stage}/bleu": scores["bleu"],
             f"{stage}/chrf": scores["chrf"],
+            f"{stage}/ter": scores["ter"],
         }
         for name, value in metrics.items():
             self.log(name, value, prog_bar=name.endswith("bleu"), sync_dist=False)
-        self.results[stage] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"])
+        self.results[stage] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"],
+                                          scores["ter_signature"])
         if not self.trainer.sanity_checking and self.trainer.is_global_zero:
-            log.info("%s: BLEU %.2f  chrF %.2f  loss %.3f", stage, scores["bleu"], scores["chrf"],
-                     metrics[f"{stage}/loss"])
+            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", stage, scores["bleu"], scores["chrf"],
+                     scores["ter"], metrics[f"{stage}/loss"])
             for row in rows[: self.hparams.num_samples]:
                 log.info("  src: %s\n  ref: %s\n  hyp: %s", row.source, row.reference, row.hypothesis)
