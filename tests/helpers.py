@@ -115,3 +115,13 @@ def ragged_batch(src_lengths: list[int], tgt_lengths: list[int], seed: int = 0, 
     rows = pa.table({"src_ids": pa.array(src, pa.list_(pa.int32())), "tgt_ids": pa.array(tgt, pa.list_(pa.int32())),
                      "id": pa.array(range(len(src)), pa.int64())})
     return Collator(0, 1, 2, packed=packed)(rows)
+
+
+def load_script(path: str):
+    """A script of the project (not a package, e.g. experiments/benchmarks/train_speed.py) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,18 +3,9 @@ attention_speed.py at their CPU smoke sizes run in tests/e2e/test_gpu_script.py,
 GPU script: every system has numbers, the fused loss matches the plain one, packed attention
 matches padded attention.)"""
 
-import importlib.util
 from types import SimpleNamespace
 
-from tests.helpers import ROOT
-
-
-def load_train_speed():
-    path = ROOT / "experiments" / "benchmarks" / "train_speed.py"
-    spec = importlib.util.spec_from_file_location("train_speed", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_script
 
 
 def event(name: str, parent=None) -> SimpleNamespace:
@@ -22,7 +13,7 @@ def event(name: str, parent=None) -> SimpleNamespace:
 
 
 def test_profile_categories_follow_the_innermost_range_then_the_op():
-    train_speed = load_train_speed()
+    train_speed = load_script("experiments/benchmarks/train_speed.py")
     category = train_speed.category
     step = event("Optimizer.step#Adam.step")  # at 32-true Lightning runs the forward and backward inside it
     forward = event("forward", step)

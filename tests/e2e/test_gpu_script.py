@@ -2,7 +2,6 @@
 runs and leaves its figures in results.json and results.md; a step that does not run is reported
 and fails the command."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, load_script
 
 
 def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -23,14 +22,6 @@ def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
     results_file = out / "results.json"
     assert results_file.is_file(), result.stderr[-3000:]
     return result, json.loads(results_file.read_text())
-
-
-def load(path: str):
-    """A script of the project (not a package) as a module."""
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def numbers(value) -> list[float]:
@@ -160,7 +151,7 @@ def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_pa
 
 
 def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outside_keeps_them(tmp_path):
-    gpu_run = load("experiments/gpu/run.py")
+    gpu_run = load_script("experiments/gpu/run.py")
     (tmp_path / "out").mkdir()
     runner = gpu_run.Runner(tmp_path / "out", tmp_path / "work", budget_s=60)
     seen = []
@@ -174,7 +165,7 @@ def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outsi
 
 
 def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run():
-    decode_speed = load("experiments/benchmarks/decode_speed.py")
+    decode_speed = load_script("experiments/benchmarks/decode_speed.py")
 
     def broken_library():
         raise OSError("libcublas.so.12: cannot open shared object file\nsecond line")
@@ -191,7 +182,7 @@ def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run(
 
 
 def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(monkeypatch):
-    gpu_run = load("experiments/gpu/run.py")
+    gpu_run = load_script("experiments/gpu/run.py")
     assert gpu_run.version("no-such-package-here") == (0, 0)
     for arrow, hub, folder in [((25, 0), (1, 33), "datasets-5"), ((25, 0), (0, 36), "datasets-4.4"),
                                ((23, 0), (1, 33), "datasets-4.4"), ((21, 0), (0, 30), "datasets-4.4"),
@@ -203,7 +194,7 @@ def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(
 
 
 def test_decoding_on_cuda_finds_the_cuda_libraries_of_torchs_packages(monkeypatch, tmp_path):
-    gpu_run = load("experiments/gpu/run.py")
+    gpu_run = load_script("experiments/gpu/run.py")
     for name in ("cublas", "cudnn"):
         (tmp_path / "nvidia" / name / "lib").mkdir(parents=True)
     monkeypatch.setattr(gpu_run.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})

@@ -12,7 +12,9 @@ from transformer_mt.training.loss import chunk_loss
 
 
 def compiled_encoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
-    """An encoder layer's call: module.compile compiles this function, one graph for every layer."""
+    """An encoder layer's call: module.compile compiles this function, one graph for every layer.
+    (Two functions with the same body, not one: torch.compile keeps its graphs per function, so
+    each region has its own cache, recompilation limit and count.)"""
     return layer(*args, **kwargs)
 
 

@@ -78,6 +78,37 @@ def chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     return lse, grad_h, grad_w, grad_b
 
 
+def softmax_parts(h: torch.Tensor, keep_f: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  chunk_rows: int, chunk_fn, need_grad: bool) -> tuple[torch.Tensor, ...]:
+    """`chunk_loss` over the rows of h, `chunk_rows` at a time: each row's log-sum-exp (fp32) and,
+    with need_grad, the softmax's parts of the gradients, summed over chunks in fp32 (None where
+    not needed). The weight (and bias) are cast to the autocast dtype once, not per chunk; a
+    compiled chunk_fn gets the last chunk padded to the same shape."""
+    n = h.size(0)
+    if torch.is_autocast_enabled(h.device.type):
+        dtype = torch.get_autocast_dtype(h.device.type)
+        weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
+    lse = torch.empty(n, dtype=torch.float32, device=h.device)
+    grad_h = torch.empty(n, weight.size(1), dtype=torch.float32, device=h.device) if need_grad else None
+    grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_grad else None
+    grad_b = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need_grad else None
+    for start in range(0, n, chunk_rows):
+        rows = slice(start, start + chunk_rows)
+        h_rows, keep_rows = h[rows], keep_f[rows]
+        size = h_rows.size(0)
+        if chunk_fn is not None and size < chunk_rows:  # one shape for a compiled chunk_fn
+            pad = chunk_rows - size
+            h_rows, keep_rows = F.pad(h_rows, (0, 0, 0, pad)), F.pad(keep_rows, (0, pad))
+        out_lse, out_h, out_w, out_b = (chunk_fn or chunk_loss)(h_rows, weight, bias, keep_rows, need_grad)
+        lse[rows] = out_lse[:size]
+        if need_grad:
+            grad_h[rows] = out_h[:size]
+            grad_w += out_w
+            if grad_b is not None:
+                grad_b += out_b
+    return lse, grad_h, grad_w, grad_b
+
+
 class _OutputLayerLoss(torch.autograd.Function):
     """Label-smoothed cross-entropy of linear(hidden); the gradients are computed chunk by chunk
     in the forward pass and only scaled in the backward pass."""
@@ -87,33 +118,11 @@ class _OutputLayerLoss(torch.autograd.Function):
                 chunk_fn):
         need = ctx.needs_input_grad[:3] if grad_enabled else (False,) * 3
         need_grad = any(need)
-        n, vocab = hidden.size(0), weight.size(0)
+        vocab = weight.size(0)
         kept = keep[:, None]
         h = torch.where(kept, hidden, 0.0)
         keep_f = keep.float()
-        weight_act, bias_act = weight, bias  # the products' operands, cast once (not per chunk)
-        if torch.is_autocast_enabled(hidden.device.type):
-            dtype = torch.get_autocast_dtype(hidden.device.type)
-            weight_act, bias_act = weight.to(dtype), None if bias is None else bias.to(dtype)
-        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
-        grad_h = torch.empty(n, weight.size(1), dtype=torch.float32, device=hidden.device) if need_grad else None
-        grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_grad else None
-        grad_b = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need_grad else None
-        for start in range(0, n, chunk_rows):
-            rows = slice(start, start + chunk_rows)
-            h_rows, keep_rows = h[rows], keep_f[rows]
-            size = h_rows.size(0)
-            if chunk_fn is not None and size < chunk_rows:  # one shape for a compiled chunk_fn
-                pad = chunk_rows - size
-                h_rows, keep_rows = F.pad(h_rows, (0, 0, 0, pad)), F.pad(keep_rows, (0, pad))
-            out_lse, out_h, out_w, out_b = (chunk_fn or chunk_loss)(h_rows, weight_act, bias_act, keep_rows,
-                                                                    need_grad)
-            lse[rows] = out_lse[:size]
-            if need_grad:
-                grad_h[rows] = out_h[:size]
-                grad_w += out_w
-                if grad_b is not None:
-                    grad_b += out_b
+        lse, grad_h, grad_w, grad_b = softmax_parts(h, keep_f, weight, bias, chunk_rows, chunk_fn, need_grad)
         # the parts of the loss and of its gradient that need no pass over the vocabulary
         h32, w_rows = h.float(), weight[labels].float()
         w_mean = weight.float().mean(dim=0)
