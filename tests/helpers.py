@@ -3,10 +3,12 @@
 import from here (never from one another); pytest fixtures live in conftest.py."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -125,3 +127,21 @@ def load_script(path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class Interrupt(L.Callback):
+    """Sends `signal_name` to its own process before optimizer step `step` (a run's callback:
+    `interrupt_at`)."""
+
+    def __init__(self, step: int, signal_name: str = "SIGKILL") -> None:
+        self.step, self.signal = step, getattr(signal, signal_name)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signal)
+
+
+def interrupt_at(step: int, signal_name: str = "SIGKILL") -> list[str]:
+    """The overrides that make a run send itself `signal_name` before optimizer step `step`."""
+    return [f"+callbacks.interrupt._target_={__name__}.Interrupt", f"+callbacks.interrupt.step={step}",
+            f"+callbacks.interrupt.signal_name={signal_name}"]

@@ -13,7 +13,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.helpers import compose_config, run_py
+from tests.helpers import compose_config, interrupt_at, run_py
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
@@ -37,17 +37,6 @@ class StepRecorder(L.Callback):
         path = self.path if trainer.world_size == 1 else Path(f"{self.path}.{trainer.global_rank}")
         with path.open("a") as f:
             f.write(json.dumps([trainer.current_epoch, trainer.global_step, batch["id"].tolist()]) + "\n")
-
-
-class Interrupt(L.Callback):
-    """Sends `signal_name` to its own process before optimizer step `step`."""
-
-    def __init__(self, step: int, signal_name: str = "SIGKILL") -> None:
-        self.step, self.signal = step, getattr(signal, signal_name)
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        if trainer.global_step == self.step:
-            os.kill(os.getpid(), self.signal)
 
 
 class DieWritingACheckpoint(AtomicCheckpointIO):
@@ -91,8 +80,7 @@ def record(path: Path) -> list[str]:
 def interrupt(step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> list[str]:
     if during_save:
         return [f"trainer.plugins=[{{_target_:{__name__}.DieWritingACheckpoint,step:{step}}}]"]
-    return [f"+callbacks.interrupt._target_={__name__}.Interrupt", f"+callbacks.interrupt.step={step}",
-            f"+callbacks.interrupt.signal_name={signal_name}"]
+    return interrupt_at(step, signal_name)
 
 
 def steps(path: Path) -> list[list]:

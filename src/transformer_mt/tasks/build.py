@@ -6,8 +6,9 @@
     module = build_module(start, datamodule)
 
 A run starts from nothing (random weights, vocabularies trained on its data or read from the
-cache or `data.tokenizer.file`), from a Marian folder (`model.init_from`: its architecture,
-vocabulary and weights) or from a checkpoint it resumes (`ckpt_path`: its vocabularies; its
+cache or `data.tokenizer.file`), from a model to fine-tune (`model.init_from`: one of our
+checkpoints or runs, or a Marian folder: its architecture, vocabulary and weights; see
+tasks/init_from.py) or from a checkpoint it resumes (`ckpt_path`: its vocabularies; its
 weights, optimizer and position are restored by `trainer.fit(ckpt_path=...)`). Each part is
 constructed once with everything it needs; nothing is assigned to, re-set on or loaded into it
 afterwards, and `cfg` is never changed.
@@ -15,7 +16,7 @@ afterwards, and `cfg` is never changed.
 `cfg.model` is the one group that is no constructor call: it says which model to build (the
 Transformer's keys, `TransformerConfig` without the vocabulary sizes) and `init_from`, where its
 weights start. The build step turns it into the module's `model` argument. With `init_from`, the
-run is built from `start.config`: a copy of `cfg` whose model group holds the Marian folder's
+run is built from `start.config`: a copy of `cfg` whose model group holds that model's
 architecture, so that `${model.d_model}` (the noam schedule's) means the model that is built.
 """
 
@@ -40,6 +41,7 @@ from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks.checkpoints import checkpoint_path, checkpoint_tokenizer, describe_corpus, read_checkpoint
 from transformer_mt.tasks.checks import check_model
+from transformer_mt.tasks.init_from import check_overrides, read_init_from
 from transformer_mt.tasks.wandb_online import start_online
 from transformer_mt.training import TranslationModule
 
@@ -92,9 +94,9 @@ def wandb_names(cfg: DictConfig, logger: DictConfig) -> dict[str, str]:
 class Start:
     """What a training run starts from, settled before any part of it is built."""
 
-    config: DictConfig  # the run's config, its model group as built (a Marian folder's architecture)
-    vocabularies: Vocabularies | None  # a checkpoint's or a Marian folder's; None: made from data.tokenizer
-    weights: dict[str, torch.Tensor] | None  # a Marian folder's; None: random, or the resumed checkpoint's
+    config: DictConfig  # the run's config, its model group as built (model.init_from's architecture)
+    vocabularies: Vocabularies | None  # a checkpoint's or model.init_from's; None: made from data.tokenizer
+    weights: dict[str, torch.Tensor] | None  # model.init_from's; None: random, or the resumed checkpoint's
     resume: Path | None  # the checkpoint training resumes from
     resumed_data: dict | None  # what that checkpoint was trained on (its data record)
 
@@ -111,15 +113,14 @@ def architecture(model: DictConfig | dict) -> dict:
 
 
 def settle(cfg: DictConfig) -> Start:
-    """Read what the run starts from (a Marian folder, a checkpoint to resume) and check that the
+    """Read what the run starts from (a model to fine-tune, a checkpoint to resume) and check that the
     model can be built, before any data work."""
     config, vocabularies, weights = cfg, None, None
-    if cfg.model.get("init_from"):  # fine-tune a Marian model: its architecture, vocabulary and weights
-        from transformer_mt.interop.marian import read_marian
-
-        marian, weights, vocabularies = read_marian(Path(cfg.model.init_from))
-        log.info("model.init_from=%s: %s", cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in marian.items()))
-        config = with_model(cfg, marian)
+    if cfg.model.get("init_from"):  # fine-tune a model: its architecture, vocabulary and weights
+        source, weights, vocabularies = read_init_from(Path(cfg.model.init_from))
+        check_overrides(cfg.model, source, Path(cfg.model.init_from))
+        log.info("model.init_from=%s: %s", cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()))
+        config = with_model(cfg, source)
     check_model(architecture(config.model))
     if not cfg.get("ckpt_path"):
         return Start(config, vocabularies, weights, None, None)

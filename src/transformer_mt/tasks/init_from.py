@@ -1,0 +1,63 @@
+"""model.init_from: what a training run starts from when it fine-tunes an existing model.
+
+    model.init_from=outputs/train/<run>                      # one of our runs: the checkpoint it tested
+    model.init_from=outputs/train/<run>/checkpoints/best.ckpt   # one of our checkpoints
+    model.init_from=/path/to/opus-mt-en-de                    # a local Marian folder (interop/marian.py)
+
+Either way the run takes the model's architecture (its `model.*` keys but the dropouts, which stay
+as configured), its weights as the initial ones and its vocabularies as the run's tokenizer; the
+optimizer, the schedule, the step counter and the best-checkpoint tracking start afresh.
+"""
+
+import json
+from pathlib import Path
+
+import torch
+
+from transformer_mt.config import overridden_keys
+from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.checkpoints import checkpoint_tokenizer, read_checkpoint
+
+TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
+
+
+def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
+    """(architecture keys, the Transformer's state_dict, the vocabularies) of model.init_from."""
+    if (path / "config.json").is_file():
+        from transformer_mt.interop.marian import read_marian
+
+        return read_marian(path)
+    checkpoint_file = run_checkpoint(path) if path.is_dir() else path
+    if not checkpoint_file.is_file():
+        raise ConfigError(f"model.init_from={path}: no such file or folder (a checkpoint, a run folder or a "
+                          "Marian folder)")
+    checkpoint = read_checkpoint(checkpoint_file)
+    tokenizer = checkpoint_tokenizer(checkpoint)
+    if tokenizer is None:
+        raise ConfigError(f"model.init_from={checkpoint_file}: the checkpoint has no tokenizer")
+    model = {k: v for k, v in checkpoint["hyper_parameters"]["model"].items() if k not in TRAINING_KEYS}
+    weights = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    return model, weights, Vocabularies.from_dict(tokenizer)
+
+
+def run_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint a run folder stands for: the one its test used (metrics.json's
+    tested_checkpoint: average.ckpt with task.average_last_n, else best.ckpt), else best.ckpt."""
+    metrics = run_dir / "metrics.json"
+    tested = json.loads(metrics.read_text()).get("tested_checkpoint") if metrics.is_file() else None
+    candidates = [run_dir / "checkpoints" / Path(tested).name] if tested else []
+    for candidate in (*candidates, run_dir / "checkpoints" / "best.ckpt"):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"model.init_from={run_dir}: a folder with neither config.json (a Marian model) nor "
+                      "checkpoints/best.ckpt (a run of ours)")
+
+
+def check_overrides(model_cfg, source: dict, path: Path) -> None:
+    """A `model.KEY=VALUE` given on the command line that contradicts the model it starts from is
+    one line naming both (the dropouts are the run's to set)."""
+    for key in sorted(k.removeprefix("model.") for k in overridden_keys() if k.startswith("model.")):
+        if key in source and key not in TRAINING_KEYS and model_cfg.get(key) != source[key]:
+            raise ConfigError(f"model.{key}={model_cfg.get(key)}, but model.init_from={path} is a model with "
+                              f"model.{key}={source[key]}: drop model.{key}, or train a new model")

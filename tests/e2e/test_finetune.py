@@ -1,0 +1,58 @@
+"""model.init_from with one of our runs or checkpoints: fine-tuning on new data starts from its
+weights, tokenizer and architecture, with a fresh optimizer, schedule and step counter."""
+
+import json
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from tests.helpers import SMALL_RUN, compose_config
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks import run
+
+pytestmark = pytest.mark.slow
+
+COPY = ["data.corpus.mode=copy", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+
+
+class Snapshot(L.Callback):
+    """The model's weights and the step counter when training starts, saved to `path`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        torch.save({"step": trainer.global_step, "weights": pl_module.model.state_dict()}, self.path)
+
+
+def test_a_run_fine_tuned_on_another_language_pair_starts_from_it_and_improves_on_it(small_run, tmp_path):
+    """From the small run's folder (the checkpoint it tested) to the copy task: at step 0 the
+    weights are the checkpoint's, the tokenizer is its own, and four epochs lower the validation
+    loss on the new pair below what the checkpoint had."""
+    run_dir, _ = small_run
+    tested = Path(json.loads((run_dir / "metrics.json").read_text())["tested_checkpoint"])
+    before = run(compose_config(tmp_path / "before", ["task=evaluate", f"ckpt_path={tested}", *COPY, "data.split=val"]))
+    snapshot = tmp_path / "start.pt"
+    after = run(compose_config(tmp_path / "tuned", [
+        f"model.init_from={run_dir}", *COPY, "trainer.max_epochs=4", "model.dropout=0.0", "data.max_tokens=300",
+        "optim.scheduler.warmup_steps=30",  # a fine-tuning run's own, shorter warm-up
+        f"+callbacks.snapshot._target_={__name__}.Snapshot", f"+callbacks.snapshot.path={snapshot}"]))
+    start = torch.load(snapshot, weights_only=True)
+    saved = torch.load(tested, weights_only=True)["state_dict"]
+    assert start["step"] == 0  # a fresh step counter (and so a fresh warm-up and optimizer)
+    assert start["weights"].keys() == {k.removeprefix("model.") for k in saved}
+    assert all(torch.equal(value, saved[f"model.{key}"]) for key, value in start["weights"].items())
+    tuned = torch.load(tmp_path / "tuned" / "checkpoints" / "best.ckpt", weights_only=True)["hyper_parameters"]
+    original = torch.load(tested, weights_only=True)["hyper_parameters"]
+    assert tuned["tokenizer"] == original["tokenizer"]  # the new corpus is encoded with its tokenizer
+    assert tuned["model"] == {**original["model"], "dropout": 0.0}  # its architecture, the run's dropout
+    # the last validation (BLEU is about 0 either way, so best.ckpt, the one tested, is the first epoch's)
+    assert after["val/loss"] < 0.8 * before["val/loss"], (before["val/loss"], after["val/loss"])
+
+
+def test_a_model_key_that_contradicts_the_checkpoint_is_one_line_naming_both(small_checkpoint, tmp_path):
+    with pytest.raises(ConfigError, match=r"model.d_model=48, but model.init_from=.*last.ckpt is a model with "
+                                          r"model.d_model=64: drop model.d_model"):
+        run(compose_config(tmp_path, [f"model.init_from={small_checkpoint}", "model.d_model=48", *SMALL_RUN]))
