@@ -1,4 +1,5 @@
-"""Entry point: `python run.py [task=train|evaluate|translate|average|report] [group=option ...] [key=value ...]`."""
+"""Entry point: `python run.py [task=train|evaluate|translate|score|average|report|export|push]
+[group=option ...] [key=value ...]`."""
 
 import os
 import sys

@@ -144,7 +144,9 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
     assert [row[:2] + row[3:4] for row in body] == [["| 0", "2", "done"], ["| 1 (base)", "4", failure],
                                                    ["| 2", "8", "done"]]
     metrics = json.loads((sweep / "2" / "metrics.json").read_text())
-    assert body[2][-1] == f"{metrics['test/bleu']:.2f} |"
+    header = [h.strip("| ") for h in lines[0].split(" | ")]
+    for name, key in (("test BLEU", "test/bleu"), ("test chrF", "test/chrf"), ("test TER", "test/ter")):
+        assert body[2][header.index(name)].strip("| ") == f"{metrics[key]:.2f}"
     assert "- row 0 (model.heads=2): no seed finished in both this row and the base row: not tested" in text
     assert len((sweep / "jobs.csv").read_text().splitlines()) == 4 and report["rows"] == 3
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,5 +1,6 @@
 """task=report over seeds: rows grouped across seeds, mean and spread, sacreBLEU's paired tests
-against the base row seed by seed, the rule that marks a row as differing, and refusals."""
+against the base row seed by seed (on BLEU, chrF or TER), the rule that marks a row as differing,
+and refusals."""
 
 import csv
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 
 from tests.helpers import compose_config
@@ -54,6 +55,7 @@ def same_hyps(seed: int) -> list[str]:
 
 def write_job(sweep: Path, number: int, heads: int, seed: int, hyps: list[str] | None, refs: list[str] = REFS,
               failed: str | None = None) -> None:
+    """A job folder; a finished one (`hyps`) has metrics.json with test BLEU, chrF and TER."""
     folder = sweep / str(number)
     (folder / ".hydra").mkdir(parents=True)
     OmegaConf.save(OmegaConf.create([f"model.heads={heads}", f"seed={seed}"]), folder / ".hydra" / "overrides.yaml")
@@ -64,7 +66,9 @@ def write_job(sweep: Path, number: int, heads: int, seed: int, hyps: list[str] |
     (folder / "test.translations.txt").write_text("".join(h + "\n" for h in hyps))
     (folder / "test.references.txt").write_text("".join(r + "\n" for r in refs))
     bleu = BLEU().corpus_score(hyps, [refs]).score
-    metrics = {"test/bleu": bleu, "val/bleu_best": bleu - 1.0, "val/ppl": 10.0 + seed, "train_seconds": 60.0 * seed,
+    metrics = {"test/bleu": bleu, "test/chrf": CHRF().corpus_score(hyps, [refs]).score,
+               "test/ter": TER().corpus_score(hyps, [refs]).score, "val/bleu_best": bleu - 1.0,
+               "val/ppl": 10.0 + seed, "train_seconds": 60.0 * seed,
                "num_parameters": 1_000_000, "steps": 100, "translations": str(folder / "test.translations.txt"),
                "references": str(folder / "test.references.txt")}
     (folder / "metrics.json").write_text(json.dumps(metrics))
@@ -152,17 +156,83 @@ def test_p_values_are_sacrebleus_own(sweep, tmp_path):
         assert row["BLEU"] == f"{bootstrap.score:.2f}"
 
 
-def test_the_difference_interval_is_that_of_the_bootstraps_own_resamples():
+@pytest.mark.parametrize("metric, scorer", [("bleu", BLEU), ("chrf", CHRF), ("ter", TER)])
+def test_the_difference_interval_is_that_of_the_bootstraps_own_resamples(metric, scorer):
     base, system = base_hyps(1), same_hyps(1)
-    low, high = difference_interval(base, system, REFS, n_samples=80)
-    idxs = np.random.default_rng(12345).choice(len(REFS), size=(80, len(REFS)), replace=True)  # sacreBLEU's draws
-    diffs = sorted(BLEU().corpus_score([system[i] for i in rows], [[REFS[i] for i in rows]]).score
-                   - BLEU().corpus_score([base[i] for i in rows], [[REFS[i] for i in rows]]).score for rows in idxs)
-    # sacreBLEU sums its statistics in float32: equal to 1e-4 BLEU
-    assert low == pytest.approx(diffs[2], abs=1e-4) and high == pytest.approx(diffs[77], abs=1e-4)
-    result = paired_test(base, system, REFS, n_bootstrap=80, n_randomization=100)
-    assert result.delta == pytest.approx(BLEU().corpus_score(system, [REFS]).score
-                                         - BLEU().corpus_score(base, [REFS]).score)
+    low, high = difference_interval(base, system, REFS, n_samples=40, metric=metric)
+    idxs = np.random.default_rng(12345).choice(len(REFS), size=(40, len(REFS)), replace=True)  # sacreBLEU's draws
+    diffs = sorted(scorer().corpus_score([system[i] for i in rows], [[REFS[i] for i in rows]]).score
+                   - scorer().corpus_score([base[i] for i in rows], [[REFS[i] for i in rows]]).score for rows in idxs)
+    # sacreBLEU sums its statistics in float32: equal to 1e-4 points
+    assert low == pytest.approx(diffs[1], abs=1e-4) and high == pytest.approx(diffs[38], abs=1e-4)
+    result = paired_test(base, system, REFS, n_bootstrap=40, n_randomization=100, metric=metric)
+    assert result.delta == pytest.approx(scorer().corpus_score(system, [REFS]).score
+                                         - scorer().corpus_score(base, [REFS]).score)
+
+
+@pytest.mark.parametrize("metric, label, scorer", [("chrf", "chrF", CHRF), ("ter", "TER", TER)])
+def test_p_values_on_chrf_and_ter_are_sacrebleus_own(sweep, tmp_path, metric, label, scorer):
+    result = report(sweep, tmp_path, f"metric={metric}")
+    assert result["metric"] == metric and result["differs"] == {0: "better *", 2: "-", 3: ""}
+    rows = read_csv(sweep / "significance.csv")
+    assert list(rows[0])[4:6] == [f"base {label}", label] and len(rows) == 4
+    for row in rows:
+        seed = int(row["seed"])
+        system = better_hyps(seed) if row["row"] == "0" else same_hyps(seed)
+        named = [("base", base_hyps(seed)), ("system", system)]
+        bootstrap = PairedTest(named, {label: scorer()}, [REFS], test_type="bs", n_samples=1000)()[1]
+        randomization = PairedTest(named, {label: scorer()}, [REFS], test_type="ar", n_samples=10000)()[1]
+        (bootstrap,), (randomization,) = ([v[1] for k, v in r.items() if k != "System"]
+                                          for r in (bootstrap, randomization))
+        assert row["p bootstrap"] == f"{bootstrap.p_value:.4f}" and row["p AR"] == f"{randomization.p_value:.4f}"
+        assert row[label] == f"{bootstrap.score:.2f}" == f"{scorer().corpus_score(system, [REFS]).score:.2f}"
+    table = {row["row"]: row for row in read_csv(sweep / "report.csv")}
+    assert f"Δ test {label}" in table["0"] and "Δ test BLEU" not in table["0"]
+    assert f"The tests compare test {label}" in (sweep / "report.md").read_text()
+
+
+def test_ter_is_better_lower(sweep, tmp_path):
+    """The row with fewer dropped words has the lower TER: better, with a negative difference; against
+    that row as the base, the base's own setting is worse, with a positive one."""
+    result = report(sweep, tmp_path, "metric=ter")
+    assert result["differs"] == {0: "better *", 2: "-", 3: ""}
+    better = read_csv(sweep / "report.csv")[0]
+    deltas = [TER().corpus_score(better_hyps(s), [REFS]).score - TER().corpus_score(base_hyps(s), [REFS]).score
+              for s in (1, 2)]
+    assert max(deltas) < 0 and better["Δ test TER"] == f"{statistics.mean(deltas):+.2f}"
+    text = (sweep / "report.md").read_text()
+    assert f"- row 0 (model.heads=4): better than the base: {better['Δ test TER']} test TER (lower is better)" in text
+    assert report(sweep, tmp_path, "metric=ter", "base_row=0")["differs"] == {1: "worse *", 2: "worse *", 3: ""}
+    assert float(read_csv(sweep / "report.csv")[1]["Δ test TER"]) > 1
+    assert "- row 1 (model.heads=8): worse than the base: +" in (sweep / "report.md").read_text()
+
+
+def test_an_unknown_metric_is_refused_in_one_line(sweep, tmp_path):
+    with pytest.raises(ConfigError, match=r"^metric=meteor: must be one of bleu, chrf, ter$"):
+        report(sweep, tmp_path, "metric=meteor")
+    with pytest.raises(ConfigError, match=r"^metric=BLEU: must be one of bleu, chrf, ter$"):  # names are lowercase
+        report(sweep, tmp_path, "metric=BLEU")
+
+
+def test_jobs_from_before_ter_show_a_dash(sweep, tmp_path):
+    """The base row's jobs (2, 3) wrote no chrF or TER, job 5 (row 2, seed 2) no TER: a dash where a row
+    has none, the count where only some seeds have it, nothing for a row without a finished job."""
+    for job, keys in ((2, ("test/chrf", "test/ter")), (3, ("test/chrf", "test/ter")), (5, ("test/ter",))):
+        path = sweep / str(job) / "metrics.json"
+        metrics = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v for k, v in metrics.items() if k not in keys}))
+    report(sweep, tmp_path)
+    rows = read_csv(sweep / "report.csv")
+    assert [(row["test chrF"], row["test TER"]) for row in rows][1:2] == [("-", "-")]
+    ters = [TER().corpus_score(better_hyps(s), [REFS]).score for s in (1, 2)]
+    assert rows[0]["test TER"] == f"{statistics.mean(ters):.2f} ± {statistics.stdev(ters):.2f}"
+    assert rows[2]["test TER"] == f"{TER().corpus_score(same_hyps(1), [REFS]).score:.2f} (1 of 2 seeds)"
+    assert rows[2]["test chrF"].count("±") == 1 and rows[3]["test TER"] == ""
+    jobs = read_csv(sweep / "jobs.csv")
+    assert [job["test TER"] for job in jobs][1:7] == [
+        f"{TER().corpus_score(better_hyps(2), [REFS]).score:.2f}", "-", "-",
+        f"{TER().corpus_score(same_hyps(1), [REFS]).score:.2f}", "-", ""]
+    assert jobs[2]["test BLEU"] != "-" and "| test BLEU | test chrF | test TER |" in (sweep / "report.md").read_text()
 
 
 def test_missing_translations_and_other_references_are_refused_in_one_line(sweep, tmp_path):

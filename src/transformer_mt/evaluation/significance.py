@@ -2,27 +2,40 @@
 
 `paired_test` runs sacreBLEU's own tests (`sacrebleu.significance.PairedTest`): paired bootstrap
 resampling (1,000 resamples) and paired approximate randomization (10,000 trials), on corpus BLEU
-as the run scores it (cased, 13a). sacreBLEU reports each system's score and p-values; the 95%
-confidence interval of the *difference* is computed here from the very resamples of its bootstrap
-(the same seed, so the same sentence draws), with the sufficient statistics its test uses.
+(cased, 13a), chrF or TER as the run scores them (sacreBLEU's defaults; TER: lower is better).
+Both tests are two-sided. sacreBLEU reports each system's score and p-values; the 95% confidence
+interval of the *difference* is computed here from the very resamples of its bootstrap (the same
+seed, so the same sentence draws), with the sufficient statistics its test uses.
 """
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
 from sacrebleu.significance import PairedTest
 
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's defaults
 RANDOMIZATION_TRIALS = 10000
 LEVEL = 0.05
+METRICS: dict[str, tuple[str, Callable[[], Metric]]] = {  # name: (label, sacreBLEU metric)
+    "bleu": ("BLEU", BLEU), "chrf": ("chrF", CHRF), "ter": ("TER", TER)}
+LOWER_IS_BETTER = frozenset({"ter"})
+
+
+def sacrebleu_metric(name: str) -> Metric:
+    """A fresh sacreBLEU metric for `name` (bleu, chrf or ter)."""
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}: one of {', '.join(METRICS)}")
+    return METRICS[name][1]()
 
 
 @dataclass(frozen=True)
 class PairedResult:
-    """`system` against `baseline`: BLEU of both, the difference (system - baseline), its 95%
-    confidence interval by paired bootstrap, and the two tests' p-values."""
+    """`system` against `baseline` on `metric`: the score of both, the difference (system -
+    baseline), its 95% confidence interval by paired bootstrap, and the two tests' p-values."""
 
     baseline: float
     system: float
@@ -30,10 +43,16 @@ class PairedResult:
     ci_high: float
     p_bootstrap: float
     p_randomization: float
+    metric: str = "bleu"
 
     @property
     def delta(self) -> float:
         return self.system - self.baseline
+
+    @property
+    def gain(self) -> float:
+        """The difference oriented so that > 0 means `system` is better (TER: -delta)."""
+        return -self.delta if self.metric in LOWER_IS_BETTER else self.delta
 
     @property
     def significant(self) -> bool:
@@ -42,37 +61,40 @@ class PairedResult:
 
 
 def sacrebleu_p_value(baseline: list[str], system: list[str], references: list[str], test_type: str,
-                      n_samples: int) -> tuple[float, float, float]:
-    """(baseline BLEU, system BLEU, p-value) from sacreBLEU's PairedTest ("bs" or "ar")."""
-    _, scores = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": BLEU()}, [references],
-                           test_type=test_type, n_samples=n_samples)()
-    base, result = scores["BLEU"]
+                      n_samples: int, metric: str = "bleu") -> tuple[float, float, float]:
+    """(baseline score, system score, p-value) from sacreBLEU's PairedTest ("bs" or "ar") on `metric`."""
+    _, scores = PairedTest([("baseline", baseline), ("system", system)], {metric: sacrebleu_metric(metric)},
+                           [references], test_type=test_type, n_samples=n_samples)()
+    (name,) = [key for key in scores if key != "System"]  # sacreBLEU's own name, e.g. chrF2
+    base, result = scores[name]
     return base.score, result.score, result.p_value
 
 
 def difference_interval(baseline: list[str], system: list[str], references: list[str],
-                        n_samples: int) -> tuple[float, float]:
-    """The 95% interval of BLEU(system) - BLEU(baseline) over the paired bootstrap's resamples,
+                        n_samples: int, metric: str = "bleu") -> tuple[float, float]:
+    """The 95% interval of score(system) - score(baseline) over the paired bootstrap's resamples,
     drawn as sacreBLEU's PairedTest draws them (its seed, $SACREBLEU_SEED or 12345), with the
     bounds sacreBLEU's own `estimate_ci` takes (the n // 40-th sample from each end)."""
     seed = os.environ.get("SACREBLEU_SEED", "12345")
     rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
     idxs = rng.choice(len(system), size=(n_samples, len(system)), replace=True)
-    metric = BLEU()
-    stats = [np.array(metric._extract_corpus_statistics(hyps, [references]), dtype="float32")
+    scorer = sacrebleu_metric(metric)
+    stats = [np.array(scorer._extract_corpus_statistics(hyps, [references]), dtype="float32")
              for hyps in (baseline, system)]
-    base, other = (np.array([metric._compute_score_from_stats(s[i].sum(0)).score for i in idxs]) for s in stats)
+    base, other = (np.array([scorer._compute_score_from_stats(s[i].sum(0)).score for i in idxs]) for s in stats)
     diffs = np.sort(other - base)
     low = n_samples // 40
     return float(diffs[low]), float(diffs[n_samples - low - 1])
 
 
 def paired_test(baseline: list[str], system: list[str], references: list[str],
-                n_bootstrap: int = BOOTSTRAP_SAMPLES, n_randomization: int = RANDOMIZATION_TRIALS) -> PairedResult:
-    """Both of sacreBLEU's paired tests of `system` against `baseline` on the same `references`."""
+                n_bootstrap: int = BOOTSTRAP_SAMPLES, n_randomization: int = RANDOMIZATION_TRIALS,
+                metric: str = "bleu") -> PairedResult:
+    """Both of sacreBLEU's paired tests of `system` against `baseline` on the same `references`,
+    on `metric` (bleu, chrf or ter)."""
     if not len(baseline) == len(system) == len(references):
         raise ValueError(f"{len(baseline)} baseline, {len(system)} system and {len(references)} reference lines")
-    base_score, score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap)
-    _, _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization)
-    low, high = difference_interval(baseline, system, references, n_bootstrap)
-    return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization)
+    base_score, score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap, metric)
+    _, _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization, metric)
+    low, high = difference_interval(baseline, system, references, n_bootstrap, metric)
+    return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization, metric)

@@ -1,7 +1,7 @@
 """task=report: the jobs of a multirun as a table like the paper's Table 3, with seeds and
 significance, and plots.
 
-    python run.py task=report sweep_dir=outputs/ablation/heads_<date>
+    python run.py task=report sweep_dir=outputs/ablation/heads_<date> [metric=bleu|chrf|ter]
 
 Reads every job directory of the sweep (`0/`, `1/`, ...: its `.hydra/overrides.yaml` and
 `metrics.json`). A *row* is one setting of the varied keys other than `seed`; its jobs are its
@@ -10,10 +10,12 @@ the row numbered `base_row=N` (the table's row column) when the config does not 
 null there, such as `model.d_k`). Without a base row the report has no tests and says why.
 Writes into the sweep directory:
 - `report.md`: per row the seeds that finished, the mean and standard deviation over seeds of the
-  val BLEU, test BLEU, val perplexity and training time, and the test BLEU difference to the base
-  row with sacreBLEU's paired tests (bootstrap and approximate randomization, seed against the
-  same seed: evaluation/significance.py), a sentence per row saying whether it differs from the
-  base, the tests per seed, and every job with its status;
+  val BLEU, test BLEU, chrF and TER, val perplexity and training time (a finished job without a
+  value, such as a run from before TER: a dash), and the difference in test `metric` (bleu, chrf
+  or ter; TER: lower is better) to the base row with sacreBLEU's paired tests (bootstrap and
+  approximate randomization, seed against the same seed: evaluation/significance.py), a sentence
+  per row saying whether it differs from the base, the tests per seed, and every job with its
+  status;
 - `report.csv` (the rows), `jobs.csv` (the jobs), `significance.csv` (the tests per seed);
 - `report.png` (val and test BLEU per row, mean +- std with each seed as a dot, the base marked)
   and `curves.png` (train loss, val loss and val BLEU against the step, one line per job).
@@ -36,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.evaluation.significance import LEVEL, PairedResult, paired_test
+from transformer_mt.evaluation.significance import LEVEL, LOWER_IS_BETTER, METRICS, PairedResult, paired_test
 from transformer_mt.markdown import markdown_table
 from transformer_mt.multirun import FAILURE_FILE
 from transformer_mt.training.curves import read_curves
@@ -51,13 +53,24 @@ COLUMNS = [  # header, metrics.json key, format
     ("val PPL", "val/ppl", lambda v: f"{v:.2f}"),
     ("val BLEU", "val/bleu_best", lambda v: f"{v:.2f}"),
     ("test BLEU", "test/bleu", lambda v: f"{v:.2f}"),
+    ("test chrF", "test/chrf", lambda v: f"{v:.2f}"),
+    ("test TER", "test/ter", lambda v: f"{v:.2f}"),
 ]
 SPREAD = [  # header, metrics.json key, scale: mean +- std over a row's seeds
     ("val BLEU", "val/bleu_best", 1.0),
     ("test BLEU", "test/bleu", 1.0),
+    ("test chrF", "test/chrf", 1.0),
+    ("test TER", "test/ter", 1.0),
     ("val PPL", "val/ppl", 1.0),
     ("train (min)", "train_seconds", 1 / 60),
 ]
+
+
+def check_metric(metric: object) -> str:
+    """The metric the tests compare (the `metric` key): bleu, chrf or ter."""
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise ConfigError(f"metric={metric}: must be one of {', '.join(METRICS)}")
+    return str(metric)
 
 
 def read_job(folder: Path) -> dict:
@@ -130,6 +143,16 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def row_spread(finished: list[dict], key: str, scale: float) -> str:
+    """The spread of `key` over a row's finished jobs: a dash when none of them has it (a run from
+    before the metric existed), the count when only some have it, empty when no job finished."""
+    values = [job["metrics"][key] * scale for job in finished if isinstance(job["metrics"].get(key), int | float)]
+    if finished and not values:
+        return "-"
+    counted = f" ({len(values)} of {len(finished)} seeds)" if len(values) < len(finished) else ""
+    return spread(values) + counted
+
+
 def outputs(job: dict) -> tuple[list[str], list[str]]:
     """A finished job's test translations and references, each line a sentence."""
     texts = []
@@ -147,8 +170,9 @@ def outputs(job: dict) -> tuple[list[str], list[str]]:
     return texts[0], texts[1]
 
 
-def compare(row: dict, base_row: dict) -> list[tuple[dict, PairedResult]]:
-    """Each finished job of `row` against the base row's job of the same seed (sacreBLEU's tests)."""
+def compare(row: dict, base_row: dict, metric: str = "bleu") -> list[tuple[dict, PairedResult]]:
+    """Each finished job of `row` against the base row's job of the same seed (sacreBLEU's tests on
+    `metric`)."""
     base_jobs = {job["seed"]: job for job in done(base_row)}
     results = []
     for job in done(row):
@@ -160,7 +184,7 @@ def compare(row: dict, base_row: dict) -> list[tuple[dict, PairedResult]]:
         if refs != base_refs:
             raise ConfigError(f"job {job['job']} was scored on other references than the base row's job "
                               f"{other['job']} (seed {job['seed']}): different test sets cannot be compared")
-        results.append((job, paired_test(base_hyps, hyps, refs)))
+        results.append((job, paired_test(base_hyps, hyps, refs, metric=metric)))
     return results
 
 
@@ -173,18 +197,21 @@ def verdict(row: dict, tests: list[tuple[dict, PairedResult]] | None) -> tuple[s
         return "", "not tested (no base row)"
     if not tests:
         return "", "no seed finished in both this row and the base row: not tested"
+    metric = tests[0][1].metric
+    label = f"test {METRICS[metric][0]}{' (lower is better)' if metric in LOWER_IS_BETTER else ''}"
     deltas = [result.delta for _, result in tests]
     mean = statistics.mean(deltas)
     every = "the seed pair" if len(tests) == 1 else f"all {len(tests)} seed pairs"
     if all(result.significant for _, result in tests) and (min(deltas) > 0 or max(deltas) < 0):
-        side = "better" if mean > 0 else "worse"
-        return f"{side} *", (f"{side} than the base: {mean:+.2f} test BLEU, p < {LEVEL} in both tests for {every}")
-    return "-", (f"not shown to differ from the base: {mean:+.2f} test BLEU; the rule (p < {LEVEL} in both tests, "
+        side = "better" if tests[0][1].gain > 0 else "worse"
+        return f"{side} *", (f"{side} than the base: {mean:+.2f} {label}, p < {LEVEL} in both tests for {every}")
+    return "-", (f"not shown to differ from the base: {mean:+.2f} {label}; the rule (p < {LEVEL} in both tests, "
                  f"the same sign, for {every}) does not hold")
 
 
-def row_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
-    """One line per row: settings, seeds, the spread of each metric over seeds, the test against the base."""
+def row_table(rows: list[dict], tests: dict[int, list], metric: str = "bleu") -> list[dict[str, str]]:
+    """One line per row: settings, seeds, the spread of each metric over seeds, the test against the
+    base (on `metric`)."""
     table = []
     for index, row in enumerate(rows):
         finished = done(row)
@@ -194,10 +221,9 @@ def row_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
         line["params (M)"] = f"{first['num_parameters'] / 1e6:.2f}" if "num_parameters" in first else ""
         line["steps"] = str(first.get("steps", ""))
         for header, key, scale in SPREAD:
-            line[header] = spread([job["metrics"][key] * scale for job in finished
-                                   if isinstance(job["metrics"].get(key), int | float)])
+            line[header] = row_spread(finished, key, scale)
         results = [result for _, result in tests.get(index, [])]
-        line["Δ test BLEU"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
+        line[f"Δ test {METRICS[metric][0]}"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
         line["max p (bootstrap / AR)"] = (f"{max(r.p_bootstrap for r in results):.4f} / "
                                           f"{max(r.p_randomization for r in results):.4f}") if results else ""
         line["differs"] = verdict(row, tests.get(index))[0]
@@ -206,12 +232,13 @@ def row_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
 
 
 def test_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
-    """One line per seed pair tested: the row, the seed, both BLEU, the difference, its 95% CI, p-values."""
+    """One line per seed pair tested: the row, the seed, both scores, the difference, its 95% CI, p-values."""
     table = []
     for index, pairs in tests.items():
         for job, r in pairs:
+            label = METRICS[r.metric][0]
             table.append({"row": str(index), **rows[index]["settings"], "seed": str(job["seed"]),
-                          "job": str(job["job"]), "base BLEU": f"{r.baseline:.2f}", "BLEU": f"{r.system:.2f}",
+                          "job": str(job["job"]), f"base {label}": f"{r.baseline:.2f}", label: f"{r.system:.2f}",
                           "Δ": f"{r.delta:+.2f}", "95% CI of Δ": f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
                           "p bootstrap": f"{r.p_bootstrap:.4f}", "p AR": f"{r.p_randomization:.4f}"})
     return table
@@ -228,7 +255,7 @@ def job_table(jobs: list[dict], varied: list[str], rows: list[dict]) -> list[dic
         line["status"] = job["status"]
         for header, key, fmt in COLUMNS:
             value = job["metrics"].get(key)
-            line[header] = fmt(value) if isinstance(value, int | float) else ""
+            line[header] = fmt(value) if isinstance(value, int | float) else "-" if job["status"] == "done" else ""
         out.append(line)
     return out
 
@@ -240,13 +267,15 @@ def table_lines(table: list[dict[str, str]]) -> list[str]:
 
 
 def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, list[dict[str, str]]],
-                   tests: dict[int, list], missing_base: str | None) -> None:
+                   tests: dict[int, list], missing_base: str | None, metric: str = "bleu") -> None:
     lines = [f"# {title}", "", *table_lines(tables["rows"]), ""]
     if missing_base:
         lines += [f"**No base row**: {missing_base}.", ""]
-    lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs). A row differs "
-              f"from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap and "
-              f"paired approximate randomization tests of its test translations against the base row's "
+    lower = ", lower is better," if metric in LOWER_IS_BETTER else ""
+    lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs; -: not in the "
+              f"jobs' metrics.json). The tests compare test {METRICS[metric][0]}{lower} (metric={metric}). "
+              f"A row differs from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap "
+              f"and paired approximate randomization tests of its test translations against the base row's "
               f"(same seed) both give p < {LEVEL}, and the differences have the same sign.", ""]
     for index, row in enumerate(rows):
         name = ", ".join(f"{k}={v}" for k, v in row["settings"].items()) or "the only setting"
@@ -314,19 +343,20 @@ def write_curves(path: Path, title: str, jobs: list[dict], varied: list[str]) ->
 def run(cfg: DictConfig) -> dict:
     if not cfg.get("sweep_dir"):
         raise ConfigError("task=report needs sweep_dir=PATH (a multirun directory with job folders 0/, 1/, ...)")
+    metric = check_metric(cfg.get("metric", "bleu"))
     sweep_dir = Path(cfg.sweep_dir)
     jobs, varied, base = read_sweep(sweep_dir)
     rows = group_rows(jobs, varied, base, cfg.get("base_row"))
     base_row = next((row for row in rows if row["is_base"]), None)
-    tests = {index: compare(row, base_row) for index, row in enumerate(rows)
+    tests = {index: compare(row, base_row, metric) for index, row in enumerate(rows)
              if base_row is not None and not row["is_base"]}
     missing_base = no_base(varied, base) if base_row is None and len(rows) > 1 else None
     if missing_base:
         log.warning("%s", missing_base)
-    tables = {"rows": row_table(rows, tests), "tests": test_table(rows, tests),
+    tables = {"rows": row_table(rows, tests, metric), "tests": test_table(rows, tests),
               "jobs": job_table(jobs, varied, rows)}
     title = f"{sweep_dir.name}: {', '.join(varied) or 'one setting'}"
-    write_markdown(sweep_dir / "report.md", title, rows, tables, tests, missing_base)
+    write_markdown(sweep_dir / "report.md", title, rows, tables, tests, missing_base, metric)
     write_csv(sweep_dir / "report.csv", tables["rows"])
     write_csv(sweep_dir / "jobs.csv", tables["jobs"])
     write_csv(sweep_dir / "significance.csv", tables["tests"])
@@ -336,5 +366,5 @@ def run(cfg: DictConfig) -> dict:
     log.info("report of %d jobs in %d rows written to %s/report.{md,csv,png}, learning curves of %d jobs to "
              "curves.png", len(jobs), len(rows), sweep_dir, curves)
     return {"jobs": len(jobs), "done": sum(job["status"] == "done" for job in jobs), "rows": len(rows),
-            "differs": {index: verdict(rows[index], pairs)[0] for index, pairs in tests.items()},
+            "metric": metric, "differs": {index: verdict(rows[index], pairs)[0] for index, pairs in tests.items()},
             "curves": curves, "report": str(sweep_dir)}

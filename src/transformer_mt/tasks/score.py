@@ -1,0 +1,113 @@
+"""task=score: forced decoding, the log-probability a checkpoint gives each target sentence for its
+source (as fairseq's, sockeye's and marian-scorer's scoring do). One line per pair, in input order:
+
+    SUM<TAB>NORMALIZED[<TAB>T1 T2 ... EOS]
+
+SUM adds the log-probabilities of the target's tokens and its EOS (the model's log-softmax, no label
+smoothing); NORMALIZED is SUM per token (EOS counted), or with task.normalize=true SUM normalized as
+this command's `decoding` normalizes its hypotheses (beam: / length_norm(tokens + EOS); greedy and
+sampling report the sum), so that it equals the score task=translate task.scores=true prints for
+that translation. task.token_scores=true adds each token's log-probability. Pairs pass the text rule
+of translate (data/text.py) and are batched by task.max_tokens; with quantize=int8 the int8 copy
+scores, as it translates.
+"""
+
+import logging
+import math
+from collections.abc import Callable
+
+import torch
+from omegaconf import DictConfig
+
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
+from transformer_mt.data.encoding import encode_pairs
+from transformer_mt.data.text import clean
+from transformer_mt.errors import DataError
+from transformer_mt.progress import ProgressBar
+from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
+from transformer_mt.tasks.pairs import Pairs, read_pairs
+from transformer_mt.tasks.translate import check_output, open_output, pick_device
+from transformer_mt.training import TranslationModule
+from transformer_mt.validate import check, integer
+
+log = logging.getLogger(__name__)
+
+Ids = list[list[int]]
+
+
+def encode_checked(module: TranslationModule, pairs: Pairs) -> tuple[Ids, Ids]:
+    """Token ids of the cleaned pairs (sources with EOS, targets without), as training encodes them;
+    a side longer than the model's positions is a DataError naming its file and line."""
+    ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0])
+    limit = module.model.config.max_positions
+    for i, (src, tgt) in enumerate(zip(ids["src_len"], ids["tgt_len"])):
+        for side, n in (("source", src), ("target", tgt + 1)):
+            if n > limit:
+                raise DataError(f"{pairs.where(side, i)}: the {side} has {n} tokens (with EOS), more than the "
+                                f"model takes, model.max_positions={limit}")
+    return ids["src_ids"], ids["tgt_ids"]
+
+
+@torch.no_grad()
+def token_logprobs(module: TranslationModule, src: Ids, tgt: Ids, max_tokens: int,
+                   bar: ProgressBar | None = None) -> list[list[float]]:
+    """The log-probability of each target token and then EOS, given its source and the target's
+    prefix (teacher forcing, one forward pass a batch); in input order. `bar` advances by pairs."""
+    model = module.int8_model() if module.quantize == "int8" else module.model
+    collate, bos, eos = Collator(module.pad_id, module.bos_id, module.eos_id), module.bos_id, module.eos_id
+    sizes = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]  # what a pair costs, as in training
+    sampler = TokenBudgetBatchSampler(sizes, max([max_tokens, *sizes]), shuffle=False)
+    out: list[list[float]] = [[] for _ in src]
+    for batch in sampler:
+        source = collate.pad([src[j] for j in batch]).to(module.device)
+        tgt_in = collate.pad([[bos, *tgt[j]] for j in batch]).to(module.device)
+        tgt_out = collate.pad([[*tgt[j], eos] for j in batch]).to(module.device)
+        lprobs = model(source, tgt_in).float().log_softmax(dim=-1)
+        picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1).tolist()
+        for j, row in zip(batch, picked):
+            out[j] = row[: len(tgt[j]) + 1]
+        if bar is not None:
+            bar.advance(len(batch))
+    return out
+
+
+def normalizer(search, normalize: bool) -> Callable[[int], float]:
+    """What the second number divides the sum by, given the target's length (EOS counted): the
+    length itself, or with `normalize` the search's length_norm (none for greedy and sampling,
+    which report the sum)."""
+    if not normalize:
+        return float
+    norm = getattr(search, "length_norm", None)
+    if norm is None:
+        log.warning("%s does not normalize its scores: the second number is the sum, as task=translate reports it",
+                    type(search).__name__)
+        return lambda length: 1.0
+    return norm
+
+
+def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores: bool) -> str:
+    """SUM<TAB>NORMALIZED[<TAB>token log-probabilities], six decimals."""
+    total = math.fsum(logprobs)
+    fields = [f"{total:.6f}", f"{total / norm(len(logprobs)):.6f}"]
+    if token_scores:
+        fields.append(" ".join(f"{value:.6f}" for value in logprobs))
+    return "\t".join(fields) + "\n"
+
+
+def run(cfg: DictConfig) -> None:
+    options = cfg.task
+    check("task.max_tokens", options.max_tokens, integer(1), "an integer >= 1")
+    for key in ("normalize", "token_scores"):
+        check(f"task.{key}", options[key], lambda value: isinstance(value, bool), "true or false")
+    ckpt = checkpoint_path(cfg)
+    check_output(cfg.get("output"))
+    pairs = read_pairs(cfg)  # read and checked whole: a bad line stops the run before the model loads
+    module = load_module(ckpt, cfg.decoding, cfg.quantize)
+    module.to(pick_device(options.device))
+    src, tgt = encode_checked(module, pairs)
+    norm = normalizer(module.search, options.normalize)
+    with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
+        scores = token_logprobs(module, src, tgt, options.max_tokens, bar)
+    with open_output(cfg.get("output")) as out:
+        out.writelines(score_line(row, norm, options.token_scores) for row in scores)
+    log.info("scored %d pairs", len(scores))

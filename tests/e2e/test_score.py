@@ -1,0 +1,111 @@
+"""task=score (forced decoding) on the shipped Multi30k model: it gives beam search's own outputs the
+scores beam search reported, its sums are the model's log-softmax, the input forms agree, and bad
+input is one line naming the file and line."""
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import ROOT, assert_clean_failure, compose_config, run_py
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.tasks import run
+from transformer_mt.tasks.checkpoints import load_module
+
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+SOURCES = ["A man is riding a bicycle down the street.", "Two dogs are playing in the snow.",
+           "A little girl is eating an apple.", "Three women are sitting on a bench in the park.",
+           "A boy in a red shirt jumps into the lake.", "People are walking past a large building."]
+TARGETS = ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Mädchen isst einen Apfel.",
+           "Drei Frauen sitzen auf einer Bank.", "", "Leute gehen an einem Gebäude vorbei."]
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def numbers(rows: list[list[str]]) -> list[float]:
+    return [float(x) for row in rows for x in row]
+
+
+def score(tmp_path: Path, *args: str) -> list[list[str]]:
+    """`python run.py task=score ARGS` in this process: its output's lines, split at tabs."""
+    out = tmp_path / "scores.txt"
+    overrides = ["task=score", f"ckpt_path={SHIPPED}", f"output={out}", "task.device=cpu", *args]
+    run(compose_config(tmp_path / "run", overrides))
+    return [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("norm", ["PowerLength decoding.length_norm.alpha=1.0",
+                                  "GnmtLength decoding.length_norm.alpha=0.6"])
+def test_beam_search_outputs_score_what_beam_search_reported(tmp_path, norm):
+    name, alpha = norm.split()
+    beam = ["decoding=beam", "decoding.beam_size=5", f"decoding.length_norm._target_=transformer_mt.decoding.{name}",
+            alpha]
+    source = write_lines(tmp_path / "src.en", SOURCES)
+    translate = ["task=translate", f"ckpt_path={SHIPPED}", f"input={source}", f"output={tmp_path}/beam.txt",
+                 "task.scores=true", "task.device=cpu", *beam]
+    run(compose_config(tmp_path / "translate", translate))
+    rows = [line.split("\t") for line in (tmp_path / "beam.txt").read_text(encoding="utf-8").splitlines()]
+    target = write_lines(tmp_path / "hyp.de", [text for _, _, text in rows])
+    scored = score(tmp_path, f"source={source}", f"target={target}", "task.normalize=true", *beam)
+    assert len(scored) == len(SOURCES)
+    for (_, reported, _), (total, normalized) in zip(rows, scored):
+        assert abs(float(normalized) - float(reported)) <= 1e-4, (normalized, reported)
+        assert float(total) < float(normalized) < 0  # the sum, normalized by more than one token's length
+
+
+def test_the_sum_is_the_model_log_softmax_of_the_target_and_eos(tmp_path):
+    source, target = write_lines(tmp_path / "src.en", SOURCES[:2]), write_lines(tmp_path / "tgt.de", TARGETS[:2])
+    (total, average, tokens), _ = score(tmp_path, f"source={source}", f"target={target}", "task.token_scores=true")
+    module = load_module(SHIPPED)
+    src = torch.tensor(module.tokenizer.encode_sources(SOURCES[:1]))
+    tgt = module.tokenizer.tgt.encode(TARGETS[:1])[0]
+    with torch.no_grad():
+        lprobs = module.model(src, torch.tensor([[module.bos_id, *tgt]])).log_softmax(dim=-1)[0]
+    by_hand = [lprobs[i, token].item() for i, token in enumerate([*tgt, module.eos_id])]
+    assert abs(float(total) - sum(by_hand)) < 1e-5
+    assert abs(float(average) - sum(by_hand) / len(by_hand)) < 1e-5  # per token, EOS counted
+    assert [float(t) for t in tokens.split(" ")] == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_tsv_two_files_stdin_and_batches_give_the_same_scores(tmp_path, monkeypatch, capsys):
+    source, target = write_lines(tmp_path / "src.en", SOURCES), write_lines(tmp_path / "tgt.de", TARGETS)
+    table = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in zip(SOURCES, TARGETS)])
+    files = score(tmp_path, f"source={source}", f"target={target}")
+    assert score(tmp_path, f"input={table}") == files
+    one_a_batch = score(tmp_path, f"input={table}", "task.max_tokens=1")  # other batches, same order
+    assert numbers(one_a_batch) == pytest.approx(numbers(files), abs=1e-5)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(table.read_bytes())))
+    run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", "task.device=cpu"]))
+    assert [line.split("\t") for line in capsys.readouterr().out.splitlines()] == files
+
+
+def test_bad_input_is_named_before_the_model_loads(tmp_path):
+    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
+    (tmp_path / "model.ckpt").write_bytes(b"x")
+    source, short = write_lines(tmp_path / "src.en", SOURCES), write_lines(tmp_path / "tgt.de", TARGETS[:4])
+    table = write_lines(tmp_path / "pairs.tsv", ["a cat\teine Katze", "a dog", "x\ty\tz"])
+    cases = [([f"source={source}", f"target={short}"], DataError,
+              f"{source} has 6 lines but {short} has 4: files must be aligned"),
+             ([f"source={source}", f"target={tmp_path}/nope.de"], DataError, f"{tmp_path}/nope.de: no such file"),
+             ([f"input={table}"], DataError, f"{table}:2: 0 tabs, expected one (source<TAB>target)"),
+             ([f"source={source}"], ConfigError, f"source={source}: target=FILE is needed too"),
+             ([f"input={table}", f"target={short}"], ConfigError, f"input={table} and source= / target= both given")]
+    for args, error, message in cases:
+        with pytest.raises(error) as err:
+            run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={tmp_path}/model.ckpt", *args]))
+        assert str(err.value).startswith(message)
+
+
+def test_a_target_longer_than_the_model_is_one_line_naming_it(tmp_path):
+    source = write_lines(tmp_path / "src.en", SOURCES[:3])
+    target = write_lines(tmp_path / "tgt.de", [TARGETS[0], "der " * 600, TARGETS[2]])
+    result = run_py("task=score", f"ckpt_path={SHIPPED}", f"source={source}", f"target={target}",
+                    f"output={tmp_path}/scores.txt", f"hydra.run.dir={tmp_path}/run")
+    assert_clean_failure(result, f"error: {target}:2: the target has 601 tokens (with EOS), more than the model "
+                                 "takes, model.max_positions=512")
+    assert not (tmp_path / "scores.txt").exists()
