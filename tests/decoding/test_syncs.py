@@ -97,6 +97,18 @@ def test_a_search_syncs_once_per_check_not_every_step(search_cls, options):
     assert [[h.tokens for h in n] for n in out] == [[h.tokens for h in n] for n in every_step]
 
 
+@pytest.mark.parametrize("search_cls, options", [(GreedySearch, {}), (BeamSearch, {"beam_size": 4, "nbest": 2})])
+def test_a_forced_prefix_adds_no_sync(search_cls, options):
+    """Target prefixes of 0 to 5 tokens: the forcing rule runs on the device, so the search syncs as
+    it does without them, once per check (and a few times at the start and the end)."""
+    model, src = make_model(), padded_sources()
+    given = torch.tensor([[7, 8, 9, 10, 11], [7, 0, 0, 0, 0], [0, 0, 0, 0, 0], [12, 13, 0, 0, 0]])
+    search = search_cls(**options, options=SearchOptions(check_every=8, max_len_a=0, max_len_b=20, min_len=12))
+    out, syncs, steps = record(lambda *args: search(*args, given), model, src)
+    assert steps >= 12 and len(syncs) <= steps // 8 + 5, syncs
+    assert out[0][0].tokens[:5] == [7, 8, 9, 10, 11] and out[3][0].tokens[:2] == [12, 13]
+
+
 @pytest.mark.parametrize("check_every", [2, 3, 8, 50])
 def test_outputs_do_not_depend_on_the_check_interval(check_every):
     """On the toy model (exact arithmetic, sentences of one batch ending at different steps),

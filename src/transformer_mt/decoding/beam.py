@@ -5,7 +5,14 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.decoding.search import DecoderState, Hypothesis, SearchModel, SearchOptions, check_interval
+from transformer_mt.decoding.search import (
+    DecoderState,
+    Hypothesis,
+    SearchModel,
+    SearchOptions,
+    TargetPrefix,
+    check_interval,
+)
 from transformer_mt.errors import ConfigError
 
 
@@ -62,7 +69,9 @@ class BeamSearch:
     never extended. A sentence stops when it has beam_size finished hypotheses (early stopping) and
     leaves the batch; the search ends when all have stopped. The length limits, EOS and n-gram
     rules, and how the model runs, are the `options` every search takes (SearchOptions). `nbest`
-    best are returned.
+    best are returned. `prefix_tokens` (B, P), padded with <pad>: every hypothesis of a sentence
+    starts with its row's (TargetPrefix: while it lasts, each beam has one extension, so only the
+    first beam stays alive; the forced tokens' log-probabilities count in the score).
 
     The bookkeeping stays on the device (Finished); every `options.check_every` steps (None: 1 on the CPU,
     8 on a GPU; search.check_interval) one host sync decides which sentences go on, and the stopped
@@ -83,10 +92,12 @@ class BeamSearch:
         self.options = options or SearchOptions()
 
     @torch.no_grad()
-    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
+                 prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         batch, k, device = src.size(0), self.beam_size, src.device
         pad_id, every = model.config.pad_id, check_interval(self.options.check_every, device)
-        limits = self.options.limits(model, src)  # of the sentences in the batch
+        forced = TargetPrefix.given(prefix_tokens, batch, model, device)  # of the sentences in the batch
+        limits = self.options.limits(model, src, forced)
         longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()  # one host sync
         steps = longest + 1
         state = DecoderState(model, src, self.options.use_cache, beams=k, capacity=steps)  # one memory row per sentence
@@ -101,7 +112,7 @@ class BeamSearch:
             n = sentence.numel()
             at_limit = self.options.at_limit(limits, step, first_limit)
             at_limit = None if at_limit is None else at_limit[:, None].expand(n, k).reshape(-1)
-            lprobs = self.options.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id)
+            lprobs = self.options.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id, forced.at(step, k))
             vocab = lprobs.size(1)
             candidates = lprobs.add_(scores[:, None]).view(n, k * vocab)  # in place: lprobs is not needed again
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
@@ -126,6 +137,7 @@ class BeamSearch:
                 else:
                     rows, tokens, next_scores, sentence, limits = (
                         t.index_select(0, keep) for t in (rows, tokens, next_scores, sentence, limits))
+                    forced = forced.select(keep)
             rows = rows.view(-1)
             prefix = torch.cat([prefix.index_select(0, rows), tokens.view(-1, 1)], dim=1)
             scores = next_scores.view(-1)

@@ -38,7 +38,9 @@ class Sampling:
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
     by their log-probability under the model; `seed` makes the draws reproducible. The rules and how
-    the model runs are the `options` every search takes (SearchOptions).
+    the model runs are the `options` every search takes (SearchOptions); `prefix_tokens` (B, P),
+    padded with <pad>: every sample starts with its row's (TargetPrefix; a forced step still draws,
+    from a distribution with one token).
 
     options.check_every: steps between the host's looks at which samples ended (see
     search.check_interval). A step draws one random row per row of the batch, so the draws depend
@@ -63,12 +65,14 @@ class Sampling:
         return logits.softmax(dim=-1)
 
     @torch.no_grad()
-    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int) -> list[list[Hypothesis]]:
+    def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
+                 prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
 
         def draw(lprobs: torch.Tensor) -> torch.Tensor:
             return multinomial(self.distribution(lprobs), generator)
 
-        hyps = token_by_token(model, src, bos_id, eos_id, self.options, draw, copies=self.nbest, default_check_every=1)
+        hyps = token_by_token(model, src, bos_id, eos_id, self.options, draw, copies=self.nbest, default_check_every=1,
+                              prefix_tokens=prefix_tokens)
         n = self.nbest
         return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

@@ -1,7 +1,8 @@
 """What every search strategy shares: the model interface it needs (SearchModel), hypotheses, the
 options every search takes (SearchOptions: the rules its outputs obey -- length limits, EOS,
-padding, repeated n-grams -- and how it runs the model), and the decoder state that runs the model
-one step at a time (with the KV cache, or by re-decoding the prefix for comparison).
+padding, repeated n-grams, a forced target prefix -- and how it runs the model), the target
+prefixes a search may be given (TargetPrefix), and the decoder state that runs the model one step
+at a time (with the KV cache, or by re-decoding the prefix for comparison).
 
 No search waits for the host at every step: what a step decides stays on the device, and the
 searches look at it (which rows ended, which sentences stopped) every `check_every` steps, where
@@ -69,12 +70,61 @@ def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, max_positions:
 
 
 @dataclass(frozen=True)
+class TargetPrefix:
+    """The tokens each output row must start with: a search's `prefix_tokens` argument (fairseq's
+    name), (N, P) target ids padded at the end with <pad>, held as `tokens` with -1 after each
+    row's prefix (nothing forced). The width P is a host int: the steps after it cost nothing, and a
+    search without prefixes (P = 0) runs as it always did. A search keeps these rows in step with
+    its own (`select`) and asks at each step which token each row must take (`at`); the rule itself
+    is SearchOptions.apply's."""
+
+    tokens: torch.Tensor  # (N, P), -1 where nothing is forced
+
+    @classmethod
+    def given(cls, prefix_tokens: torch.Tensor | None, rows: int, model: SearchModel,
+              device: torch.device) -> "TargetPrefix":
+        """The prefixes of `rows` source rows; None: none. Prefixes wider than the model's positions
+        allow (max_positions - 2: BOS and EOS) are a ValueError."""
+        if prefix_tokens is None:
+            return cls(torch.empty(rows, 0, dtype=torch.long, device=device))
+        pad_id, most = model.config.pad_id, model.config.max_positions - 2
+        if prefix_tokens.dim() != 2 or prefix_tokens.size(0) != rows:
+            raise ValueError(f"prefix_tokens: expected ({rows}, P) target ids, got {tuple(prefix_tokens.shape)}")
+        if prefix_tokens.size(1) > most:
+            raise ValueError(f"prefix_tokens: {prefix_tokens.size(1)} wide, more than the model's positions allow "
+                             f"({most})")
+        tokens = prefix_tokens.to(device=device, dtype=torch.long)
+        return cls(tokens.masked_fill(tokens == pad_id, -1))
+
+    @property
+    def width(self) -> int:
+        """The longest prefix (padded width): no row is forced at or after this step."""
+        return self.tokens.size(1)
+
+    def lengths(self) -> torch.Tensor:
+        """(N,) the prefix length of each row."""
+        return (self.tokens >= 0).sum(dim=1)
+
+    def at(self, step: int, beams: int = 1) -> torch.Tensor | None:
+        """The token each row must take at `step` (-1: none), each row repeated for its `beams`
+        consecutive prefixes; None after the longest prefix."""
+        if step >= self.width:
+            return None
+        return self.tokens[:, step, None].expand(-1, beams).reshape(-1)
+
+    def select(self, index: torch.Tensor) -> "TargetPrefix":
+        """The rows `index` (as a search's rows move: copies, rows that leave)."""
+        return TargetPrefix(self.tokens.index_select(0, index))
+
+
+@dataclass(frozen=True)
 class SearchOptions:
     """What greedy search, beam search and sampling share (the config node `decoding.options`):
 
     - the rules every output obeys: at most max_len_a * src_len + max_len_b tokens (then EOS is
       forced, with its own probability), no EOS before min_len tokens, never <pad>, and with
-      no_repeat_ngram_size > 0 no n-gram twice;
+      no_repeat_ngram_size > 0 no n-gram twice; a row given a target prefix (TargetPrefix) starts
+      with it whatever these rules say, and its limit is at least the prefix's length;
     - how the model runs: use_cache (false: the whole prefix is decoded again at every step, for
       tests and benchmarks; the same outputs) and check_every, the steps between the host's looks
       at which rows ended (None: the search's default; see check_interval).
@@ -87,15 +137,21 @@ class SearchOptions:
     use_cache: bool = True
     check_every: int | None = None
 
-    def limits(self, model: SearchModel, src: torch.Tensor) -> torch.Tensor:
-        """The output length limit of each source row."""
-        return max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+    def limits(self, model: SearchModel, src: torch.Tensor, forced: TargetPrefix | None = None) -> torch.Tensor:
+        """The output length limit of each source row, raised to the length of its forced target
+        prefix where that is longer (the prefix always fits; the model may then add nothing)."""
+        limits = max_lengths(src, model.config.pad_id, self.max_len_a, self.max_len_b, model.config.max_positions)
+        return limits if forced is None or not forced.width else torch.maximum(limits, forced.lengths())
 
     def apply(self, lprobs: torch.Tensor, prefix: torch.Tensor, step: int, at_limit: torch.Tensor | None,
-              eos_id: int, pad_id: int) -> torch.Tensor:
+              eos_id: int, pad_id: int, forced: torch.Tensor | None = None) -> torch.Tensor:
         """lprobs (N, V) of the token after `prefix` (N, step + 1) with the rules applied; rows with
         at_limit (N,) True may only end (EOS keeps its probability). at_limit None: no row is at its
-        limit (what a search knows on the host before the smallest limit, saving a pass over lprobs)."""
+        limit (what a search knows on the host before the smallest limit, saving a pass over lprobs).
+        forced (N,): the token each row must take at this step, -1 where none (TargetPrefix.at;
+        None: no row is forced); it overrides every other rule and keeps the model's log-probability,
+        so a forced prefix counts in the score as fairseq's prefix_tokens do."""
+        kept = None if forced is None else lprobs.gather(1, forced.clamp(min=0)[:, None])  # before the rules
         eos = lprobs[:, eos_id].clone()
         lprobs[:, pad_id] = float("-inf")
         lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
@@ -104,6 +160,9 @@ class SearchOptions:
         if at_limit is not None:  # decided on the device: no host sync
             lprobs.masked_fill_(at_limit[:, None], float("-inf"))
             lprobs[:, eos_id] = torch.where(at_limit, eos, lprobs[:, eos_id])
+        if forced is not None:
+            only = torch.full_like(lprobs, float("-inf")).scatter_(1, forced.clamp(min=0)[:, None], kept)
+            lprobs = torch.where((forced >= 0)[:, None], only, lprobs)
         return lprobs
 
     def at_limit(self, limits: torch.Tensor, step: int, first_limit: int) -> torch.Tensor | None:
@@ -161,33 +220,36 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
 
 
 def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, options: SearchOptions, pick,
-                   copies: int = 1, default_check_every: int | None = None) -> list[Hypothesis]:
-    """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied) until
-    EOS. Every `options.check_every` steps (check_interval; None: `default_check_every`, or
-    check_interval's) the rows that have ended leave the batch, so the
-    model only runs on unfinished ones; in between, an ended row rides along and what it picks is
+                   copies: int = 1, default_check_every: int | None = None,
+                   prefix_tokens: torch.Tensor | None = None) -> list[Hypothesis]:
+    """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied; while
+    a row's `prefix_tokens` last, the forced token is its only choice: TargetPrefix) until EOS.
+    Every `options.check_every` steps (check_interval; None: `default_check_every`, or
+    check_interval's) the rows that have ended leave the batch, so the model only runs on
+    unfinished ones; in between, an ended row rides along and what it picks is
     ignored. Each source is encoded once and decoded `copies` times in consecutive rows (its memory
     row copied too, so one prefix per memory row: beams = 1). One hypothesis per row.
 
     Host syncs: one at the start (the limits), one per check (which rows go on), one at the end."""
     every = check_interval(default_check_every if options.check_every is None else options.check_every, src.device)
-    limits = options.limits(model, src)
+    forced = TargetPrefix.given(prefix_tokens, src.size(0), model, src.device)
+    limits = options.limits(model, src, forced)
     longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()
     steps = longest + 1  # rules force EOS at each row's limit: every row ends within `steps`
     state = DecoderState(model, src, options.use_cache, beams=1, capacity=steps)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device)[:, None].expand(-1, copies).reshape(-1)
         state.reorder(rows, rows)
-        limits = limits.index_select(0, rows)
+        limits, forced = limits.index_select(0, rows), forced.select(rows)
     n = limits.numel()
     out = torch.full((n, steps), eos_id, dtype=torch.long, device=src.device)  # each row's tokens, then EOS
     scores = torch.zeros(n, device=src.device)
     alive = torch.arange(n, device=src.device)  # the rows of the batch, in the order of `out`
     ended = torch.zeros(n, dtype=torch.bool, device=src.device)  # rows of the batch that have picked EOS
-    prefix = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)
+    tokens = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)  # each row's BOS and tokens so far
     for step in range(steps):
         at_limit = options.at_limit(limits, step, first_limit)
-        lprobs = options.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id)
+        lprobs = options.apply(state.step(tokens), tokens, step, at_limit, eos_id, model.config.pad_id, forced.at(step))
         token = pick(lprobs)
         gained = lprobs.gather(1, token[:, None]).squeeze(1).masked_fill(ended, 0.0)  # ended rows gain nothing
         scores.index_add_(0, alive, gained)
@@ -198,10 +260,10 @@ def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: i
             if keep.numel() == 0:
                 break
             if keep.numel() < ended.numel():
-                alive, prefix, limits, token = (t.index_select(0, keep) for t in (alive, prefix, limits, token))
-                ended = ended.index_select(0, keep)
+                alive, tokens, limits, token = (t.index_select(0, keep) for t in (alive, tokens, limits, token))
+                ended, forced = ended.index_select(0, keep), forced.select(keep)
                 state.reorder(keep, keep)
-        prefix = torch.cat([prefix, token[:, None]], dim=1)
+        tokens = torch.cat([tokens, token[:, None]], dim=1)
     hyps = []
     for row, score in zip(out.tolist(), scores.tolist()):
         hyps.append(Hypothesis(row[: row.index(eos_id)], score, score))

@@ -2,6 +2,9 @@
 
 Lines come out in input order, one per input line (or `decoding.nbest` per line, as
 `line<TAB>score<TAB>translation`, also with task.scores=true). Empty lines give empty lines.
+task.prefix=true reads `source<TAB>target prefix` lines, and every output starts with the prefix
+(tasks/prefix.py); task.alignment=true adds `<TAB>alignment` after each translation, Pharaoh pairs
+from the cross-attention (tasks/alignments.py).
 Input that is not a terminal (a file, a pipe) is read and checked whole before anything is
 translated, so a bad line (invalid UTF-8, a NUL byte) stops the run with nothing written; from a
 terminal, or with an explicit `task.buffer_size`, lines are translated `task.buffer_size` (or 1) at
@@ -13,8 +16,9 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 import torch
 from omegaconf import DictConfig
@@ -25,22 +29,44 @@ from transformer_mt.data.corpus import read_lines
 from transformer_mt.data.text import clean, decode_text, text_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar
+from transformer_mt.tasks.alignments import Alignments
 from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
+from transformer_mt.tasks.prefix import prefix_ids, spell, split_prefixes
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
 
-NBest = list[tuple[str, float]]
+
+@dataclass(frozen=True)
+class Translation:
+    """One output of a line: its text, its score, and with task.alignment its Pharaoh alignment."""
+
+    text: str
+    score: float
+    alignment: str | None = None
+
+
+NBest = list[Translation]
+
+
+def decoding_model(module: TranslationModule) -> torch.nn.Module:
+    """The model the checkpoint's search runs: with quantize=int8 its int8 copy."""
+    return module.int8_model() if module.quantize == "int8" else module.model
 
 
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
-                    bar: ProgressBar | None = None) -> list[NBest]:
-    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0.
-    `bar` advances by the lines of each batch as it is translated."""
+                    bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
+                    alignments: Alignments | None = None) -> list[NBest]:
+    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
+    a target prefix: the prefix). `prefixes`: one per line (task.prefix; "": none), which every
+    output of the line starts with (tasks/prefix.py). `bar` advances by the lines of each batch as
+    it is translated. Errors name `name:LINE`, LINE counted from `first_line`."""
     cleaned, _ = clean(lines)
+    starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n = getattr(module.search, "nbest", 1)
-    results: list[NBest] = [[("", 0.0)] * n for _ in lines]
+    empty = "" if alignments else None
+    results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
     if bar is not None:
         bar.advance(len(lines) - len(todo))
     if not todo:
@@ -49,18 +75,46 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     src = module.tokenizer.encode_sources([cleaned[i] for i in todo])
     for i, ids in zip(todo, src):
         if len(ids) >= max_positions:
-            raise DataError(f"input line {first_line + i}: {len(ids)} tokens, more than the model's "
+            raise DataError(f"{name}:{first_line + i}: {len(ids)} tokens, more than the model's "
                             f"max_positions={max_positions} allows")
+    forced = [[] for _ in todo] if prefixes is None else prefix_ids(
+        module.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
-    device = module.device
+    model = decoding_model(module)
     for batch in sampler:
-        padded = collate.pad([src[j] for j in batch]).to(device)
-        for j, nbest in zip(batch, module.translate(padded)):
+        padded = collate.pad([src[j] for j in batch]).to(module.device)
+        nbests = translate_batch(module, model, padded, [cleaned[todo[j]] for j in batch],
+                                 [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments)
+        for j, nbest in zip(batch, nbests):
             results[todo[j]] = nbest
         if bar is not None:
             bar.advance(len(batch))
     return results
+
+
+def translate_batch(module: TranslationModule, model: torch.nn.Module, src: torch.Tensor, lines: list[str],
+                    prefixes: list[str], forced: list[list[int]], alignments: Alignments | None) -> list[NBest]:
+    """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
+    a row starts with its prefix (text, and the ids `forced`; "" and []: none)."""
+    prefix_tokens = Collator(module.pad_id, module.bos_id, module.eos_id).pad(forced) if any(forced) else None
+    hyps = module.search(model, src, module.bos_id, module.eos_id, prefix_tokens)
+    flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
+    outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
+
+    def texts(sequences: list[list[int]], owners: list[int]) -> list[str]:
+        """The text of token sequences (the first tokens of outputs[owners[i]]), as it is written."""
+        return spell(module.tokenizer.tgt, sequences, [prefixes[rows[o]] for o in owners],
+                     [len(forced[rows[o]]) for o in owners])
+
+    written = texts(outputs, list(range(len(outputs))))
+    marks = [None] * len(flat)
+    if alignments is not None:
+        marks = alignments(model, module.tokenizer, src, lines, outputs, rows, texts)
+    out: list[NBest] = [[] for _ in hyps]
+    for (row, h), text, mark in zip(flat, written, marks):
+        out[row].append(Translation(text, h.score, mark))
+    return out
 
 
 def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
@@ -135,24 +189,49 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def split_chunks(chunks: Iterator[list[str]], name: str, whole: bool) -> Iterator[tuple[list[str], list[str]]]:
+    """task.prefix: each chunk's sources and target prefixes (tasks/prefix.py). `whole` (input read
+    and checked whole): every line is split now, so that a bad one stops the run before any output;
+    else each chunk as it comes."""
+    def split() -> Iterator[tuple[list[str], list[str]]]:
+        first = 1
+        for chunk in chunks:
+            yield split_prefixes(chunk, name, first)
+            first += len(chunk)
+
+    return iter(list(split())) if whole else split()
+
+
+def write(out: TextIO, line_no: int, nbest: NBest, with_scores: bool) -> None:
+    """One input line's outputs: `text`, or `line<TAB>score<TAB>text` per hypothesis with scores;
+    with alignments, `<TAB>alignment` after the text."""
+    for t in nbest if with_scores else nbest[:1]:
+        fields = [str(line_no), f"{t.score:.4f}", t.text] if with_scores else [t.text]
+        out.write("\t".join(fields if t.alignment is None else [*fields, t.alignment]) + "\n")
+
+
 def run(cfg: DictConfig) -> None:
     options = cfg.task
     ckpt = checkpoint_path(cfg)
     check_output(cfg.get("output"))
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
+    name = str(cfg.input) if cfg.get("input") else "stdin"
+    if options.get("prefix"):
+        pairs = split_chunks(chunks, name, whole=total is not None)
+    else:
+        pairs = ((chunk, None) for chunk in chunks)
     module = load_module(ckpt, cfg.decoding, cfg.quantize)
     module.to(pick_device(options.device))
+    alignments = Alignments.from_options(options, module.model)
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
     setting = cfg.get("progress") if total is not None else False
     with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
-        for chunk in chunks:
-            for nbest in translate_lines(module, chunk, options.max_tokens, first_line=line_no + 1, bar=bar):
-                if with_scores:
-                    out.writelines(f"{line_no}\t{score:.4f}\t{text}\n" for text, score in nbest)
-                else:
-                    out.write(nbest[0][0] + "\n")
+        for sources, prefixes in pairs:
+            for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
+                                         name=name, prefixes=prefixes, alignments=alignments):
+                write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()
     log.info("translated %d lines", line_no)

@@ -1,0 +1,77 @@
+"""task.prefix=true: lines of `source<TAB>target prefix`, and outputs that start with the prefix.
+
+A prefix passes the text rule every line passes (data/text.py: whitespace at its ends dropped, inner
+runs one space), is encoded with the target tokenizer (no BOS, no EOS) and forced as the first
+output tokens (decoding/search.py: TargetPrefix). The output's text is the prefix exactly as given,
+then what follows the forced tokens' text in the decoded output: where the tokenizer normalizes the
+prefix (NFKC, lowercasing, characters it cannot spell), the output still starts with the prefix.
+A prefix that ends inside a word may be continued inside it ("Der Hu" -> "Der Hund ...").
+"""
+
+import logging
+
+from transformer_mt.data.text import strip_invisible
+from transformer_mt.data.tokenizer import TextTokenizer
+from transformer_mt.errors import DataError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "source<TAB>target prefix, task.prefix=true"
+
+
+def split_prefixes(lines: list[str], name: str, first_line: int = 1) -> tuple[list[str], list[str]]:
+    """The source and the target prefix of each line. A line that shows nothing (the text rule's
+    empty line) is an empty source with an empty prefix; any other line without exactly one TAB is
+    a DataError naming `name:LINE` (LINE counted from `first_line`)."""
+    sources, prefixes = [], []
+    for number, line in enumerate(lines, start=first_line):
+        fields = line.split("\t")
+        if not strip_invisible(line):
+            fields = ["", ""]
+        elif len(fields) != 2:
+            raise DataError(f"{name}:{number}: {len(fields) - 1} tabs, expected one ({FORMAT})")
+        sources.append(fields[0])
+        prefixes.append(fields[1])
+    return sources, prefixes
+
+
+def prefix_ids(tokenizer: TextTokenizer, prefixes: list[str], most: int, name: str,
+               numbers: list[int]) -> list[list[int]]:
+    """The target ids to force for each (cleaned) prefix; a prefix with a special token (<pad>,
+    <s>, </s> written out) or longer than `most` tokens is a DataError naming `name:LINE`
+    (numbers: the line of each prefix)."""
+    special = {tokenizer.special_ids[key]: key for key in ("pad_id", "bos_id", "eos_id")}
+    ids = tokenizer.encode(prefixes) if prefixes else []
+    for tokens, number in zip(ids, numbers):
+        found = next((t for t in tokens if t in special), None)
+        if found is not None:
+            raise DataError(f"{name}:{number}: the target prefix holds a special token ({special[found]} = "
+                            f"{tokenizer.tokens([found])[0]}), which cannot be forced")
+        if len(tokens) > most:
+            raise DataError(f"{name}:{number}: the target prefix has {len(tokens)} tokens, more than the model's "
+                            f"positions allow ({most})")
+    return ids
+
+
+def spell(tokenizer: TextTokenizer, sequences: list[list[int]], prefixes: list[str], forced: list[int]) -> list[str]:
+    """The text of each token sequence, starting with its prefix as given (restore_prefix) where
+    the sequence holds all `forced` (its number of forced tokens) of a non-empty prefix; otherwise
+    the decoded text (no prefix, or a part of the forced tokens only)."""
+    whole = [bool(prefix) and len(ids) >= n for ids, prefix, n in zip(sequences, prefixes, forced)]
+    texts = tokenizer.decode(sequences)
+    cut = [(ids[:n], ids[n:]) for ids, n, done in zip(sequences, forced, whole) if done]
+    shown, rest = iter(tokenizer.decode([a for a, _ in cut])), iter(tokenizer.decode([b for _, b in cut]))
+    return [restore_prefix(prefix, text, next(shown), next(rest)) if done else text
+            for text, prefix, done in zip(texts, prefixes, whole)]
+
+
+def restore_prefix(prefix: str, text: str, shown: str, rest: str) -> str:
+    """The output starting with `prefix` as given: `text` (the whole output decoded) with its start
+    `shown` (the forced tokens decoded alone) replaced by the prefix. A tokenizer whose decoding of
+    the whole does not start with that of the forced tokens (none that this project trains or
+    imports) gets the prefix, a space and `rest` (the tokens after the forced ones decoded alone)."""
+    if text.startswith(shown):
+        return prefix + text[len(shown) :]
+    log.warning("the target tokenizer decodes the prefix %r otherwise inside the output %r: writing the prefix, "
+                "a space and the rest", prefix, text)
+    return f"{prefix} {rest}" if prefix and rest else prefix + rest
