@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT, assert_clean_failure, compose_config, run_py
+from tests.helpers import ROOT, compose_config
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
 from transformer_mt.tasks.checkpoints import load_module
@@ -104,8 +104,8 @@ def test_bad_input_is_named_before_the_model_loads(tmp_path):
 def test_a_target_longer_than_the_model_is_one_line_naming_it(tmp_path):
     source = write_lines(tmp_path / "src.en", SOURCES[:3])
     target = write_lines(tmp_path / "tgt.de", [TARGETS[0], "der " * 600, TARGETS[2]])
-    result = run_py("task=score", f"ckpt_path={SHIPPED}", f"source={source}", f"target={target}",
-                    f"output={tmp_path}/scores.txt", f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, f"error: {target}:2: the target has 601 tokens (with EOS), more than the model "
-                                 "takes, model.max_positions=512")
+    with pytest.raises(DataError, match=rf"^{target}:2: the target has 601 tokens \(with EOS\), more than the "
+                                        r"model takes, model.max_positions=512$"):  # one line, exit status 1
+        run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", f"source={source}",
+                                              f"target={target}", f"output={tmp_path}/scores.txt"]))
     assert not (tmp_path / "scores.txt").exists()

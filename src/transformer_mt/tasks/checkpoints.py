@@ -21,10 +21,38 @@ def checkpoint_path(cfg: DictConfig) -> Path:
     """cfg.ckpt_path, checked to exist."""
     if not cfg.get("ckpt_path"):
         raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
+    if not isinstance(plain(cfg.ckpt_path), str):
+        raise ConfigError(f"ckpt_path={plain(cfg.ckpt_path)}: this task takes one checkpoint (an ensemble, "
+                          "ckpt_path=[a.ckpt,b.ckpt], is for task=translate and task=score)")
     path = Path(cfg.ckpt_path)
     if not path.is_file():
         raise ConfigError(f"ckpt_path={path}: no such file")
     return path
+
+
+def checkpoint_paths(cfg: DictConfig) -> list[Path]:
+    """cfg.ckpt_path as a list: one checkpoint, or the members of an ensemble (ckpt_path=[a,b,...]),
+    each checked to exist."""
+    given = plain(cfg.get("ckpt_path"))
+    if not given:
+        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train) or "
+                          "ckpt_path=[PATH,PATH,...] (an ensemble)")
+    paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"ckpt_path={path}: no such file")
+    return paths
+
+
+def load_members(paths: list[Path], decoding: dict | DictConfig | None = None, quantize: str | None = None) -> list:
+    """The TranslationModule of each checkpoint (load_module); members of an ensemble must share
+    their vocabularies: two that do not are one line naming both files."""
+    modules = [load_module(path, decoding, quantize) for path in paths]
+    for path, module in zip(paths[1:], modules[1:]):
+        if module.tokenizer.to_dict() != modules[0].tokenizer.to_dict():
+            raise ConfigError(f"ckpt_path: {paths[0]} and {path} have different tokenizers; the members of an "
+                              "ensemble must share one")
+    return modules
 
 
 def read_checkpoint(path: Path) -> dict:

@@ -7,9 +7,10 @@ SUM adds the log-probabilities of the target's tokens and its EOS (the model's l
 smoothing); NORMALIZED is SUM per token (EOS counted), or with task.normalize=true SUM normalized as
 this command's `decoding` normalizes its hypotheses (beam: / length_norm(tokens + EOS); greedy and
 sampling report the sum), so that it equals the score task=translate task.scores=true prints for
-that translation. task.token_scores=true adds each token's log-probability. Pairs pass the text rule
-of translate (data/text.py) and are batched by task.max_tokens; with quantize=int8 the int8 copy
-scores, as it translates.
+that translation. task.token_scores=true adds each token's log-probability. ckpt_path=[a,b,...]
+scores with an ensemble (the members' probabilities averaged, decoding/ensemble.py). Pairs pass
+the text rule of translate (data/text.py) and are batched by task.max_tokens; with quantize=int8
+the int8 copy scores, as it translates.
 """
 
 import logging
@@ -22,11 +23,12 @@ from omegaconf import DictConfig
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.encoding import encode_pairs
 from transformer_mt.data.text import clean
+from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.errors import DataError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
+from transformer_mt.tasks.checkpoints import checkpoint_paths, load_members
 from transformer_mt.tasks.pairs import Pairs, read_pairs
-from transformer_mt.tasks.translate import check_output, open_output, pick_device
+from transformer_mt.tasks.translate import check_output, decoding_model, open_output, pick_device
 from transformer_mt.training import TranslationModule
 from transformer_mt.validate import check, integer
 
@@ -35,11 +37,12 @@ log = logging.getLogger(__name__)
 Ids = list[list[int]]
 
 
-def encode_checked(module: TranslationModule, pairs: Pairs) -> tuple[Ids, Ids]:
+def encode_checked(module: TranslationModule, pairs: Pairs, model=None) -> tuple[Ids, Ids]:
     """Token ids of the cleaned pairs (sources with EOS, targets without), as training encodes them;
-    a side longer than the model's positions is a DataError naming its file and line."""
+    a side longer than the model's (an ensemble's: the shortest member's) positions is a DataError
+    naming its file and line."""
     ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0])
-    limit = module.model.config.max_positions
+    limit = (model or module.model).config.max_positions
     for i, (src, tgt) in enumerate(zip(ids["src_len"], ids["tgt_len"])):
         for side, n in (("source", src), ("target", tgt + 1)):
             if n > limit:
@@ -50,10 +53,11 @@ def encode_checked(module: TranslationModule, pairs: Pairs) -> tuple[Ids, Ids]:
 
 @torch.no_grad()
 def token_logprobs(module: TranslationModule, src: Ids, tgt: Ids, max_tokens: int,
-                   bar: ProgressBar | None = None) -> list[list[float]]:
+                   bar: ProgressBar | None = None, model=None) -> list[list[float]]:
     """The log-probability of each target token and then EOS, given its source and the target's
-    prefix (teacher forcing, one forward pass a batch); in input order. `bar` advances by pairs."""
-    model = module.int8_model() if module.quantize == "int8" else module.model
+    prefix (teacher forcing, one forward pass a batch); in input order. `bar` advances by pairs.
+    model: an Ensemble of several modules' models (averaged probabilities); None: the module's."""
+    model = model or decoding_model(module)
     collate, bos, eos = Collator(module.pad_id, module.bos_id, module.eos_id), module.bos_id, module.eos_id
     sizes = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]  # what a pair costs, as in training
     sampler = TokenBudgetBatchSampler(sizes, max([max_tokens, *sizes]), shuffle=False)
@@ -99,15 +103,19 @@ def run(cfg: DictConfig) -> None:
     check("task.max_tokens", options.max_tokens, integer(1), "an integer >= 1")
     for key in ("normalize", "token_scores"):
         check(f"task.{key}", options[key], lambda value: isinstance(value, bool), "true or false")
-    ckpt = checkpoint_path(cfg)
+    paths = checkpoint_paths(cfg)
     check_output(cfg.get("output"))
     pairs = read_pairs(cfg)  # read and checked whole: a bad line stops the run before the model loads
-    module = load_module(ckpt, cfg.decoding, cfg.quantize)
-    module.to(pick_device(options.device))
-    src, tgt = encode_checked(module, pairs)
+    members = load_members(paths, cfg.decoding, cfg.quantize)
+    device = pick_device(options.device)
+    for member in members:
+        member.to(device)
+    module = members[0]  # its tokenizer and search; an ensemble scores with every member's model
+    model = Ensemble([decoding_model(m) for m in members]) if len(members) > 1 else None
+    src, tgt = encode_checked(module, pairs, model)
     norm = normalizer(module.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
-        scores = token_logprobs(module, src, tgt, options.max_tokens, bar)
+        scores = token_logprobs(module, src, tgt, options.max_tokens, bar, model)
     with open_output(cfg.get("output")) as out:
         out.writelines(score_line(row, norm, options.token_scores) for row in scores)
     log.info("scored %d pairs", len(scores))

@@ -2,6 +2,8 @@
 
 Lines come out in input order, one per input line (or `decoding.nbest` per line, as
 `line<TAB>score<TAB>translation`, also with task.scores=true). Empty lines give empty lines.
+ckpt_path=[a.ckpt,b.ckpt,...] translates with an ensemble (decoding/ensemble.py: the members'
+probabilities averaged at every step, with this command's decoding; they share one tokenizer).
 task.prefix=true reads `source<TAB>target prefix` lines, and every output starts with the prefix
 (tasks/prefix.py); task.alignment=true adds `<TAB>alignment` after each translation, Pharaoh pairs
 from the cross-attention (tasks/alignments.py).
@@ -27,10 +29,11 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.data.text import clean, decode_text, text_lines
+from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.alignments import Alignments
-from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
+from transformer_mt.tasks.checkpoints import checkpoint_paths, load_members
 from transformer_mt.tasks.prefix import prefix_ids, spell, split_prefixes
 from transformer_mt.training import TranslationModule
 
@@ -56,11 +59,13 @@ def decoding_model(module: TranslationModule) -> torch.nn.Module:
 
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
-                    alignments: Alignments | None = None) -> list[NBest]:
+                    alignments: Alignments | None = None, model=None) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix). `prefixes`: one per line (task.prefix; "": none), which every
     output of the line starts with (tasks/prefix.py). `bar` advances by the lines of each batch as
-    it is translated. Errors name `name:LINE`, LINE counted from `first_line`."""
+    it is translated. Errors name `name:LINE`, LINE counted from `first_line`. model: what the
+    search runs (an Ensemble of several modules' models); None: the module's (decoding_model)."""
+    model = model or decoding_model(module)
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
@@ -71,7 +76,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
         bar.advance(len(lines) - len(todo))
     if not todo:
         return results
-    max_positions = module.model.config.max_positions
+    max_positions = model.config.max_positions  # an ensemble's: its members' shortest
     src = module.tokenizer.encode_sources([cleaned[i] for i in todo])
     for i, ids in zip(todo, src):
         if len(ids) >= max_positions:
@@ -81,7 +86,6 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
         module.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
-    model = decoding_model(module)
     for batch in sampler:
         padded = collate.pad([src[j] for j in batch]).to(module.device)
         nbests = translate_batch(module, model, padded, [cleaned[todo[j]] for j in batch],
@@ -110,7 +114,7 @@ def translate_batch(module: TranslationModule, model: torch.nn.Module, src: torc
     written = texts(outputs, list(range(len(outputs))))
     marks = [None] * len(flat)
     if alignments is not None:
-        marks = alignments(model, module.tokenizer, src, lines, outputs, rows, texts)
+        marks = alignments(decoding_model(module), module.tokenizer, src, lines, outputs, rows, texts)
     out: list[NBest] = [[] for _ in hyps]
     for (row, h), text, mark in zip(flat, written, marks):
         out[row].append(Translation(text, h.score, mark))
@@ -212,7 +216,7 @@ def write(out: TextIO, line_no: int, nbest: NBest, with_scores: bool) -> None:
 
 def run(cfg: DictConfig) -> None:
     options = cfg.task
-    ckpt = checkpoint_path(cfg)
+    paths = checkpoint_paths(cfg)
     check_output(cfg.get("output"))
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     name = str(cfg.input) if cfg.get("input") else "stdin"
@@ -220,9 +224,13 @@ def run(cfg: DictConfig) -> None:
         pairs = split_chunks(chunks, name, whole=total is not None)
     else:
         pairs = ((chunk, None) for chunk in chunks)
-    module = load_module(ckpt, cfg.decoding, cfg.quantize)
-    module.to(pick_device(options.device))
-    alignments = Alignments.from_options(options, module.model)
+    members = load_members(paths, cfg.decoding, cfg.quantize)
+    device = pick_device(options.device)
+    for member in members:
+        member.to(device)
+    module = members[0]  # its tokenizer and search; an ensemble's search runs every member's model
+    model = Ensemble([decoding_model(m) for m in members]) if len(members) > 1 else None
+    alignments = Alignments.from_options(options, module.model)  # of the first member
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
@@ -230,7 +238,7 @@ def run(cfg: DictConfig) -> None:
     with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for sources, prefixes in pairs:
             for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
-                                         name=name, prefixes=prefixes, alignments=alignments):
+                                         name=name, prefixes=prefixes, alignments=alignments, model=model):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()

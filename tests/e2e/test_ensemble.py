@@ -1,0 +1,47 @@
+"""ckpt_path=[a.ckpt,b.ckpt] from run.py: task=translate and task=score with an ensemble; a model
+ensembled with itself gives its own outputs; members must share their tokenizer."""
+
+import pytest
+
+from tests.helpers import ROOT, compose_config
+from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks import run
+
+pytestmark = pytest.mark.slow
+
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+
+
+def outputs(tmp_path, name: str, overrides: list[str]) -> list[str]:
+    run(compose_config(tmp_path / name, [*overrides, f"output={tmp_path}/{name}.txt"]))
+    return (tmp_path / f"{name}.txt").read_text().splitlines()
+
+
+def test_a_model_ensembled_with_itself_translates_and_scores_as_it_does_alone(toy_run, tmp_path):
+    best = toy_run[0] / "checkpoints" / "best.ckpt"
+    sources = ToyCorpus().load("test").src[:12]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
+    translate = ["task=translate", f"input={tmp_path}/in.txt", "decoding=beam", "task.scores=true"]
+    alone = outputs(tmp_path, "alone", [*translate, f"ckpt_path={best}"])
+    twice = outputs(tmp_path, "twice", [*translate, f"ckpt_path=[{best},{best}]"])
+    assert [line.split("\t")[2] for line in twice] == [line.split("\t")[2] for line in alone]
+    assert [float(line.split("\t")[1]) for line in twice] == pytest.approx(
+        [float(line.split("\t")[1]) for line in alone], abs=1e-3)  # printed with 4 decimals
+    (tmp_path / "hyp.txt").write_text("".join(line.split("\t")[2] + "\n" for line in alone))
+    score = ["task=score", f"source={tmp_path}/in.txt", f"target={tmp_path}/hyp.txt"]
+    single = outputs(tmp_path, "score1", [*score, f"ckpt_path={best}"])
+    double = outputs(tmp_path, "score2", [*score, f"ckpt_path=[{best},{best}]"])
+    for a, b in zip(single, double, strict=True):
+        assert [float(x) for x in b.split("\t")] == pytest.approx([float(x) for x in a.split("\t")], abs=1e-5)
+
+
+def test_members_with_different_tokenizers_and_an_ensemble_where_one_checkpoint_goes_are_refused(
+        small_checkpoint, tmp_path):
+    (tmp_path / "in.txt").write_text("a dog\n")
+    with pytest.raises(ConfigError, match=rf"ckpt_path: {small_checkpoint} and {SHIPPED} have different tokenizers"):
+        run(compose_config(tmp_path / "t", ["task=translate", f"input={tmp_path}/in.txt",
+                                            f"ckpt_path=[{small_checkpoint},{SHIPPED}]"]))
+    with pytest.raises(ConfigError, match=r"this task takes one checkpoint \(an ensemble, ckpt_path=\[a.ckpt,b.ckpt\], "
+                                          r"is for task=translate and task=score\)"):
+        run(compose_config(tmp_path / "e", ["task=evaluate", f"ckpt_path=[{small_checkpoint},{small_checkpoint}]"]))
