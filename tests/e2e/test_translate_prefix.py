@@ -2,13 +2,13 @@
 sampling, n-best) starts with its prefix exactly, on the default toy job's model; a malformed line is
 one error naming the file and line, before the model loads and before any output."""
 
-import os
-import subprocess
+import io
+import re
 import sys
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, compose_config
+from tests.helpers import compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DataError
 from transformer_mt.tasks import run
@@ -24,11 +24,14 @@ def translate(checkpoint, tmp_path, lines: list[str], *overrides: str) -> list[s
     return (tmp_path / "out.txt").read_text().split("\n")[:-1]
 
 
-def from_stdin(stdin: str, *args: str) -> subprocess.CompletedProcess:
-    """`python run.py task=translate task.prefix=true ARGS` with `stdin` piped in."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), "task=translate", "task.prefix=true", *args],
-                          cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=600)
+def from_stdin(stdin: str, monkeypatch, capsys, tmp_path, *overrides: str) -> str:
+    """task=translate task.prefix=true OVERRIDES with `stdin` piped in (not a terminal), in this
+    process: a bad line must raise the DataError that run.py prints as one line (exit status 1);
+    what reached stdout."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    with pytest.raises(DataError, match=rf"^stdin:3: 0 tabs, expected one {re.escape(FORMAT)}$"):
+        run(compose_config(tmp_path / "run", ["task=translate", "task.prefix=true", *overrides]))
+    return capsys.readouterr().out
 
 
 def prefixed_lines() -> tuple[list[str], list[str], list[str]]:
@@ -97,19 +100,16 @@ def test_a_line_without_one_tab_names_its_file_and_line_before_the_model_loads(t
     assert not (tmp_path / "out.txt").exists()
 
 
-def test_a_line_without_a_tab_on_stdin_is_one_clean_error(tmp_path):
-    (tmp_path / "model.ckpt").write_bytes(b"x")
-    result = from_stdin("a cat\tna\n\nthe dog sees a cat\n", f"ckpt_path={tmp_path}/model.ckpt",
-                        f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, f"error: stdin:3: 0 tabs, expected one {FORMAT}")
-    assert result.stdout == ""
+def test_a_line_without_a_tab_on_stdin_is_one_clean_error(tmp_path, monkeypatch, capsys):
+    (tmp_path / "model.ckpt").write_bytes(b"x")  # never read: the input is checked first
+    out = from_stdin("a cat\tna\n\nthe dog sees a cat\n", monkeypatch, capsys, tmp_path,
+                     f"ckpt_path={tmp_path}/model.ckpt")
+    assert out == ""
 
 
 @pytest.mark.slow
-def test_streamed_lines_are_checked_as_they_come(toy_run, tmp_path):
+def test_streamed_lines_are_checked_as_they_come(toy_run, tmp_path, monkeypatch, capsys):
     """With task.buffer_size=1 the lines before the bad one are translated, as for invalid UTF-8."""
-    result = from_stdin("the dog sees a cat\tlo\nthe cat\tna\na bad line\nthe cat\tna\n",
-                        f"ckpt_path={toy_run[0]}/checkpoints/best.ckpt", "task.buffer_size=1",
-                        f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, f"error: stdin:3: 0 tabs, expected one {FORMAT}")
-    assert [line.split()[0] for line in result.stdout.splitlines()] == ["lo", "na"]
+    out = from_stdin("the dog sees a cat\tlo\nthe cat\tna\na bad line\nthe cat\tna\n", monkeypatch, capsys,
+                     tmp_path, f"ckpt_path={toy_run[0]}/checkpoints/best.ckpt", "task.buffer_size=1")
+    assert [line.split()[0] for line in out.splitlines()] == ["lo", "na"]

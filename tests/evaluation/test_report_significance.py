@@ -20,7 +20,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.significance import difference_interval, paired_test
 from transformer_mt.tasks import run
 
-REFS = ToyCorpus(num_train=0, num_val=0, num_test=300, seed=7).load("test").tgt
+REFS = ToyCorpus(num_train=0, num_val=0, num_test=150, seed=7).load("test").tgt
 
 
 def drop_a_word(line: str, rng: random.Random) -> str:

@@ -143,8 +143,9 @@ class TranslationModule(L.LightningModule):
     # ------------------------------------------------------------------ validation and test
     @torch.no_grad()
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
-        """The n-best (detokenized text, score) of each source row, best first: the one path from
-        token ids to the text that validation, test, evaluate and translate score or print.
+        """The n-best (detokenized text, score) of each source row, best first: the path from token
+        ids to the text that validation, test and evaluate score (task=translate runs the same
+        search and detokenizer itself, for target prefixes and alignments: tasks/translate.py).
         Without `search`: the checkpoint's decoding, on the int8 copy with quantize=int8."""
         quantized = search is None and self.quantize == "int8"
         hyps = (search or self.search)(self.int8.get() if quantized else self.model, src, self.bos_id,
