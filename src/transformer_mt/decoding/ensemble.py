@@ -9,6 +9,7 @@ tensor, so a search's row selection moves every member's rows at once), its cach
 per member. `forward` gives the same averaged log-probabilities for teacher-forced scoring.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -18,10 +19,10 @@ from transformer_mt.decoding.search import SearchCache, SearchModel
 
 
 def mean_of_probabilities(lprobs: list[torch.Tensor]) -> torch.Tensor:
-    """log(mean_m exp(lprobs_m)) of the members' log-probabilities (fp32)."""
-    if len(lprobs) == 1:
-        return lprobs[0]
-    return torch.logsumexp(torch.stack(lprobs), dim=0) - math.log(len(lprobs))
+    """log(mean_m exp(lprobs_m)) of the members' log-probabilities (fp32): pairwise logaddexp,
+    one elementwise pass per member (no stacked copy), then - log M in place."""
+    total = functools.reduce(torch.logaddexp, lprobs)
+    return total.sub_(math.log(len(lprobs))) if len(lprobs) > 1 else total
 
 
 class EnsembleCache:
