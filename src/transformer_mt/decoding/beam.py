@@ -104,9 +104,7 @@ class BeamSearch:
         done = Finished.empty(batch, k, steps, device)
         sentence = torch.arange(batch, device=device)  # of each sentence in the batch
         prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
-        scores = torch.zeros(batch, k, device=device)
-        scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first one
-        scores = scores.view(-1)
+        scores = first_beam_only(batch, k, device)
 
         for step in range(steps):
             n = sentence.numel()
@@ -178,3 +176,11 @@ class BeamSearch:
                 hyps.append(Hypothesis(tokens[i][: lengths[i]], score, logprobs[i]))
             out.append(sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty])
         return out
+
+
+def first_beam_only(batch: int, k: int, device: torch.device) -> torch.Tensor:
+    """The scores (batch x k,) beam search starts from: all beams start equal, so only the first of
+    each sentence is expanded (0), the others are not (-inf)."""
+    scores = torch.zeros(batch, k, device=device)
+    scores[:, 1:] = float("-inf")
+    return scores.view(-1)
