@@ -1,5 +1,5 @@
-"""ckpt_path=[a.ckpt,b.ckpt] from run.py: task=translate and task=score with an ensemble; a model
-ensembled with itself gives its own outputs; members must share their tokenizer."""
+"""ckpt_path=[a.ckpt,b.ckpt] from run.py: task=translate, task=score and task=evaluate with an
+ensemble; a model ensembled with itself gives its own outputs; members must share their tokenizer."""
 
 import pytest
 
@@ -43,5 +43,20 @@ def test_members_with_different_tokenizers_and_an_ensemble_where_one_checkpoint_
         run(compose_config(tmp_path / "t", ["task=translate", f"input={tmp_path}/in.txt",
                                             f"ckpt_path=[{small_checkpoint},{SHIPPED}]"]))
     with pytest.raises(ConfigError, match=r"this task takes one checkpoint \(an ensemble, ckpt_path=\[a.ckpt,b.ckpt\], "
-                                          r"is for task=translate and task=score\)"):
-        run(compose_config(tmp_path / "e", ["task=evaluate", f"ckpt_path=[{small_checkpoint},{small_checkpoint}]"]))
+                                          r"is for task=translate, task=score and task=evaluate\)"):
+        run(compose_config(tmp_path / "e", ["task=export", "format=hf",
+                                            f"ckpt_path=[{small_checkpoint},{small_checkpoint}]"]))
+
+
+def test_evaluate_scores_an_ensemble_and_names_every_member(toy_run, tmp_path):
+    """The toy model ensembled with itself: the same translations, BLEU and loss as alone (the
+    loss of the averaged probabilities); metrics.json lists both members."""
+    out, metrics = toy_run
+    best = out / "checkpoints" / "best.ckpt"
+    alone = run(compose_config(tmp_path / "alone", ["task=evaluate", f"ckpt_path={best}"]))
+    twice = run(compose_config(tmp_path / "twice", ["task=evaluate", f"ckpt_path=[{best},{best}]"]))
+    assert twice["checkpoint"] == [str(best), str(best)] and alone["test/bleu"] == metrics["test/bleu"]
+    assert twice["test/bleu"] == alone["test/bleu"] and twice["test/ter"] == alone["test/ter"]
+    assert twice["test/loss"] == pytest.approx(alone["test/loss"], abs=1e-5)
+    assert twice["test/nll"] == pytest.approx(alone["test/nll"], abs=1e-5)
+    assert (tmp_path / "twice" / "test.translations.txt").read_text() == (out / "test.translations.txt").read_text()

@@ -23,7 +23,7 @@ def checkpoint_path(cfg: DictConfig) -> Path:
         raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
     if not isinstance(plain(cfg.ckpt_path), str):
         raise ConfigError(f"ckpt_path={plain(cfg.ckpt_path)}: this task takes one checkpoint (an ensemble, "
-                          "ckpt_path=[a.ckpt,b.ckpt], is for task=translate and task=score)")
+                          "ckpt_path=[a.ckpt,b.ckpt], is for task=translate, task=score and task=evaluate)")
     path = Path(cfg.ckpt_path)
     if not path.is_file():
         raise ConfigError(f"ckpt_path={path}: no such file")
@@ -35,8 +35,7 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     each checked to exist."""
     given = plain(cfg.get("ckpt_path"))
     if not given:
-        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train) or "
-                          "ckpt_path=[PATH,PATH,...] (an ensemble)")
+        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
     for path in paths:
         if not path.is_file():
@@ -126,6 +125,11 @@ def load_module(path: Path, decoding: dict | DictConfig | None = None, quantize:
     of its own. Checkpoints of earlier versions load too (current_decoding)."""
     from transformer_mt.training.module import TranslationModule  # the module is built only here
 
+    return TranslationModule(**module_arguments(path, decoding, quantize)).eval()
+
+
+def module_arguments(path: Path, decoding: dict | DictConfig | None = None, quantize: str | None = None) -> dict:
+    """The TranslationModule arguments `load_module` builds a checkpoint's module from."""
     checkpoint = read_checkpoint(path)
     hparams = dict(checkpoint["hyper_parameters"])
     if "tokenizer" not in hparams:  # written before the tokenizer was a hyper-parameter
@@ -140,6 +144,6 @@ def load_module(path: Path, decoding: dict | DictConfig | None = None, quantize:
     if decoding is not None:
         hparams["decoding"] = plain(decoding)
     weights = {name.removeprefix("model."): value for name, value in checkpoint["state_dict"].items()}
-    return TranslationModule(**hparams, initial_weights=weights).eval()
+    return {**hparams, "initial_weights": weights}
 
 

@@ -15,7 +15,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.config import overridden_keys
 from transformer_mt.tasks.build import build_trainer
-from transformer_mt.tasks.checkpoints import checkpoint_path, describe_corpus, load_module
+from transformer_mt.tasks.checkpoints import (
+    checkpoint_paths,
+    describe_corpus,
+    load_members,
+    load_module,
+    module_arguments,
+)
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
 
@@ -49,11 +55,23 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
     return data
 
 
+def evaluation_module(paths: list[Path], decoding: DictConfig, quantize: str):
+    """The module of one checkpoint, or of an ensemble: the first member's, evaluating with all
+    members (training/ensemble.py); members must share their tokenizer."""
+    if len(paths) == 1:
+        return load_module(paths[0], decoding, quantize)
+    from transformer_mt.training.ensemble import EnsembleModule
+
+    others = [member.model for member in load_members(paths, decoding, quantize)[1:]]
+    return EnsembleModule(others, **module_arguments(paths[0], decoding, quantize)).eval()
+
+
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
-    path = checkpoint_path(cfg)
-    module = load_module(path, cfg.decoding, cfg.quantize)
+    paths = checkpoint_paths(cfg)
+    path = paths[0]
+    module = evaluation_module(paths, cfg.decoding, cfg.quantize)
     record = module.hparams.data
     data = data_config(cfg, record, path)
     datamodule = instantiate(data, vocabularies=module.tokenizer)
@@ -67,8 +85,8 @@ def run(cfg: DictConfig) -> dict:
     if not trainer.is_global_zero:
         return {}
     results = module.results["test"].renamed("test", split)
-    extra = {"checkpoint": str(path), "split": split, "decoding": module.hparams.decoding,
-             "quantize": module.quantize}
+    extra = {"checkpoint": str(path) if len(paths) == 1 else [str(p) for p in paths], "split": split,
+             "decoding": module.hparams.decoding, "quantize": module.quantize}
     if cfg.task.get("tokenized_bleu"):
         extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu))
     metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
