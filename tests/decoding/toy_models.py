@@ -13,6 +13,8 @@ class MarkovModel:
     """P(next | previous token, table chosen by the first source token). Records every prefix it
     is asked to extend, so tests can check that finished hypotheses are never extended."""
 
+    normalized = False  # its log-probabilities go through the search's log-softmax, as logits do
+
     def __init__(self, tables: dict[int, dict[int, dict[int, float]]], vocab: int = 5, max_positions: int = 64):
         self.config = SimpleNamespace(pad_id=PAD, max_positions=max_positions)
         self.vocab = vocab

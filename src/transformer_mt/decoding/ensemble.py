@@ -20,9 +20,22 @@ from transformer_mt.decoding.search import SearchCache, SearchModel
 
 def mean_of_probabilities(lprobs: list[torch.Tensor]) -> torch.Tensor:
     """log(mean_m exp(lprobs_m)) of the members' log-probabilities (fp32): pairwise logaddexp,
-    one elementwise pass per member (no stacked copy), then - log M in place."""
-    total = functools.reduce(torch.logaddexp, lprobs)
-    return total.sub_(math.log(len(lprobs))) if len(lprobs) > 1 else total
+    one elementwise pass per member (no stacked copy), then - log M. Without autograd the result
+    is written over the first member's tensor (which the caller gives up): on a CPU, fresh pages
+    every step cost more than the pass."""
+    if len(lprobs) == 1:
+        return lprobs[0]
+    if torch.is_grad_enabled():
+        return functools.reduce(torch.logaddexp, lprobs) - math.log(len(lprobs))
+    total = functools.reduce(lambda a, b: torch.logaddexp(a, b, out=a), lprobs)
+    return total.sub_(math.log(len(lprobs)))
+
+
+def log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """A member's fp32 log-probabilities; without autograd written over its fp32 logits (a member's
+    fresh output, which nothing else holds)."""
+    logits = logits.float()
+    return logits.log_softmax(dim=-1) if torch.is_grad_enabled() else torch.log_softmax(logits, -1, out=logits)
 
 
 class EnsembleCache:
@@ -46,7 +59,11 @@ class EnsembleConfig:
 
 class Ensemble:
     """Members that share a target vocabulary, searched as one model (see the module's docstring).
-    Members are Transformers (their config says d_model, pad_id and max_positions)."""
+    Members are Transformers (their config says d_model, pad_id and max_positions). Its decode
+    gives log-probabilities (`normalized`): a search takes them as they are (a log-softmax over
+    them again would cost a pass over the vocabulary per step and change nothing)."""
+
+    normalized = True
 
     def __init__(self, members: list[SearchModel]) -> None:
         if not members:
@@ -64,10 +81,10 @@ class Ensemble:
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: EnsembleCache | None = None,
                beams: int = 1) -> torch.Tensor:
-        """The averaged log-probabilities (N, T, V), which a search's log-softmax leaves as they are."""
+        """The averaged log-probabilities (N, T, V), fp32."""
         parts = memory.split(self.widths, dim=-1)
-        lprobs = [member.decode(tgt, part, src, cache=None if cache is None else cache.caches[i],
-                                beams=beams).float().log_softmax(dim=-1)
+        lprobs = [log_softmax(member.decode(tgt, part, src, cache=None if cache is None else cache.caches[i],
+                                            beams=beams))
                   for i, (member, part) in enumerate(zip(self.members, parts))]
         return mean_of_probabilities(lprobs)
 
@@ -77,4 +94,4 @@ class Ensemble:
     def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced averaged log-probabilities (B, T, V), where a model's forward gives logits
         (whose log-softmax they equal)."""
-        return mean_of_probabilities([member(src, tgt_in).float().log_softmax(dim=-1) for member in self.members])
+        return mean_of_probabilities([log_softmax(member(src, tgt_in)) for member in self.members])

@@ -19,15 +19,17 @@ class SearchModel(Protocol):
     hand-built toy models of the tests."""
 
     config: Any  # .pad_id and .max_positions are read
+    normalized: bool  # decode gives log-probabilities (an ensemble): taken as they are; False: logits
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """(N, S) source ids -> memory."""
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None,
                beams: int = 1) -> torch.Tensor:
-        """(N, T) prefixes -> logits (N, T, V); with a cache, T = 1 (the newest token). memory and
-        src have N / beams rows: `beams` consecutive prefixes (the beams of a sentence) share one
-        (beams = 1: one memory row per prefix). Any other layout is a ValueError."""
+        """(N, T) prefixes -> logits (N, T, V), log-probabilities where `normalized`; with a cache,
+        T = 1 (the newest token). memory and src have N / beams rows: `beams` consecutive prefixes
+        (the beams of a sentence) share one (beams = 1: one memory row per prefix). Any other
+        layout is a ValueError."""
 
     def init_cache(self, capacity: int | None = None) -> "SearchCache":
         """An empty incremental-decoding cache for up to `capacity` positions (None: any number)."""
@@ -193,7 +195,8 @@ class DecoderState:
             logits = self.model.decode(prefix[:, -1:], self.memory, self.src, cache=self.cache, beams=self.beams)
         else:
             logits = self.model.decode(prefix, self.memory, self.src, beams=self.beams)
-        return logits[:, -1].float().log_softmax(dim=-1)
+        last = logits[:, -1].float()
+        return last.contiguous() if self.model.normalized else last.log_softmax(dim=-1)
 
     def reorder(self, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> None:
         if memory_index is not None:

@@ -83,6 +83,8 @@ class Runners:
 
 
 class Transformer(nn.Module):
+    normalized = False  # decode gives logits (decoding.search.SearchModel)
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = c = config
