@@ -9,8 +9,10 @@ import hydra
 from omegaconf import DictConfig
 
 from transformer_mt.multirun import child_argv
+from transformer_mt.run_folder import register_resolvers
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
+register_resolvers()  # ${pid:} in run folder names (conf/hydra/default.yaml)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.run_folder import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +49,7 @@ def padded_sources() -> torch.Tensor:
 def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_dir: Path | None = None) -> DictConfig:
     """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
     its cache at cache_dir (default: output_dir/.cache)."""
+    register_resolvers()  # as run.py does
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
@@ -60,11 +62,13 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
     return cfg
 
 
-def run_py(*args: str, cwd=ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`python run.py ARGS` as a process: its exit status, stdout and stderr."""
+def run_py(*args: str, cwd=ROOT, timeout: int = 600, cores: set[int] | None = None) -> subprocess.CompletedProcess:
+    """`python run.py ARGS` as a process: its exit status, stdout and stderr (`cores`: the CPU cores
+    it may run on; None: all)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
     return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, preexec_fn=pin)
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess, expected: str) -> None:
@@ -139,6 +143,22 @@ class Interrupt(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), self.signal)
+
+
+class Mark(L.Callback):
+    """Rank 0 writes `mark: step N` to stderr when the batch that makes optimizer step `step` ends."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and trainer.is_global_zero:
+            print(f"mark: step {self.step}", file=sys.stderr, flush=True)
+
+
+def mark_at(step: int) -> list[str]:
+    """The overrides that make rank 0 of a run write `mark: step N` when step `step` is done."""
+    return [f"+callbacks.mark._target_={__name__}.Mark", f"+callbacks.mark.step={step}"]
 
 
 def interrupt_at(step: int, signal_name: str = "SIGKILL") -> list[str]:

@@ -1,11 +1,16 @@
-"""A training run takes its run folder for itself, before Hydra writes anything into it.
+"""Run folders: named so that they never collide, checked before Hydra writes into them, and a
+training run's taken for itself.
+
+Default folder names (conf/hydra/default.yaml) end with the launching process's id (`${pid:}`,
+registered by `register_resolvers`): two runs started in the same second get two folders.
 
 `ClaimRunFolder` (a Hydra callback, conf/hydra/default.yaml) runs when `python run.py` starts a
-single run. For `task=train` it takes an exclusive lock (fcntl.flock) on `<run dir>/run.lock`,
-which it holds until the process ends and which names the run holding it, and it refuses, in one
-line and with exit status 1:
-- a folder another training run holds (`hydra.run.dir=` given twice, or two runs started in the
-  same second with the default folder name): their checkpoints, logs and metrics would mix;
+single run or a sweep. A run folder (or sweep folder) that cannot be created or written is one
+line naming it and the cause, exit status 1, before any work. For `task=train` it then takes an
+exclusive lock (fcntl.flock) on `<run dir>/run.lock`, which it holds until the process ends and
+which names the run holding it, and it refuses, in one line and with exit status 1:
+- a folder another training run holds (`hydra.run.dir=` given twice): their checkpoints, logs and
+  metrics would mix;
 - a folder that holds the checkpoints of an earlier training run, unless the run resumes from a
   checkpoint inside it (`ckpt_path=<folder>/checkpoints/last.ckpt`): a new run would overwrite
   them and mix its curves with theirs.
@@ -20,15 +25,23 @@ import fcntl
 import os
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 LOCK_FILE = "run.lock"
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def register_resolvers() -> None:
+    """`${pid:}`: the id of the process that resolves it first (cached with the config, so a sweep's
+    jobs and a SLURM job's copy of it read the launching process's)."""
+    if not OmegaConf.has_resolver("pid"):
+        OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), use_cache=True)
 
 
 def launching_process(environ: Mapping[str, str] = os.environ) -> bool:
@@ -109,23 +122,41 @@ def claim(folder: Path, ckpt_path: str | None) -> FolderLock:
     return lock
 
 
+def check_writable(folder: Path, key: str = "hydra.run.dir") -> None:
+    """SystemExit(1) after one line naming `folder` and the cause, unless it can be created and a
+    file written in it (`key`: the setting that names it)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        refuse(f"cannot write the run folder {folder}: {err.strerror or err} (give the run another one: {key}=...)")
+
+
 def refuse(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(1)
 
 
 class ClaimRunFolder(Callback):
-    """Hydra callback: a single training run claims its run folder before Hydra writes into it and
-    holds it until the process ends."""
+    """Hydra callback: a run's or a sweep's folder is checked before Hydra writes into it; a single
+    training run claims its run folder and holds it until the process ends."""
 
     def __init__(self) -> None:
         self.lock: FolderLock | None = None
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        if config.task.get("name") != "train" or not launching_process():
+        if not launching_process():
+            return
+        check_writable(Path(config.hydra.run.dir))
+        if config.task.get("name") != "train":
             return
         self.lock = claim(Path(config.hydra.run.dir), config.get("ckpt_path"))
         atexit.register(self.lock.release)  # also when the task exits (sys.exit) instead of returning
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        if launching_process():
+            check_writable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:
         if self.lock is not None:

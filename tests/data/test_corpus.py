@@ -127,10 +127,39 @@ def test_unreadable_file_is_a_data_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_module, "open", denied, raising=False)
     with pytest.raises(DataError) as err:
         read_lines(tmp_path / "train.en")
-    assert str(err.value) == f"{tmp_path}/train.en: cannot read (Permission denied)"
+    assert str(err.value) == f"{tmp_path}/train.en: permission denied"
     with pytest.raises(DataError) as err:
         TextFileCorpus(str(tmp_path), "en", "de").fingerprint("train")
-    assert str(err.value) == f"{tmp_path}/train.en: cannot read (Permission denied)"
+    assert str(err.value) == f"{tmp_path}/train.en: permission denied"
+
+
+def test_a_directory_is_named_as_one_for_reading_and_for_corpora(tmp_path):
+    (tmp_path / "train.en").mkdir()
+    write(tmp_path / "train.de", "b\n")
+    with pytest.raises(DataError) as err:
+        read_lines(tmp_path / "train.en")
+    assert str(err.value) == f"{tmp_path}/train.en: is a directory"
+    for read in (TextFileCorpus(str(tmp_path), "en", "de").load, TextFileCorpus(str(tmp_path), "en", "de").fingerprint):
+        with pytest.raises(DataError) as err:
+            read("train")
+        assert str(err.value) == f"{tmp_path}/train.en: is a directory"
+
+
+def test_a_fifo_is_read_but_is_no_corpus(tmp_path):
+    """read_lines reads a named pipe (input=, source= of a task); a corpus is read more than once
+    (its hash, then its lines), so a pipe there is refused rather than hashed empty."""
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "train.en")
+    writer = threading.Thread(target=lambda: (tmp_path / "train.en").write_text("a\nb\n"), daemon=True)
+    writer.start()
+    assert read_lines(tmp_path / "train.en") == ["a", "b"]
+    writer.join(timeout=10)
+    write(tmp_path / "train.de", "x\ny\n")
+    with pytest.raises(DataError) as err:
+        TextFileCorpus(str(tmp_path), "en", "de").load("train")
+    assert str(err.value) == f"{tmp_path}/train.en: not a regular file (a corpus is read more than once)"
 
 
 def test_empty_training_file_is_named(tmp_path):

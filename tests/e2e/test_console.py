@@ -1,4 +1,5 @@
-"""What a user reads on the console: `--help` offers only config options one can pick; Lightning's log
+"""What a user reads on the console: `--help` is a short usage text (the common commands, the config
+groups, Hydra's flags; no config dump) that offers only config options one can pick; Lightning's log
 lines appear once, without its product tips."""
 
 from omegaconf import OmegaConf
@@ -8,8 +9,8 @@ from tests.helpers import FAST, compose_config, run_py
 
 def config_groups(help_text: str) -> dict[str, list[str]]:
     """The `group: option, option` lines of `python run.py --help`."""
-    section = help_text.split("== Configuration groups ==", 1)[1].split("== Config ==", 1)[0]
-    lines = [line for line in section.strip().splitlines()[1:] if ": " in line]
+    section = help_text.split("== Config groups (group=option) ==", 1)[1].split("== Hydra's flags ==", 1)[0]
+    lines = [line for line in section.strip().splitlines() if ": " in line]
     return {group: options.split(", ") for group, options in (line.split(": ", 1) for line in lines)}
 
 
@@ -27,6 +28,34 @@ def test_help_offers_only_groups_and_options_that_can_be_picked(tmp_path):
         assert all(OmegaConf.is_dict(c) and "_target_" in c for c in callbacks.values()), option
     for option in groups["data"]:
         assert "corpus" in compose_config(tmp_path, [f"data={option}"]).data, option
+
+
+COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",
+            "python run.py ckpt_path=outputs/train/<run>/checkpoints/last.ckpt   # resume training",
+            "python run.py -m model.heads=1,4,8,16", "python run.py hparams_search=optuna",
+            "python run.py task=translate ckpt_path=PATH", "python run.py task=evaluate ckpt_path=PATH",
+            "python run.py task=score ckpt_path=PATH source=FILE target=FILE",
+            "python run.py task=average checkpoints=[a.ckpt,b.ckpt] | run_dir=DIR last_n=N",
+            "python run.py task=export ckpt_path=PATH format=hf|ct2", "python run.py task=push folder=DIR",
+            "python run.py task=report sweep_dir=outputs/ablation/heads_<date>"]
+
+
+def test_help_is_a_short_usage_text_without_the_config():
+    """The common commands (as the README and conf/task/*.yaml write them), the config groups, Hydra's
+    flags and where the whole config is: not Hydra's template with a 200-line config dump."""
+    result = run_py("--help")
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = result.stdout
+    assert "Usage: python run.py [-m] [task=NAME] [group=option ...] [key=value ...]" in text
+    assert [command for command in COMMANDS if command not in text] == []
+    groups = config_groups(text)
+    assert groups["task"] == ["average", "evaluate", "export", "push", "report", "score", "train", "translate"]
+    assert groups["decoding"] == ["beam", "greedy", "sample"]
+    assert "--multirun,-m : Run multiple jobs" in text and "--cfg,-c : Show config" in text  # Hydra's flags
+    assert "python run.py [key=value ...] --cfg job" in text and "python run.py --hydra-help" in text
+    lines = text.splitlines()
+    assert len(lines) < 100 and not [line for line in lines if "_target_:" in line], len(lines)
+    assert "is powered by Hydra" not in text and "== Config ==" not in text and "seed: 1234" not in text
 
 
 def test_lightning_log_lines_appear_once_and_without_tips(tmp_path):

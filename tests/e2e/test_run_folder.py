@@ -59,3 +59,57 @@ def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_w
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert '"epochs": 4' in (folder / "metrics.json").read_text()
     assert not lock.exists()
+
+
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+
+
+def test_two_translations_started_together_get_a_folder_each_with_its_own_config(tmp_path):
+    """Default run folders end with the launching process's id: two runs started in the same second
+    never share one (each folder's config and overrides name its own output)."""
+    (tmp_path / "in.txt").write_text("a man rides a bike .\n")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PROJECT_ROOT": str(tmp_path)}
+    runs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={SHIPPED}",
+                              f"input={tmp_path}/in.txt", f"output={tmp_path}/out{i}.txt"], cwd=ROOT, env=env,
+                             stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    for process in runs:
+        assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
+    folders = sorted((tmp_path / "outputs" / "translate").iterdir())
+    assert sorted(f.name.rsplit("_", 1)[1] for f in folders) == sorted(str(p.pid) for p in runs)
+    for i, process in enumerate(runs, 1):
+        folder = next(f for f in folders if f.name.endswith(f"_{process.pid}"))
+        assert f"output: {tmp_path}/out{i}.txt" in (folder / "config.yaml").read_text()
+        assert f"output={tmp_path}/out{i}.txt" in (folder / ".hydra" / "overrides.yaml").read_text()
+        assert (tmp_path / f"out{i}.txt").read_text().count("\n") == 1
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nothing can be written into: by its mode, or as root (whom modes do not bind) by
+    `chattr +i` or a read-only bind mount; skipped where neither is available."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+    elif subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0:
+        yield folder
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    elif subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True).returncode == 0:
+        yield folder
+        subprocess.run(["umount", str(folder)], check=True)
+    else:
+        pytest.skip("no way to make a folder read-only for root here (chattr, mount)")
+
+
+@pytest.mark.parametrize("where, key", [("inside", "hydra.run.dir"), ("itself", "hydra.run.dir"),
+                                        ("sweep", "hydra.sweep.dir")])
+def test_a_run_folder_that_cannot_be_written_is_one_line_before_any_work(read_only, tmp_path, where, key):
+    folder = read_only if where == "itself" else read_only / "run"
+    (tmp_path / "in.txt").write_text("a man rides a bike .\n")
+    result = run_py(*(["-m"] if where == "sweep" else []), "task=translate", f"ckpt_path={SHIPPED}",
+                    f"input={tmp_path}/in.txt", f"{key}={folder}")
+    assert_clean_failure(result, f"error: cannot write the run folder {folder}: ")
+    assert result.stderr.strip().endswith(f"(give the run another one: {key}=...)")
+    assert not any(read_only.iterdir())

@@ -1,16 +1,21 @@
 """task=translate input checks: stdin is read as bytes and checked (invalid UTF-8, NUL bytes) before
-anything is translated, and `output=` is checked before the model is loaded."""
+anything is translated, and `output=` is checked before the model is loaded; `input=` a directory or
+an unreadable file is one line naming it, and a named pipe is read."""
 
 import os
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, compose_config
+from tests.helpers import ROOT, assert_clean_failure, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.tasks import run
+
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 
 
 @pytest.fixture
@@ -94,3 +99,41 @@ def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_pa
     result = translate(checkpoint, tmp_path, "\u200b\n \ufeff\u200b \n".encode() + sentences(2))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n") == ["", "", *plain.stdout.split("\n")]
+
+
+def test_an_input_that_is_a_directory_is_one_line_before_the_model_loads(tmp_path):
+    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
+    (tmp_path / "model.ckpt").write_bytes(b"x")
+    result = run_py("task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"input={tmp_path}",
+                    f"output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
+    assert_clean_failure(result, f"error: {tmp_path}: is a directory")
+    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}: is a directory"
+    assert result.stdout == "" and not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_input_file_says_permission_denied(tmp_path):
+    (tmp_path / "model.ckpt").write_bytes(b"x")
+    (tmp_path / "in.txt").write_text("a cat\n")
+    (tmp_path / "in.txt").chmod(0)
+    with pytest.raises(DataError) as err:
+        run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={tmp_path}/model.ckpt",
+                                              f"input={tmp_path}/in.txt"]))
+    assert str(err.value) == f"{tmp_path}/in.txt: permission denied"
+
+
+def test_a_fifo_input_is_read_as_it_comes(tmp_path):
+    """input= a named pipe (as /dev/stdin or <(command) give): read whole, translated line for line."""
+    os.mkfifo(tmp_path / "in.fifo")
+
+    def feed() -> None:
+        with open(tmp_path / "in.fifo", "w") as pipe:  # blocks until the run opens it
+            pipe.write("A dog runs on the beach.\n\nTwo dogs are playing in the snow.\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"input={tmp_path}/in.fifo",
+                                          f"output={tmp_path}/out.txt"]))
+    writer.join(timeout=10)
+    out = (tmp_path / "out.txt").read_text().split("\n")[:-1]
+    assert len(out) == 3 and "Hund" in out[0] and out[1] == "" and "Hunde" in out[2], out

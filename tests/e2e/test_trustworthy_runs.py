@@ -13,7 +13,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.helpers import compose_config, interrupt_at, run_py
+from tests.helpers import compose_config, interrupt_at, mark_at, run_py
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
@@ -211,16 +211,22 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_with_130_then_resume_is_bit_identic
     assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
 
 
-def test_ctrl_c_under_ddp_stops_every_rank_after_the_batch_with_a_checkpoint(reference, tmp_path):
-    """Ctrl-C in a terminal reaches every rank (trainer=ddp_cpu): the ranks finish the batch, agree
-    at the next logging step (deciding together waits for the devices: not every step), write
-    last.ckpt and stop together (no hang, no rank left behind)."""
+def test_ctrl_c_under_ddp_says_at_once_when_it_stops_then_every_rank_stops_with_a_checkpoint(reference, tmp_path):
+    """Ctrl-C in a terminal reaches every rank (trainer=ddp_cpu): rank 0 says at once (before the
+    running batch ends) when training will stop; the ranks agree at the next logging step (deciding
+    together waits for the devices: not every step), write last.ckpt and stop together (no hang, no
+    rank left behind)."""
     _, _, cache = reference
     result = run_py(*SMALL, "trainer=ddp_cpu", "trainer.max_epochs=2", "trainer.log_every_n_steps=4",
-                    *interrupt(7, "SIGINT"),
+                    *interrupt(5, "SIGINT"), *mark_at(6),
                     f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}", timeout=300)
     assert result.returncode == 130, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    notice = ("Ctrl-C: stopping at the next logging step 8 or the epoch's end, if sooner, with a checkpoint "
+              "(Ctrl-C again to stop now, losing the steps since the last checkpoint)")
+    lines = result.stderr.splitlines()
+    assert lines.count(notice) == 1, result.stderr[-3000:]
+    assert lines.index(notice) < lines.index("mark: step 6")  # at once, not at step 8
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert result.stderr.strip().splitlines()[-1] == \
         f"stopped by Ctrl-C at step 8; {last} holds step 8: resume with ckpt_path={last}"

@@ -19,6 +19,7 @@ from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.significance import difference_interval, paired_test
 from transformer_mt.tasks import run
+from transformer_mt.tasks.report import IDENTICAL_NOTE
 
 REFS = ToyCorpus(num_train=0, num_val=0, num_test=150, seed=7).load("test").tgt
 
@@ -140,6 +141,42 @@ def test_a_sweep_whose_config_leaves_the_key_null_says_so_and_base_row_names_the
     assert "No base row" not in (sweep / "report.md").read_text()
     with pytest.raises(ConfigError, match=r"^base_row=4: must be a row number of this sweep, 0 to 3$"):
         report(sweep, tmp_path, "base_row=4")
+
+
+def test_a_row_with_the_base_rows_outputs_shows_no_p_values_and_says_why(sweep, tmp_path):
+    """Row 4 (model.heads=2) translates exactly as the base for both seeds: sacreBLEU's tests give
+    their smallest p (0.0010 / 0.0001) beside a difference of +0.00, which reads as "significant".
+    The report shows - for them, a note saying why, and does not mark the row."""
+    report(sweep, tmp_path)
+    assert IDENTICAL_NOTE not in (sweep / "report.md").read_text()  # only where a pair is identical
+    for number, seed in ((8, 1), (9, 2)):
+        write_job(sweep, number, 2, seed, base_hyps(seed))
+    result = report(sweep, tmp_path)
+    assert result["differs"] == {0: "better *", 2: "-", 3: "", 4: "-"}
+    rows = read_csv(sweep / "report.csv")
+    assert (rows[4]["Δ test BLEU"], rows[4]["max p (bootstrap / AR)"], rows[4]["differs"]) == ("+0.00", "- / -", "-")
+    assert rows[0]["max p (bootstrap / AR)"] != "- / -"
+    tests = [(row["seed"], row["Δ"], row["p bootstrap"], row["p AR"]) for row in read_csv(sweep / "significance.csv")]
+    assert [test for test in tests if test[2] == "-"] == [("1", "+0.00", "-", "-"), ("2", "+0.00", "-", "-")]
+    text = (sweep / "report.md").read_text()
+    assert IDENTICAL_NOTE in text and "smallest p (1/1001, 1/10001)" in text
+    assert ("- row 4 (model.heads=2): identical to the base: +0.00 test BLEU, every sentence scored alike for all 2 "
+            "seed pairs; nothing to test.") in text
+    assert "| 2 | 2/2 |" in text and "| +0.00 | - / - | - |" in text  # row 4 of the table (the better row: p's)
+
+
+def test_identical_systems_are_never_significant():
+    """sacreBLEU's p-values for a system against itself are its floor; `identical` says so. Outputs
+    that differ only where the metric does not look (spacing, which BLEU's and chrF's tokenization
+    drop) are identical to it too; different outputs with about the same score are not."""
+    hyps = base_hyps(1)
+    same = paired_test(hyps, list(hyps), REFS, n_bootstrap=100, n_randomization=200)
+    assert (same.p_bootstrap, same.p_randomization) == (1 / 101, 1 / 201) and same.delta == 0
+    assert same.identical and not same.significant
+    spaced = [h.replace(" ", "  ", 1) for h in hyps]
+    for metric in ("bleu", "chrf"):
+        assert paired_test(hyps, spaced, REFS, n_bootstrap=100, n_randomization=200, metric=metric).identical
+    assert not paired_test(hyps, same_hyps(1), REFS, n_bootstrap=100, n_randomization=200).identical
 
 
 def test_p_values_are_sacrebleus_own(sweep, tmp_path):

@@ -1,19 +1,23 @@
 """task=export: the exported models compute what ours computes. On the trained toy checkpoint,
 Hugging Face `generate` and CTranslate2 (float32) give our greedy outputs token for token on the
 whole toy test set; teacher-forced logits agree within 1e-4; beam 4 agrees on >= 99% of sentences;
-int8 CTranslate2 stays within 0.5 BLEU."""
+int8 CTranslate2 stays within 0.5 BLEU. generation_config.json holds the export command's decoding:
+a plain `generate` (no options) gives task=translate's greedy output, or beam search with
+decoding=beam."""
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from tests.helpers import compose_config, run_py
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
-from transformer_mt.interop.marian import check_representable
+from transformer_mt.interop.marian import check_representable, generation_options
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks import run
 from transformer_mt.tasks.checkpoints import load_module
@@ -31,10 +35,8 @@ def toy(toy_run, tmp_path_factory):
         run(compose_config(out / f"run_{fmt}", ["task=export", f"ckpt_path={ckpt}", f"format={fmt[:3]}",
                                                  f"output={out / fmt}", *extra]))
     cfg = compose_config(out / "data", [])
-    from hydra.utils import instantiate
-
     test = instantiate(cfg.data.corpus).load("test")
-    return {"dir": out, "module": load_module(ckpt), "src": test.src, "ref": test.tgt}
+    return {"dir": out, "ckpt": ckpt, "module": load_module(ckpt), "src": test.src, "ref": test.tgt}
 
 
 def batches(items: list, size: int = 100):
@@ -68,7 +70,7 @@ def hf_generate(folder: Path, sources: list[str], **options) -> tuple[list[list[
     for chunk in batches(sources):
         enc = tokenizer(chunk, return_tensors="pt", padding=True)
         with torch.no_grad():
-            out = model.generate(**enc, do_sample=False, **options)
+            out = model.generate(**enc, **options)  # the rest as generation_config.json says
         ids += [strip(row, model.config.eos_token_id, model.config.pad_token_id) for row in out.tolist()]
         texts += tokenizer.batch_decode(out, skip_special_tokens=True)
     return ids, texts
@@ -99,6 +101,100 @@ def test_hf_greedy_is_token_identical_and_logits_agree(toy):
         got = model(input_ids=src, attention_mask=(src != hp.pad_id).long(), decoder_input_ids=tgt_in).logits
     real = tgt_in != hp.pad_id
     torch.testing.assert_close(got[real], expected[real], rtol=0, atol=1e-4)
+
+
+def ended_before_the_limit(module, sources: list[str], mine: list[list[int]], options) -> list[int]:
+    """The sentences whose output of ours ended by EOS before its length limit (max_len_a * src_len +
+    max_len_b): Hugging Face's limit is the model's positions, so only these must come out alike."""
+    src = pad(module.tokenizer.encode_sources(sources), module.pad_id)
+    limits = max_lengths(src, module.pad_id, options.max_len_a, options.max_len_b, module.model.config.max_positions)
+    return [i for i, (tokens, limit) in enumerate(zip(mine, limits.tolist())) if len(tokens) < limit]
+
+
+def test_a_plain_generate_on_the_default_export_is_task_translates_greedy(toy, tmp_path):
+    """The fixture's export has no decoding on its command: generation_config.json says greedy, and
+    `generate(**enc)` with no options gives task=translate's default output token for token on every
+    sentence ours ended before its length limit (1.2 * src_len + 10; generate's is the positions)."""
+    module, sources, folder = toy["module"], toy["src"], toy["dir"] / "hf"
+    config = json.loads((folder / "generation_config.json").read_text())
+    assert config["num_beams"] == 1 and config["do_sample"] is False and "length_penalty" not in config
+    search = instantiate(compose_config(tmp_path / "cfg", []).decoding)  # the default decoding: greedy
+    mine = ours(module, sources, search)
+    ended = ended_before_the_limit(module, sources, mine, search.options)
+    assert len(ended) >= 0.9 * len(sources), len(ended)
+    theirs, texts = hf_generate(folder, sources)
+    assert [theirs[i] for i in ended] == [mine[i] for i in ended]
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+    run(compose_config(tmp_path / "translate", ["task=translate", f"ckpt_path={toy['ckpt']}",
+                                                f"input={tmp_path}/in.txt", f"output={tmp_path}/out.txt"]))
+    translated = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert translated == module.tokenizer.tgt.decode(mine)
+    assert [texts[i] for i in ended] == [translated[i] for i in ended]
+
+
+def test_an_export_with_beam_settings_writes_them_and_plain_generate_searches_so(toy, tmp_path):
+    """decoding=beam decoding.beam_size=5 decoding.length_norm.alpha=1.0 on the export command:
+    num_beams 5, length_penalty 1.0 and early stopping (ours stops at beam_size finished hypotheses)
+    in generation_config.json, and a plain generate agrees with our beam 5 on >= 99% of the
+    sentences ours ended before its limit (as the beam-4 test above)."""
+    module, sources = toy["module"], toy["src"]
+    beam = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0"]
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={toy['ckpt']}", f"output={tmp_path}/hf",
+                                             *beam]))
+    config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert {k: config.get(k) for k in ("num_beams", "length_penalty", "early_stopping", "do_sample")} == {
+        "num_beams": 5, "length_penalty": 1.0, "early_stopping": True, "do_sample": False}
+    search = instantiate(compose_config(tmp_path / "cfg", beam).decoding)
+    mine = ours(module, sources, search)
+    ended = ended_before_the_limit(module, sources, mine, search.options)
+    theirs, _ = hf_generate(tmp_path / "hf", sources)
+    same = sum(theirs[i] == mine[i] for i in ended)
+    assert len(ended) >= 0.9 * len(sources) and same >= 0.99 * len(ended), (same, len(ended))
+
+
+def test_the_shipped_models_export_decodes_greedily_unless_told(tmp_path):
+    """experiments/multi30k's checkpoint was trained with beam 5 as its decoding: its export without
+    a decoding on the command writes greedy (as task=translate decodes by default), not beam 5, and a
+    plain generate gives our greedy output."""
+    from tests.helpers import ROOT
+
+    shipped = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+    module = load_module(shipped)
+    assert module.hparams.decoding["beam_size"] == 5  # what the export wrote before
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={shipped}", f"output={tmp_path}/hf"]))
+    config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert config["num_beams"] == 1 and "length_penalty" not in config
+    sources = ["A man in a blue shirt is standing on a ladder.", "Two dogs are playing in the snow.",
+               "A little girl climbs into a wooden playhouse.", "A group of people stand in front of a building."]
+    search = instantiate(compose_config(tmp_path / "cfg", []).decoding)
+    mine = ours(module, sources, search)
+    assert ended_before_the_limit(module, sources, mine, search.options) == [0, 1, 2, 3]
+    assert hf_generate(tmp_path / "hf", sources)[0] == mine
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ([], {"num_beams": 1, "do_sample": False}),
+    (["decoding=beam"], {"num_beams": 4, "do_sample": False, "length_penalty": 0.6, "early_stopping": True}),
+    (["decoding=sample", "decoding.top_k=20", "decoding.temperature=0.7"],
+     {"num_beams": 1, "do_sample": True, "temperature": 0.7, "top_k": 20, "top_p": 0.9}),
+    (["decoding=sample", "decoding.top_p=1.0"],  # top_k 0 (off) written: Hugging Face's default is 50
+     {"num_beams": 1, "do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}),
+    (["decoding.options.min_len=2", "decoding.options.no_repeat_ngram_size=3"],
+     {"num_beams": 1, "do_sample": False, "min_new_tokens": 2, "no_repeat_ngram_size": 3}),
+])
+def test_the_decoding_presets_map_to_generation_keys(tmp_path, overrides, expected):
+    options = generation_options(compose_config(tmp_path, overrides).decoding)
+    assert options == expected
+    transformers.GenerationConfig(**options, max_length=256).validate(strict=True)  # no key it would ignore
+
+
+def test_a_length_norm_generate_cannot_express_is_refused_in_one_line(tmp_path):
+    decoding = compose_config(tmp_path, ["decoding=beam", "decoding.length_norm._target_="
+                                         "transformer_mt.decoding.GnmtLength"]).decoding
+    with pytest.raises(ConfigError, match=r"^decoding.length_norm._target_=transformer_mt.decoding.GnmtLength: "
+                                          r"Hugging Face's generate divides .* format=hf needs "
+                                          r"decoding.length_norm._target_=transformer_mt.decoding.PowerLength$"):
+        generation_options(decoding)
 
 
 def test_hf_beam_4_agrees_on_99_percent(toy):

@@ -50,27 +50,47 @@ class ParallelText:
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file, without line endings (LF or CRLF; a leading BOM is dropped).
 
-    Errors name the file and line: unreadable, NUL bytes, invalid UTF-8, bare CR line endings.
+    Errors name the file and line: missing, a directory, unreadable, NUL bytes, invalid UTF-8, bare
+    CR line endings. A special file (a FIFO, /dev/stdin) is read as it comes.
     """
     return list(file_lines(path))
+
+
+def check_file(path: Path, special: bool = False) -> None:
+    """A DataError naming `path` unless it is a file: `PATH: no such file`, `PATH: is a directory`;
+    without `special`, a FIFO or a device is `PATH: not a regular file` (a corpus is read more than
+    once: its hash, its lines)."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory")
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    if not special and not path.is_file():
+        raise DataError(f"{path}: not a regular file (a corpus is read more than once)")
+
+
+def read_error(path: Path, err: OSError) -> DataError:
+    """The DataError of a file that cannot be opened or read: `PATH: permission denied`, else
+    `PATH: cannot read (REASON)`."""
+    if isinstance(err, PermissionError):
+        return DataError(f"{path}: permission denied")
+    return DataError(f"{path}: cannot read ({err.strerror or err})")
 
 
 def file_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 text file as read_lines gives them, read and checked a block at a time."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    check_file(path, special=True)
     try:
         f = open(path, "rb")
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise read_error(path, err) from None
     with f:
         rest, first_line = b"", 1
         while True:
             try:
                 data = f.read(BLOCK)
             except OSError as err:
-                raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+                raise read_error(path, err) from None
             if not data:
                 break
             data = rest + data
@@ -151,8 +171,7 @@ def aligned_chunks(src_path: Path, tgt_path: Path, train: bool, size: int = CHUN
     different line counts are a DataError naming both counts (found when the shorter one ends), and
     for training an empty file is one."""
     for path in (src_path, tgt_path):
-        if not path.is_file():
-            raise DataError(f"{path}: no such file")
+        check_file(path)
         if train and path.stat().st_size == 0:
             raise DataError(f"{path}: empty file")
     src_lines, tgt_lines = file_lines(src_path), file_lines(tgt_path)
@@ -183,14 +202,13 @@ def file_digest(*paths: Path, extra: str = "") -> str:
     """sha256 of the files' bytes (and `extra`): the cache key of what was read from them."""
     digest = hashlib.sha256(extra.encode())
     for path in paths:
-        if not path.is_file():
-            raise DataError(f"{path}: no such file")
+        check_file(path)
         try:
             with open(path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
         except OSError as err:
-            raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+            raise read_error(path, err) from None
     return digest.hexdigest()
 
 
@@ -268,8 +286,7 @@ class TableCorpus(Corpus):
 
     def pairs(self, split: str) -> CleanPairs:
         path = self.path(split)
-        if not path.is_file():
-            raise DataError(f"{path}: no such file")
+        check_file(path)
         if split == "train" and path.stat().st_size == 0:
             raise DataError(f"{path}: empty file")
         tsv = self._format(path) == "tsv"

@@ -6,6 +6,11 @@ resampling (1,000 resamples) and paired approximate randomization (10,000 trials
 Both tests are two-sided. sacreBLEU reports each system's score and p-values; the 95% confidence
 interval of the *difference* is computed here from the very resamples of its bootstrap (the same
 seed, so the same sentence draws), with the sufficient statistics its test uses.
+
+Two systems whose sentences all have the same statistics (identical outputs, or differences the
+metric does not see) leave the tests nothing to find: every resample and every shuffle differs by 0,
+and sacreBLEU then returns its smallest p-value, 1 / (n + 1) (0.0010 / 0.0001), which says nothing
+about a difference. Such a pair is `identical`: not significant, and its p-values are not shown.
 """
 
 import os
@@ -35,7 +40,8 @@ def sacrebleu_metric(name: str) -> Metric:
 @dataclass(frozen=True)
 class PairedResult:
     """`system` against `baseline` on `metric`: the score of both, the difference (system -
-    baseline), its 95% confidence interval by paired bootstrap, and the two tests' p-values."""
+    baseline), its 95% confidence interval by paired bootstrap, the two tests' p-values, and whether
+    the two are identical to the metric (every sentence scored alike: the p-values mean nothing)."""
 
     baseline: float
     system: float
@@ -44,6 +50,7 @@ class PairedResult:
     p_bootstrap: float
     p_randomization: float
     metric: str = "bleu"
+    identical: bool = False
 
     @property
     def delta(self) -> float:
@@ -56,8 +63,13 @@ class PairedResult:
 
     @property
     def significant(self) -> bool:
-        """Both tests reject "no difference" at LEVEL."""
-        return self.p_bootstrap < LEVEL and self.p_randomization < LEVEL
+        """Both tests reject "no difference" at LEVEL (never for identical systems)."""
+        return not self.identical and self.p_bootstrap < LEVEL and self.p_randomization < LEVEL
+
+
+def sentence_statistics(hyps: list[str], references: list[str], metric: str = "bleu") -> np.ndarray:
+    """The sufficient statistics of each sentence (a row each), as sacreBLEU's tests sum them."""
+    return np.array(sacrebleu_metric(metric)._extract_corpus_statistics(hyps, [references]), dtype="float32")
 
 
 def sacrebleu_p_value(baseline: list[str], system: list[str], references: list[str], test_type: str,
@@ -79,8 +91,7 @@ def difference_interval(baseline: list[str], system: list[str], references: list
     rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
     idxs = rng.choice(len(system), size=(n_samples, len(system)), replace=True)
     scorer = sacrebleu_metric(metric)
-    stats = [np.array(scorer._extract_corpus_statistics(hyps, [references]), dtype="float32")
-             for hyps in (baseline, system)]
+    stats = [sentence_statistics(hyps, references, metric) for hyps in (baseline, system)]
     base, other = (np.array([scorer._compute_score_from_stats(s[i].sum(0)).score for i in idxs]) for s in stats)
     diffs = np.sort(other - base)
     low = n_samples // 40
@@ -97,4 +108,6 @@ def paired_test(baseline: list[str], system: list[str], references: list[str],
     base_score, score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap, metric)
     _, _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization, metric)
     low, high = difference_interval(baseline, system, references, n_bootstrap, metric)
-    return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization, metric)
+    identical = baseline == system or np.array_equal(sentence_statistics(baseline, references, metric),
+                                                     sentence_statistics(system, references, metric))
+    return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization, metric, identical)

@@ -14,6 +14,8 @@ embeddings, and one vocabulary shared by the source, target and output layers: o
   `decoder_start_token_id` is set to our BOS, and generation bans <pad> as our searches do.
 """
 
+from collections.abc import Mapping
+
 import torch
 
 from transformer_mt.errors import ConfigError
@@ -136,22 +138,59 @@ def save_tokenizer(vocab, folder, max_positions: int) -> None:
     save_hugging_face(vocab.src, vocab.tgt, folder, max_positions)
 
 
-def export_hf(module, folder) -> None:
+def search_generation(decoding: Mapping) -> dict:
+    """The Hugging Face keys of the search itself: greedy (num_beams=1), beam (num_beams, length_penalty,
+    early_stopping) or sampling (do_sample, temperature, top_k, top_p); anything else is refused."""
+    search = str(decoding.get("_target_", "")).rsplit(".", 1)[-1]
+    if search == "GreedySearch":
+        return {"num_beams": 1, "do_sample": False}
+    if search == "BeamSearch":
+        norm = decoding.get("length_norm") or {}
+        if str(norm.get("_target_", "PowerLength")).rsplit(".", 1)[-1] != "PowerLength":
+            raise ConfigError(f"decoding.length_norm._target_={norm.get('_target_')}: Hugging Face's generate "
+                              "divides a beam's log-probability by length ** length_penalty; format=hf needs "
+                              "decoding.length_norm._target_=transformer_mt.decoding.PowerLength")
+        # ours stops a sentence at beam_size finished hypotheses: early_stopping=True
+        return {"num_beams": int(decoding.get("beam_size", 4)), "do_sample": False,
+                "length_penalty": float(norm.get("alpha", 1.0)), "early_stopping": True}
+    if search == "Sampling":  # top_k=0 written: Hugging Face's default is 50
+        return {"num_beams": 1, "do_sample": True, "temperature": float(decoding.get("temperature", 1.0)),
+                "top_k": int(decoding.get("top_k", 0)), "top_p": float(decoding.get("top_p", 1.0))}
+    raise ConfigError(f"decoding._target_={decoding.get('_target_')}: format=hf carries greedy, beam or sample "
+                      "decoding into generation_config.json")
+
+
+def generation_options(decoding: Mapping | None) -> dict:
+    """generation_config.json's decoding keys for our decoding config (the export command's
+    `decoding`; None: greedy): the search's (search_generation), and options.min_len and
+    options.no_repeat_ngram_size as min_new_tokens and no_repeat_ngram_size where set. Not carried:
+    the length limit (max_len_a * src_len + max_len_b has no Hugging Face form: max_length is the
+    model's positions), nbest (generate returns one output per sentence) and the sampling seed."""
+    decoding = decoding or {"_target_": "transformer_mt.decoding.GreedySearch"}
+    out = search_generation(decoding)
+    options = decoding.get("options") or {}
+    if int(options.get("min_len", 0)) > 0:
+        out["min_new_tokens"] = int(options.get("min_len"))
+    if int(options.get("no_repeat_ngram_size", 0)) > 0:
+        out["no_repeat_ngram_size"] = int(options.get("no_repeat_ngram_size"))
+    return out
+
+
+def export_hf(module, folder, decoding: Mapping | None = None) -> None:
     """A folder MarianMTModel / AutoTokenizer / pipeline("translation") load: weights, config,
-    generation config (our search's beam size and length penalty, <pad> banned) and tokenizer."""
+    generation config (`decoding`'s search as generation_options writes it, greedy by default, and
+    <pad> banned) and tokenizer."""
     from transformers import GenerationConfig
 
     config = module.model.config
     check_representable(config)
+    generation = generation_options(decoding)
     save_tokenizer(module.tokenizer, folder, config.max_positions)
     marian = to_marian(module.model, module.bos_id, module.eos_id)
-    decoding = module.hparams.decoding
     marian.generation_config = GenerationConfig(
         decoder_start_token_id=module.bos_id, bos_token_id=module.bos_id, eos_token_id=module.eos_id,
-        pad_token_id=module.pad_id,
-        bad_words_ids=[[module.pad_id]], num_beams=int(decoding.get("beam_size", 1)),
-        length_penalty=float((decoding.get("length_norm") or {}).get("alpha", 1.0)), max_length=config.max_positions,
-        forced_eos_token_id=None,
+        pad_token_id=module.pad_id, bad_words_ids=[[module.pad_id]], max_length=config.max_positions,
+        forced_eos_token_id=None, **generation,
     )
     marian.save_pretrained(folder)
 

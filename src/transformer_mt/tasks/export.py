@@ -1,7 +1,11 @@
 """task=export: a checkpoint as a Hugging Face Marian folder or a CTranslate2 model directory.
 
-    python run.py task=export ckpt_path=PATH format=hf [output=DIR]
+    python run.py task=export ckpt_path=PATH format=hf [output=DIR] [decoding=beam ...]
     python run.py task=export ckpt_path=PATH format=ct2 quantization=int8 [output=DIR]
+
+format=hf writes this command's `decoding` (greedy by default, as task=translate's; not the
+checkpoint's training-time one) into generation_config.json: a plain `model.generate` searches as
+`task=translate` with the same `decoding` (interop/marian.py: generation_options).
 
 The folder is filled beside its destination and renamed into place when complete, so a refused
 model or a failure leaves nothing half-written. `transformers` / `ctranslate2` come with the
@@ -34,14 +38,19 @@ def run(cfg: DictConfig) -> dict:
     output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / fmt
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ConfigError(f"output={output}: already exists; name a new folder")
-    module = load_module(path)
+    decoding = cfg.get("decoding") if fmt == "hf" else None
+    if decoding is not None:
+        from transformer_mt.interop.marian import generation_options
+
+        generation_options(decoding)  # a decoding generate cannot express: refused before loading
+    module = load_module(path, decoding)  # and one our searches refuse (decoding.beam_size=0): refused there
     with ProgressBar(f"exporting to {fmt}", None, "", cfg.get("progress")):
         if fmt == "hf":
             from transformer_mt.interop.marian import check_representable, export_hf
 
             check_representable(module.model.config)
             with atomic_dir(output) as tmp:
-                export_hf(module, tmp)
+                export_hf(module, tmp, decoding)
         else:
             from transformer_mt.interop.ctranslate2 import export_ct2
 

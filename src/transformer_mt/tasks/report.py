@@ -22,7 +22,9 @@ Writes into the sweep directory:
 
 A job without metrics is listed as failed (with the reason from its `error.txt`) or as running /
 killed, never dropped. A row *differs from the base* when, for every seed both have, both paired
-tests give p < 0.05 and the differences all have the same sign; the tests need each finished
+tests give p < 0.05 and the differences all have the same sign. A seed pair whose outputs are
+identical to the metric (PairedResult.identical) is never significant, and its p-values are shown
+as "-", with a note saying why (sacreBLEU returns its smallest p there); the tests need each finished
 job's test translations and references (`metrics.json`: `translations`, `references`), and a job
 whose files are missing or whose references are not the base's stops the report in one line.
 """
@@ -38,7 +40,15 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.evaluation.significance import LEVEL, LOWER_IS_BETTER, METRICS, PairedResult, paired_test
+from transformer_mt.evaluation.significance import (
+    BOOTSTRAP_SAMPLES,
+    LEVEL,
+    LOWER_IS_BETTER,
+    METRICS,
+    RANDOMIZATION_TRIALS,
+    PairedResult,
+    paired_test,
+)
 from transformer_mt.markdown import markdown_table
 from transformer_mt.multirun import FAILURE_FILE
 from transformer_mt.training.curves import read_curves
@@ -64,6 +74,11 @@ SPREAD = [  # header, metrics.json key, scale: mean +- std over a row's seeds
     ("val PPL", "val/ppl", 1.0),
     ("train (min)", "train_seconds", 1 / 60),
 ]
+
+IDENTICAL_NOTE = ("p-values are shown as - where the two systems' outputs are identical (or differ only where the "
+                  "metric does not look, every sentence scoring alike): sacreBLEU's tests then return their "
+                  f"smallest p (1/{BOOTSTRAP_SAMPLES + 1}, 1/{RANDOMIZATION_TRIALS + 1}), which says nothing "
+                  "about a difference; such a pair never counts as differing.")
 
 
 def check_metric(metric: object) -> str:
@@ -202,6 +217,9 @@ def verdict(row: dict, tests: list[tuple[dict, PairedResult]] | None) -> tuple[s
     deltas = [result.delta for _, result in tests]
     mean = statistics.mean(deltas)
     every = "the seed pair" if len(tests) == 1 else f"all {len(tests)} seed pairs"
+    if all(result.identical for _, result in tests):
+        return "-", (f"identical to the base: {mean:+.2f} test {METRICS[metric][0]}, every sentence scored alike "
+                     f"for {every}; nothing to test")
     if all(result.significant for _, result in tests) and (min(deltas) > 0 or max(deltas) < 0):
         side = "better" if tests[0][1].gain > 0 else "worse"
         return f"{side} *", (f"{side} than the base: {mean:+.2f} {label}, p < {LEVEL} in both tests for {every}")
@@ -224,8 +242,8 @@ def row_table(rows: list[dict], tests: dict[int, list], metric: str = "bleu") ->
             line[header] = row_spread(finished, key, scale)
         results = [result for _, result in tests.get(index, [])]
         line[f"Δ test {METRICS[metric][0]}"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
-        line["max p (bootstrap / AR)"] = (f"{max(r.p_bootstrap for r in results):.4f} / "
-                                          f"{max(r.p_randomization for r in results):.4f}") if results else ""
+        line["max p (bootstrap / AR)"] = "" if not results else "- / -" if any(r.identical for r in results) else (
+            f"{max(r.p_bootstrap for r in results):.4f} / {max(r.p_randomization for r in results):.4f}")
         line["differs"] = verdict(row, tests.get(index))[0]
         table.append(line)
     return table
@@ -240,7 +258,8 @@ def test_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]
             table.append({"row": str(index), **rows[index]["settings"], "seed": str(job["seed"]),
                           "job": str(job["job"]), f"base {label}": f"{r.baseline:.2f}", label: f"{r.system:.2f}",
                           "Δ": f"{r.delta:+.2f}", "95% CI of Δ": f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
-                          "p bootstrap": f"{r.p_bootstrap:.4f}", "p AR": f"{r.p_randomization:.4f}"})
+                          "p bootstrap": "-" if r.identical else f"{r.p_bootstrap:.4f}",
+                          "p AR": "-" if r.identical else f"{r.p_randomization:.4f}"})
     return table
 
 
@@ -277,6 +296,8 @@ def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, l
               f"A row differs from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap "
               f"and paired approximate randomization tests of its test translations against the base row's "
               f"(same seed) both give p < {LEVEL}, and the differences have the same sign.", ""]
+    if any(result.identical for pairs in tests.values() for _, result in pairs):
+        lines += [IDENTICAL_NOTE, ""]
     for index, row in enumerate(rows):
         name = ", ".join(f"{k}={v}" for k, v in row["settings"].items()) or "the only setting"
         lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index))[1]}.")

@@ -9,6 +9,7 @@ line saying what to resume from (exit status 143 or 130).
 """
 
 import logging
+import os
 import sys
 import time
 import warnings
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import lightning as L
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
@@ -61,6 +63,7 @@ def train(cfg: DictConfig) -> dict:
         keep_earlier_curves(Path(cfg.paths.output_dir))
     plan = update_plan(cfg, placement(cfg))  # devices and nodes as Lightning counts them
     trainer = build_trainer(cfg, **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
+    warn_more_processes_than_cores(trainer)
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)
     check_dashboard_layer(cfg, start.architecture)
@@ -94,6 +97,15 @@ def train(cfg: DictConfig) -> dict:
     metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
     print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
     return metrics
+
+
+def warn_more_processes_than_cores(trainer: L.Trainer) -> None:
+    """One warning line when a CPU run starts more processes on this machine than it has cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if isinstance(trainer.accelerator, CPUAccelerator) and trainer.is_global_zero and trainer.num_devices > cores:
+        log.warning("trainer.devices=%d starts %d training processes on %d CPU cores: they compete for the cores "
+                    "and every step will crawl (use trainer.devices=%d or fewer)", trainer.num_devices,
+                    trainer.num_devices, cores, cores)
 
 
 def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: ModelCheckpoint | None,

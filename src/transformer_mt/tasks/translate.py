@@ -6,7 +6,8 @@ ckpt_path=[a.ckpt,b.ckpt,...] translates with an ensemble (decoding/ensemble.py:
 probabilities averaged at every step, with this command's decoding; they share one tokenizer).
 task.prefix=true reads `source<TAB>target prefix` lines, and every output starts with the prefix
 (tasks/prefix.py); task.alignment=true adds `<TAB>alignment` after each translation, Pharaoh pairs
-from the cross-attention (tasks/alignments.py).
+from the cross-attention (tasks/alignments.py). A line longer than the model takes stops the run,
+or with task.long_lines=skip / truncate gets an empty output / is cut to fit (tasks/long_lines.py).
 Input that is not a terminal (a file, a pipe) is read and checked whole before anything is
 translated, so a bad line (invalid UTF-8, a NUL byte) stops the run with nothing written; from a
 terminal, or with an explicit `task.buffer_size`, lines are translated `task.buffer_size` (or 1) at
@@ -30,10 +31,11 @@ from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.data.text import clean, decode_text, text_lines
 from transformer_mt.decoding.ensemble import Ensemble
-from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.errors import ConfigError
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.alignments import Alignments
 from transformer_mt.tasks.checkpoints import checkpoint_paths, load_members
+from transformer_mt.tasks.long_lines import LongLines
 from transformer_mt.tasks.prefix import prefix_ids, spell, split_prefixes
 from transformer_mt.training import TranslationModule
 
@@ -59,12 +61,15 @@ def decoding_model(module: TranslationModule) -> torch.nn.Module:
 
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
-                    alignments: Alignments | None = None, model=None) -> list[NBest]:
+                    alignments: Alignments | None = None, model=None,
+                    long_lines: LongLines | None = None) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
-    a target prefix: the prefix). `prefixes`: one per line (task.prefix; "": none), which every
-    output of the line starts with (tasks/prefix.py). `bar` advances by the lines of each batch as
-    it is translated. Errors name `name:LINE`, LINE counted from `first_line`. model: what the
-    search runs (an Ensemble of several modules' models); None: the module's (decoding_model)."""
+    a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
+    skips (without the prefix; default rule: error). `prefixes`: one per line (task.prefix; "":
+    none), which every output of the line starts with (tasks/prefix.py). `bar` advances by the
+    lines of each batch as it is translated. Errors name `name:LINE`, LINE counted from
+    `first_line`. model: what the search runs (an Ensemble of several modules' models); None: the
+    module's (decoding_model)."""
     model = model or decoding_model(module)
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
@@ -72,16 +77,16 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     n = getattr(module.search, "nbest", 1)
     empty = "" if alignments else None
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
+    max_positions = model.config.max_positions  # an ensemble's: its members' shortest
+    src = fitted_sources(module, [cleaned[i] for i in todo], max_positions, [f"{name}:{first_line + i}" for i in todo],
+                         long_lines or LongLines())
+    for i in (i for i, ids in zip(todo, src) if ids is None):  # skipped: as an empty line, without the prefix
+        results[i] = [Translation("", 0.0, empty)] * n
+    todo, src = [i for i, ids in zip(todo, src) if ids is not None], [ids for ids in src if ids is not None]
     if bar is not None:
         bar.advance(len(lines) - len(todo))
     if not todo:
         return results
-    max_positions = model.config.max_positions  # an ensemble's: its members' shortest
-    src = module.tokenizer.encode_sources([cleaned[i] for i in todo])
-    for i, ids in zip(todo, src):
-        if len(ids) >= max_positions:
-            raise DataError(f"{name}:{first_line + i}: {len(ids)} tokens, more than the model's "
-                            f"max_positions={max_positions} allows")
     forced = [[] for _ in todo] if prefixes is None else prefix_ids(
         module.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
@@ -95,6 +100,16 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
         if bar is not None:
             bar.advance(len(batch))
     return results
+
+
+def fitted_sources(module: TranslationModule, lines: list[str], max_positions: int, places: list[str],
+                   long_lines: LongLines) -> list[list[int] | None]:
+    """The ids (EOS last) of each cleaned, non-empty line as the model will see them, by the rule for
+    lines longer than it takes (tasks/long_lines.py: None for a skipped line)."""
+    if not lines:
+        return []
+    src = module.tokenizer.encode_sources(lines)
+    return long_lines.fit(src, max_positions, module.tokenizer.src.special_ids["eos_id"], places)
 
 
 def translate_batch(module: TranslationModule, model: torch.nn.Module, src: torch.Tensor, lines: list[str],
@@ -218,6 +233,7 @@ def run(cfg: DictConfig) -> None:
     options = cfg.task
     paths = checkpoint_paths(cfg)
     check_output(cfg.get("output"))
+    long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     name = str(cfg.input) if cfg.get("input") else "stdin"
     if options.get("prefix"):
@@ -238,8 +254,10 @@ def run(cfg: DictConfig) -> None:
     with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for sources, prefixes in pairs:
             for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
-                                         name=name, prefixes=prefixes, alignments=alignments, model=model):
+                                         name=name, prefixes=prefixes, alignments=alignments, model=model,
+                                         long_lines=long_lines):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()
+    long_lines.report(line_no)
     log.info("translated %d lines", line_no)

@@ -8,11 +8,13 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.training.interrupt import CTRL_C, CtrlC
+from transformer_mt.training.interrupt import CTRL_C, CtrlC, handle_sigterm_in_training
 from transformer_mt.training.steps import logged_step
+from transformer_mt.training.stop_notice import StopNotice
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -35,7 +37,8 @@ class LastCheckpoint(Checkpoint):
     Written every `every_n_steps` optimizer steps (step numbers divisible by it, so a resumed run
     saves where an uninterrupted one would), every `every_n_minutes` minutes, at the end of every
     training epoch (after its validation) and, on SIGTERM or Ctrl-C, after the batch that was running
-    (after Ctrl-C it then raises CtrlC, which stops training: training/interrupt.py). A kill therefore
+    (under DDP at the next logging step), after which it raises CtrlC or SIGTERMException, which stop
+    training (training/interrupt.py). A kill therefore
     costs at most `every_n_steps` steps or `every_n_minutes` minutes of training. None switches a
     trigger off.
     """
@@ -50,6 +53,7 @@ class LastCheckpoint(Checkpoint):
         self.path = Path(dirpath) / filename
         self.every_n_steps, self.every_n_minutes = every_n_steps, every_n_minutes
         self._saved_step, self._saved_at = -1, time.monotonic()
+        self.written_step: int | None = None  # the step of the last.ckpt this run wrote
 
     @property
     def state_key(self) -> str:
@@ -58,13 +62,15 @@ class LastCheckpoint(Checkpoint):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self._saved_step = trainer.global_step
         self._saved_at = time.monotonic()
+        CTRL_C.notice = StopNotice(trainer, self)  # says at once when training will stop
+        handle_sigterm_in_training()
         if trainer.is_global_zero and self.path.parent.is_dir():  # left by a process killed while writing
             for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
                 stale.unlink(missing_ok=True)
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
-        urgent = trainer.received_sigterm or CTRL_C.pressed or (
+        urgent = CTRL_C.sigterm or trainer.received_sigterm or CTRL_C.pressed or (
             self.every_n_minutes is not None and time.monotonic() - self._saved_at >= 60 * self.every_n_minutes)
         if trainer.world_size > 1:  # the clock and the signal are per process: all ranks decide together,
             # on logging steps (deciding together waits for the devices: not on every step)
@@ -73,22 +79,27 @@ class LastCheckpoint(Checkpoint):
         if (due or urgent) and step != self._saved_step:
             self.save(trainer)
         if urgent:
-            self.stop_on_ctrl_c(trainer)
+            self.stop_on_signal(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.save(trainer)
-        self.stop_on_ctrl_c(trainer)
+        self.stop_on_signal(trainer)
 
-    def stop_on_ctrl_c(self, trainer: L.Trainer) -> None:
-        """Once the state is saved: raise CtrlC if Ctrl-C was pressed (on any rank)."""
-        pressed = CTRL_C.pressed
+    def stop_on_signal(self, trainer: L.Trainer) -> None:
+        """Once the state is saved: raise CtrlC if Ctrl-C was pressed, SIGTERMException if SIGTERM
+        was received (on any rank)."""
+        pressed, sigterm = CTRL_C.pressed, CTRL_C.sigterm
         if trainer.world_size > 1:
             pressed = trainer.strategy.reduce_boolean_decision(pressed, all=False)
+            sigterm = trainer.strategy.reduce_boolean_decision(sigterm, all=False)
         if pressed:
             raise CtrlC
+        if sigterm:
+            raise SIGTERMException
 
     def save(self, trainer: L.Trainer) -> None:
         if trainer.fast_dev_run:  # debug=fast writes no checkpoints
             return
         trainer.save_checkpoint(self.path, weights_only=False)  # a full checkpoint (and no log line)
         self._saved_step, self._saved_at = trainer.global_step, time.monotonic()
+        self.written_step = trainer.global_step
