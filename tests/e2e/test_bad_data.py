@@ -4,7 +4,27 @@ trained (no vocab-* entry in the cache)."""
 
 import pytest
 
-from tests.helpers import assert_clean_failure, assert_nothing_half_written, files_run, good_corpus, write
+from tests.helpers import (
+    assert_clean_failure,
+    assert_nothing_half_written,
+    compose_config,
+    files_run,
+    good_corpus,
+    write,
+)
+from transformer_mt.errors import DataError, find_user_error
+from transformer_mt.tasks import run
+
+
+def files_fails(tmp_path, *extra: str) -> str:
+    """As files_run (one epoch of data=files on the corpus in tmp_path/corpus, cache tmp_path/cache),
+    in this process (a process costs seconds of imports): it must stop with the DataError that run.py
+    prints as its one line `error: ...` (exit status 1, no traceback); that error's message."""
+    overrides = ["data=files", f"data.corpus.data_dir={tmp_path}/corpus", "trainer.max_epochs=1", *extra]
+    with pytest.raises(Exception) as err:  # as run.py sees it: the error, perhaps wrapped
+        run(compose_config(tmp_path / "run", overrides, cache_dir=tmp_path / "cache"))
+    assert isinstance(find_user_error(err.value), DataError), err.value
+    return str(find_user_error(err.value))
 
 
 def assert_no_vocabulary(tmp_path) -> None:
@@ -23,14 +43,15 @@ def test_bad_training_file_is_one_line_before_any_vocabulary(tmp_path, name, con
     corpus = tmp_path / "corpus"
     good_corpus(corpus)
     write(corpus, name, content)
-    result = files_run(tmp_path)
-    assert_clean_failure(result, expected.format(corpus=corpus))
-    assert result.stderr.strip().splitlines()[-1] == "error: " + expected.format(corpus=corpus)
+    assert files_fails(tmp_path) == expected.format(corpus=corpus)
     assert_no_vocabulary(tmp_path)
     assert_nothing_half_written(tmp_path)
 
 
 def test_sentencepiece_vocab_size_below_its_alphabet(tmp_path):
+    """A real `python run.py` process, the representative one here of the one line / exit status 1 /
+    no traceback (the others run in this process): sentencepiece's C++ trainer runs in it, and what
+    it refuses must still end the process as that one line."""
     good_corpus(tmp_path / "corpus")
     result = files_run(tmp_path, "data.tokenizer.type=sentencepiece", "data.tokenizer.vocab_size=5")
     assert_clean_failure(result, "error: data.tokenizer.vocab_size=5 is rejected by sentencepiece")

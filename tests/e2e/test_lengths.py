@@ -3,15 +3,8 @@ the keys or the file and line, instead of when their batch comes."""
 
 import pytest
 
-from tests.helpers import (
-    assert_clean_failure,
-    assert_nothing_half_written,
-    compose_config,
-    files_run,
-    good_corpus,
-    write,
-)
-from transformer_mt.errors import ConfigError
+from tests.helpers import assert_nothing_half_written, compose_config, good_corpus, write
+from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.tasks import run
 
 
@@ -32,7 +25,11 @@ def test_a_validation_line_longer_than_the_model_takes_is_named_before_training(
     corpus = tmp_path / "corpus"
     good_corpus(corpus)
     write(corpus, "val.en", b"a small cat\n" + b" ".join([b"the dog"] * 150) + b"\n")
-    result = files_run(tmp_path, "model.max_positions=256")
-    assert_clean_failure(result, f"{corpus}/val.en:2: ")
-    assert "more than the model takes, model.max_positions=256 (val sentences are never filtered)" in result.stderr
+    overrides = ["data=files", f"data.corpus.data_dir={corpus}", "trainer.max_epochs=1", "model.max_positions=256"]
+    with pytest.raises(Exception) as err:  # as run.py sees it: the DataError that it prints as one line
+        run(compose_config(tmp_path / "run", overrides, cache_dir=tmp_path / "cache"))
+    assert isinstance(find_user_error(err.value), DataError), err.value
+    message = str(find_user_error(err.value))
+    assert f"{corpus}/val.en:2: " in message
+    assert "more than the model takes, model.max_positions=256 (val sentences are never filtered)" in message
     assert_nothing_half_written(tmp_path)

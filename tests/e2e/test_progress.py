@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, run_py
+from tests.helpers import ROOT, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.progress import DELAY, ProgressBar
+from transformer_mt.tasks import run
 
 ESC = "\x1b["
 
@@ -110,8 +111,10 @@ def test_export_shows_a_spinner_when_asked(small_checkpoint, tmp_path):
 
 
 def test_a_bad_progress_value_is_named(tmp_path):
-    assert_clean_failure(run_py("progress=maybe", f"hydra.run.dir={tmp_path}/run"),
-                         "progress='maybe': must be true, false or null")
+    with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError that it prints as one line
+        run(compose_config(tmp_path / "run", ["progress=maybe"]))
+    assert isinstance(find_user_error(err.value), ConfigError), err.value
+    assert "progress='maybe': must be true, false or null" in str(find_user_error(err.value))
     with pytest.raises(ConfigError, match="progress=1"):
         ProgressBar("x", 1, "lines", 1)
 

@@ -4,8 +4,9 @@ at nearly the BLEU of the fp32 model, leaving the model and the checkpoint as th
 import pytest
 import torch
 
-from tests.helpers import assert_clean_failure, compose_config, run_py
+from tests.helpers import compose_config
 from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.tasks import run
 from transformer_mt.tasks.checkpoints import load_module
 
@@ -57,6 +58,8 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
 
 def test_an_unknown_quantization_is_one_line(toy_run, tmp_path):
     out, _ = toy_run
-    result = run_py("task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "quantize=int4",
-                    f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, "quantize=int4: must be one of none, int8")
+    with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError that it prints as one line
+        run(compose_config(tmp_path / "run", ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt",
+                                              "quantize=int4"]))
+    assert isinstance(find_user_error(err.value), ConfigError), err.value
+    assert "quantize=int4: must be one of none, int8" in str(find_user_error(err.value))

@@ -61,9 +61,12 @@ def test_bad_data_path_is_one_clean_line_and_exit_1(tmp_path):
 
 
 def test_evaluate_without_checkpoint_is_a_clear_error(tmp_path):
-    result = run_py("task=evaluate", f"hydra.run.dir={tmp_path}/run")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "ckpt_path=PATH" in result.stderr
+    """In this process (test_bad_data_path_is_one_clean_line_and_exit_1 runs run.py itself): the
+    ConfigError that run.py prints as its one line `error: ...` with exit status 1."""
+    with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError, perhaps wrapped by Hydra
+        run(compose_config(tmp_path / "run", ["task=evaluate"]))
+    assert isinstance(find_user_error(err.value), ConfigError), err.value
+    assert "ckpt_path=PATH" in str(find_user_error(err.value))
 
 
 @pytest.mark.slow

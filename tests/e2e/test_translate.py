@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, compose_config, run_py
+from tests.helpers import ROOT, compose_config
 from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import DataError, find_user_error
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
@@ -70,8 +71,10 @@ def test_interactive_a_line_in_a_translation_out(toy_run, tmp_path):
 
 def test_missing_input_file_is_a_clean_error(toy_run, tmp_path):
     out, _ = toy_run
-    result = run_py("task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/nope.txt",
-                    f"output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/nope.txt: no such file"
+    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/nope.txt",
+                 f"output={tmp_path}/out.txt"]
+    with pytest.raises(Exception) as err:  # as run.py sees it: the user's error that it prints as one line
+        run(compose_config(tmp_path / "run", overrides))
+    assert isinstance(find_user_error(err.value), DataError), err.value
+    assert str(find_user_error(err.value)) == f"{tmp_path}/nope.txt: no such file"
     assert not (tmp_path / "out.txt").exists()

@@ -2,6 +2,7 @@
 anything is translated, and `output=` is checked before the model is loaded; `input=` a directory or
 an unreadable file is one line naming it, and a named pipe is read."""
 
+import io
 import os
 import subprocess
 import sys
@@ -23,7 +24,26 @@ def checkpoint(small_checkpoint):
     return small_checkpoint
 
 
-def translate(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace:
+@pytest.fixture
+def translate(monkeypatch, capsys):
+    """task=translate with stdin piped in (not a terminal), in this process (a process costs seconds
+    of imports): the exit status, stdout and stderr run.py gives (for a DataError or ConfigError, 1
+    and its one line `error: ...`; test_invalid_utf8_on_stdin_writes_nothing runs run.py itself)."""
+    def call(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        cfg = compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={checkpoint}",
+                                                "decoding.options.max_len_b=5", *args])
+        try:
+            run(cfg)
+            status, stderr = 0, ""
+        except (DataError, ConfigError) as err:
+            status, stderr = 1, f"error: {err}\n"
+        return SimpleNamespace(returncode=status, stdout=capsys.readouterr().out, stderr=stderr)
+
+    return call
+
+
+def translate_process(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace:
     """`python run.py task=translate` with `stdin` piped in (not a terminal); stdout / stderr as text."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={checkpoint}",
@@ -40,37 +60,37 @@ def sentences(n: int) -> bytes:
 
 def test_invalid_utf8_on_stdin_writes_nothing(checkpoint, tmp_path):
     stdin = sentences(1499) + b"the \xff dog\n" + sentences(10)
-    result = translate(checkpoint, tmp_path, stdin)
+    result = translate_process(checkpoint, tmp_path, stdin)
     assert_clean_failure(result, "error: stdin:1500: invalid UTF-8 (byte 0xff)")
     assert result.stdout == ""
 
 
-def test_binary_stdin_is_a_nul_byte_error(checkpoint, tmp_path):
+def test_binary_stdin_is_a_nul_byte_error(checkpoint, tmp_path, translate):
     result = translate(checkpoint, tmp_path, sentences(2) + b"\x7fELF\x02\x01\x01\x00\x00\x00\n\x00\x00")
     assert_clean_failure(result, "error: stdin:3: NUL byte (is this a binary file?)")
     assert result.stdout == ""
 
 
-def test_bad_stdin_with_output_file_leaves_no_file(checkpoint, tmp_path):
+def test_bad_stdin_with_output_file_leaves_no_file(checkpoint, tmp_path, translate):
     result = translate(checkpoint, tmp_path, sentences(3) + b"\xc3\x28\n", f"output={tmp_path}/out.txt")
     assert_clean_failure(result, "error: stdin:4: invalid UTF-8 (byte 0xc3)")
     assert not (tmp_path / "out.txt").exists()
 
 
-def test_explicit_buffer_size_streams_until_the_bad_line(checkpoint, tmp_path):
+def test_explicit_buffer_size_streams_until_the_bad_line(checkpoint, tmp_path, translate):
     result = translate(checkpoint, tmp_path, sentences(2) + b"bad \xff\n" + sentences(2), "task.buffer_size=1")
     assert_clean_failure(result, "error: stdin:3: invalid UTF-8 (byte 0xff)")
     assert len(result.stdout.splitlines()) == 2  # lines before the bad one were translated as they came
 
 
-def test_crlf_and_bom_on_stdin_translate_like_plain_lines(checkpoint, tmp_path):
+def test_crlf_and_bom_on_stdin_translate_like_plain_lines(checkpoint, tmp_path, translate):
     plain = translate(checkpoint, tmp_path, sentences(3))
     dos = translate(checkpoint, tmp_path, b"\xef\xbb\xbf" + sentences(3).replace(b"\n", b"\r\n"))
     assert plain.returncode == 0 and dos.returncode == 0, dos.stderr[-2000:]
     assert dos.stdout == plain.stdout and len(plain.stdout.splitlines()) == 3
 
 
-def test_output_that_is_a_directory_fails_before_translating(checkpoint, tmp_path):
+def test_output_that_is_a_directory_fails_before_translating(checkpoint, tmp_path, translate):
     result = translate(checkpoint, tmp_path, sentences(3), f"output={tmp_path}")
     assert_clean_failure(result, f"error: output={tmp_path}: is a directory")
     assert result.stdout == ""
@@ -92,7 +112,7 @@ def test_output_checks_come_before_the_model_is_loaded(tmp_path):
     assert str(err.value) == f"output={tmp_path}/file/sub/out.txt: cannot create it, {tmp_path}/file is not a directory"
 
 
-def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_path):
+def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_path, translate):
     """A zero-width space (and a BOM, a space) shows nothing: the line is empty and gets an empty
     translation, not one made up from an invisible token."""
     plain = translate(checkpoint, tmp_path, sentences(2))

@@ -123,6 +123,16 @@ def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path)
     assert (sweep / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_job_resumed_into_its_folder_stays_in_its_row(sweep, tmp_path):
+    """Resuming a killed job (`ckpt_path=` its last.ckpt, into its folder) rewrites its overrides:
+    ckpt_path is no setting, so the job is still its row's seed."""
+    overrides = sweep / "0" / ".hydra" / "overrides.yaml"
+    OmegaConf.save(OmegaConf.create([*OmegaConf.load(overrides), f"ckpt_path={sweep}/0/checkpoints/last.ckpt"]),
+                   overrides)
+    result = report(sweep, tmp_path)
+    assert result["rows"] == 4 and result["differs"] == {0: "better *", 2: "-", 3: ""}
+
+
 def test_a_sweep_whose_config_leaves_the_key_null_says_so_and_base_row_names_the_base(sweep, tmp_path):
     """ablation/dk's base config has model.d_k null (d_model / heads) while its jobs say 32: no row has
     the sweep's own settings. The report says so instead of testing nothing quietly, and base_row=1

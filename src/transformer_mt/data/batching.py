@@ -2,7 +2,7 @@
 and a resumable position inside an epoch."""
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -13,12 +13,22 @@ from transformer_mt.errors import DataError
 from transformer_mt.packing import Packed, Packing
 
 
+class EpochBatch(list):
+    """A batch's row indices, and the epoch they are drawn for (BPE-dropout segments by epoch)."""
+
+    def __init__(self, rows: list[int], epoch: int) -> None:
+        super().__init__(rows)
+        self.epoch = epoch
+
+
 class TranslationDataset(Dataset):
     """Encoded pairs read from an Arrow dataset (`datasets.Dataset`) with columns src_ids (ending
-    in EOS), tgt_ids (no specials), src_len, tgt_len and, for evaluation, src_text / tgt_text."""
+    in EOS), tgt_ids (no specials), src_len, tgt_len and, for evaluation, src_text / tgt_text.
+    `dropout` (training with data.tokenizer.dropout; data/dropout.py's EpochDropout): the ids of an
+    EpochBatch's rows come in its epoch's segmentation."""
 
-    def __init__(self, table) -> None:
-        self.table = table
+    def __init__(self, table, dropout=None) -> None:
+        self.table, self.dropout = table, dropout
         self.rows = table.with_format("arrow")  # indexing gives pyarrow tables, never Python lists
 
     def __len__(self) -> int:
@@ -31,6 +41,8 @@ class TranslationDataset(Dataset):
         """The batch's rows as one Arrow table, with their indices as an `id` column (the DataLoader
         calls this once per batch)."""
         rows = self.rows[list(indices)]
+        if self.dropout is not None and isinstance(indices, EpochBatch):
+            rows = self.dropout.rows(rows, np.asarray(indices, dtype=np.int64), indices.epoch)
         return rows.append_column("id", pa.array(indices, type=pa.int64()))
 
     def sizes(self) -> np.ndarray:
@@ -140,10 +152,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     Lightning calls `set_epoch` on `dataloader.sampler` and `dataloader.batch_sampler.sampler`,
     never on the batch sampler itself, so `self.sampler` is an `EpochHook` that forwards it.
+    `epoch_sizes(epoch)`: with BPE-dropout, each epoch's sizes (its segmentation's); batches are
+    EpochBatch lists that tell the dataset their epoch.
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0, even: bool = True, pad_to_multiple: int = 1) -> None:
+                 num_replicas: int = 1, rank: int = 0, even: bool = True, pad_to_multiple: int = 1,
+                 epoch_sizes: Callable[[int], np.ndarray] | None = None) -> None:
         self.lengths = np.asarray(sizes, dtype=np.int64)
         sizes = round_up(self.lengths, pad_to_multiple)  # what a batch costs once padded
         too_long = np.flatnonzero(sizes > max_tokens)
@@ -155,6 +170,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             )
         self.sizes, self.max_tokens, self.shuffle, self.seed = sizes, max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.even = num_replicas, rank, even
+        self.pad_to_multiple, self.epoch_sizes = pad_to_multiple, epoch_sizes  # epoch_sizes: BPE-dropout's
         self.epoch = 0
         self.position = 0  # batches of this rank already yielded in this epoch
         self._resume: tuple[int, int] | None = None  # (epoch, batches to skip)
@@ -168,6 +184,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         """The batches of this epoch across all ranks, in the order they are dealt out."""
         if self._cache is not None and self._cache[0] == self.epoch:
             return self._cache[1]
+        if self.epoch_sizes is not None:  # this epoch's segmentation: its own sizes
+            self.lengths = np.asarray(self.epoch_sizes(self.epoch), dtype=np.int64)
+            self.sizes = round_up(self.lengths, self.pad_to_multiple)
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         n = len(self.sizes)
         if self.shuffle:  # random order, then a stable sort: equal lengths in random order
@@ -208,7 +227,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.position = skip
         for i in range(skip, len(mine)):
             self.position = i + 1
-            yield mine[i]
+            yield EpochBatch(mine[i], self.epoch)
 
     def __len__(self) -> int:
         return len(self.all_batches()[self.rank :: self.num_replicas])

@@ -29,6 +29,7 @@ from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
 from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
 from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, ParallelText, sample_pairs
+from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import build_vocabularies
@@ -141,7 +142,8 @@ class TranslationDataModule(L.LightningDataModule):
         file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
                         for f in files]
         corpus = None if self.options.file else self._corpus_fingerprint("train")
-        return digest(CACHE_VERSION, corpus, self.options.to_dict(), file_digests)
+        options = {k: v for k, v in self.options.to_dict().items() if k != "dropout"}  # ids stay deterministic
+        return digest(CACHE_VERSION, corpus, options, file_digests)
 
     def _made_vocabularies(self) -> Vocabularies:
         """The vocabularies of `tokenizer`: from the cache, or made (trained, or read from the file)
@@ -290,9 +292,18 @@ class TranslationDataModule(L.LightningDataModule):
             self._load(split)
 
     def _load(self, split: str) -> None:
-        """`split`'s token ids, memory-mapped from the cache (built first if missing)."""
+        """`split`'s token ids, memory-mapped from the cache (built first if missing); the training
+        split's re-segmented every epoch with data.tokenizer.dropout (data/dropout.py)."""
         if split not in self.datasets:
-            self.datasets[split] = TranslationDataset(self._build(split))
+            table = self._build(split)
+            dropout = self._dropout(table) if split == "train" and self.options.dropout > 0 else None
+            self.datasets[split] = TranslationDataset(table, dropout)
+
+    def _dropout(self, table: datasets.Dataset) -> EpochDropout:
+        """BPE-dropout for the training split `table`: no sampled row longer than its longest."""
+        lengths = table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
+        caps = tuple(int(lengths[k].max()) if len(table) else 0 for k in ("src_len", "tgt_len"))
+        return EpochDropout.for_vocabularies(self.vocabularies, self.options.dropout, self.seed, caps)
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
@@ -304,6 +315,7 @@ class TranslationDataModule(L.LightningDataModule):
             dataset.sizes(), self.max_tokens if train else self.eval_max_tokens, shuffle=train, seed=self.seed,
             num_replicas=trainer.world_size if trainer else 1, rank=trainer.global_rank if trainer else 0,
             even=train, pad_to_multiple=self.pad_to_multiple,
+            epoch_sizes=(lambda epoch: dataset.dropout.sizes(dataset.rows, epoch)) if dataset.dropout else None,
         )
         if train:
             if self._resume_state is not None:

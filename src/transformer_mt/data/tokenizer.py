@@ -44,6 +44,7 @@ class TokenizerOptions:
     tgt_file: str | None = None  # with joint=false: the target side's file
     # trained on at most this many training pairs (a fixed-seed sample; null: all of them)
     train_sample: int | None = 1_000_000
+    dropout: float = 0.0  # BPE-dropout of the training split, re-drawn every epoch (data/dropout.py)
 
     def __post_init__(self) -> None:
         if self.type not in ("bpe", "sentencepiece"):
@@ -58,6 +59,8 @@ class TokenizerOptions:
         if self.train_sample is not None and (isinstance(self.train_sample, bool) or not isinstance(
                 self.train_sample, int) or self.train_sample < 1):
             raise ConfigError(f"data.tokenizer.train_sample={self.train_sample!r}: must be an integer >= 1 or null")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
+            raise ConfigError(f"data.tokenizer.dropout={self.dropout!r}: must be a number in [0, 1)")
         if self.tgt_file and self.joint:
             raise ConfigError(f"data.tokenizer.tgt_file={self.tgt_file!r}: needs data.tokenizer.joint=false")
 

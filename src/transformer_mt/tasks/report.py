@@ -56,6 +56,7 @@ from transformer_mt.training.curves import read_curves
 log = logging.getLogger(__name__)
 
 SEED = "seed"
+RESUME = "ckpt_path"  # not a setting: a job resumed into its own folder is the job it continues
 COLUMNS = [  # header, metrics.json key, format
     ("params (M)", "num_parameters", lambda v: f"{v / 1e6:.2f}"),
     ("train (min)", "train_seconds", lambda v: f"{v / 60:.1f}"),
@@ -92,7 +93,7 @@ def read_job(folder: Path) -> dict:
     """One job: its overrides as {key: value}, status, and metrics (empty unless done)."""
     overrides_file = folder / ".hydra" / "overrides.yaml"
     overrides = OmegaConf.load(overrides_file) if overrides_file.is_file() else []
-    settings = dict(o.split("=", 1) for o in overrides if "=" in o and not o.startswith("~"))
+    settings = dict(o.split("=", 1) for o in overrides if "=" in o and not o.startswith(("~", f"{RESUME}=")))
     metrics_file, failure_file = folder / "metrics.json", folder / FAILURE_FILE
     job = {"job": int(folder.name), "folder": folder, "settings": settings, "seed": settings.get(SEED)}
     if metrics_file.is_file():

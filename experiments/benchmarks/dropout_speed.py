@@ -1,0 +1,87 @@
+"""What BPE-dropout (data.tokenizer.dropout) adds to an epoch, at Multi30k size and at WMT14 size.
+
+    DATA_DIR=../shared/data python experiments/benchmarks/dropout_speed.py [--pairs 29000 4500000] [--p 0.1]
+
+The shipped Multi30k model's BPE vocabulary (10k merges) segments the training sentences (Multi30k's
+from $DATA_DIR, else made-up ones), and the corpus is repeated up to each --pairs size as an Arrow
+table like the cache's. Per size: the once-per-epoch pass that gives the batch sampler every pair's
+size in the epoch's segmentation (EpochDropout.sizes, chunked), and the per-batch re-segmentation a
+DataLoader worker does (EpochDropout.rows, on batches of 128 pairs), in seconds and per pair; peak
+memory (RSS) after each size. One thread, one process.
+"""
+
+import argparse
+import os
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from transformer_mt.data.dropout import EpochDropout
+from transformer_mt.tasks.checkpoints import load_module
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
+
+
+def sentences() -> tuple[list[str], list[str]]:
+    folder = Path(os.environ.get("DATA_DIR", ROOT / "data")) / "multi30k"
+    if (folder / "train.en").is_file():
+        return ((folder / "train.en").read_text().splitlines(), (folder / "train.de").read_text().splitlines())
+    rng = random.Random(0)
+    made = [" ".join(rng.choices(WORDS, k=rng.randint(6, 20))) + " ." for _ in range(29_000)]
+    return made, made
+
+
+def arrow_table(vocab, src: list[str], tgt: list[str], pairs: int) -> pa.Table:
+    """`pairs` rows of src_ids (EOS last), tgt_ids and their lengths, the corpus repeated."""
+    src_ids, tgt_ids = vocab.encode_sources(src), vocab.tgt.encode(tgt)
+    columns = {"src_ids": pa.array(src_ids, type=pa.list_(pa.int32())),
+               "tgt_ids": pa.array(tgt_ids, type=pa.list_(pa.int32()))}
+    columns["src_len"] = pa.array([len(s) for s in src_ids], type=pa.int32())
+    columns["tgt_len"] = pa.array([len(t) for t in tgt_ids], type=pa.int32())
+    base = pa.table(columns)
+    return pa.concat_tables([base] * -(-pairs // base.num_rows)).slice(0, pairs)  # chunks sharing one buffer
+
+
+def measure(dropout: EpochDropout, table: pa.Table) -> dict[str, float]:
+    start = time.perf_counter()
+    sizes = dropout.sizes(table, epoch=1)
+    sizes_s = time.perf_counter() - start
+    rng = np.random.default_rng(0)
+    batches = [np.sort(rng.choice(table.num_rows, 128, replace=False)) for _ in range(200)]
+    taken = [table.take(pa.array(rows)) for rows in batches]  # reading the rows costs the same without dropout
+    start = time.perf_counter()
+    for rows, read in zip(batches, taken):
+        dropout.rows(read, rows, epoch=1)
+    batch_ms = (time.perf_counter() - start) / len(batches) * 1e3
+    return {"pairs": table.num_rows, "sizes_s": sizes_s, "sizes_us_per_pair": sizes_s / table.num_rows * 1e6,
+            "batch_ms": batch_ms, "mean_size": float(sizes.mean()),
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, nargs="+", default=[29_000, 4_500_000])
+    parser.add_argument("--p", type=float, default=0.1)
+    args = parser.parse_args()
+    vocab = load_module(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt").tokenizer
+    src, tgt = sentences()
+    print(f"p={args.p}, {len(src)} distinct pairs, one thread\n")
+    print("| pairs | sizes pass per epoch (s) | per pair (us) | a batch of 128 (ms) | mean size | peak RSS (GB) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for pairs in args.pairs:
+        table = arrow_table(vocab, src, tgt, pairs)
+        caps = (int(pa.compute.max(table["src_len"]).as_py()), int(pa.compute.max(table["tgt_len"]).as_py()))
+        r = measure(EpochDropout.for_vocabularies(vocab, args.p, seed=1, caps=caps), table)
+        print(f"| {r['pairs']:,} | {r['sizes_s']:.2f} | {r['sizes_us_per_pair']:.2f} | {r['batch_ms']:.2f} "
+              f"| {r['mean_size']:.1f} | {r['peak_rss_gb']:.2f} |", flush=True)
+        print(f"[dropout_speed] {pairs} done", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Subword regularization in the training data path: BPE-dropout (`data.tokenizer.dropout=p`).
+
+Provilkov et al. (2020) segment each training sentence anew every epoch, dropping each BPE merge
+with probability p, so the model sees many segmentations of a word. Here it is done on the cached
+token ids, not on the text: a token that a merge made is split back into the two tokens the merge
+joined with probability p, and each token so exposed again, down the merge tree (each node of a
+word's merge tree dropped once, independently). That gives the finer segmentations of the
+deterministic one at the cost of a few vectorized passes over the ids; unlike dropping merges while
+merging, it never yields a segmentation the deterministic merges do not pass through.
+
+The draws are a hash of (seed, epoch, side, row, depth, position) (splitmix64), not a stream: the
+batch sampler (which needs every sentence's length to fill its token budget), each DataLoader worker
+(which re-segments only its batch's rows) and every DDP rank compute the same segmentation for a
+row, and a resumed run the same as the run it continues. The cache keeps the deterministic ids;
+validation, test and decoding never see dropout.
+"""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from transformer_mt.data.batching import flat_lists
+from transformer_mt.errors import ConfigError
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: uint64 -> well-mixed uint64 (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(key: int, rows: np.ndarray, depth: int, positions: np.ndarray) -> np.ndarray:
+    """A uniform draw in [0, 1) for each (row, position) at `depth`, a function of `key` and those
+    numbers only."""
+    with np.errstate(over="ignore"):
+        x = mix(np.uint64(key) + GOLDEN * np.uint64(depth + 1))
+        x = mix(x ^ rows.astype(np.uint64) * GOLDEN)
+        x = mix(x ^ positions.astype(np.uint64))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def merge_children(vocab: dict[str, int], merges: list) -> np.ndarray:
+    """(V, 2) ids of the two tokens each merge joined (-1 -1: a token no merge made)."""
+    children = np.full((max(vocab.values()) + 1, 2), -1, dtype=np.int64)
+    for merge in merges:
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        made = vocab.get(left + right)
+        if made is not None and children[made, 0] < 0 and left in vocab and right in vocab:
+            children[made] = vocab[left], vocab[right]
+    return children
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """Token ids end to end (`ids`) and each row's length (`lengths`)."""
+
+    ids: np.ndarray
+    lengths: np.ndarray
+
+
+class MergeDropout:
+    """Splits tokens back along a BPE merge table (`children`, merge_children's), each with
+    probability p, from draws keyed by `key` (the run's seed, the epoch, the side)."""
+
+    def __init__(self, children: np.ndarray, p: float) -> None:
+        if not 0.0 <= p < 1.0:
+            raise ConfigError(f"data.tokenizer.dropout={p}: must be in [0, 1)")
+        self.children, self.p = children, p
+
+    def __call__(self, seqs: Sequences, rows: np.ndarray, key: int) -> Sequences:
+        """`seqs` re-segmented: rows[i] is row i's index in the split (its draws depend on it)."""
+        ids, lengths = seqs.ids.astype(np.int64), seqs.lengths.astype(np.int64)
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        fresh = np.ones(len(ids), dtype=bool)  # tokens not drawn for yet
+        depth = 0
+        while self.p > 0:
+            known = (ids >= 0) & (ids < len(self.children))
+            left = np.where(known, self.children[np.where(known, ids, 0), 0], -1)
+            candidates = fresh & (left >= 0)
+            if not candidates.any():
+                break
+            starts = np.cumsum(lengths) - lengths
+            positions = np.arange(len(ids)) - starts[owner]
+            split = candidates & (uniforms(key, rows[owner], depth, positions) < self.p)
+            ids, owner, fresh = self._split(ids, owner, split)
+            lengths = np.bincount(owner, minlength=len(lengths))
+            depth += 1
+        return Sequences(ids, lengths)
+
+    def _split(self, ids: np.ndarray, owner: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each token where `split` replaced by its two children (marked fresh), in place of it."""
+        counts = 1 + split
+        at = np.cumsum(counts) - counts  # where each token (or its left child) lands
+        out = np.repeat(ids, counts)
+        out[at[split]] = self.children[ids[split], 0]
+        out[at[split] + 1] = self.children[ids[split], 1]
+        fresh = np.zeros(len(out), dtype=bool)
+        fresh[at[split]] = fresh[at[split] + 1] = True
+        return out, np.repeat(owner, counts), fresh
+
+    def capped(self, seqs: Sequences, rows: np.ndarray, key: int, cap: int) -> Sequences:
+        """As __call__, but a row longer than `cap` after it keeps its deterministic ids (so no
+        sampled row is longer than the split's longest: the model's positions and the batch budget
+        hold)."""
+        out = self(seqs, rows, key)
+        keep = out.lengths <= cap
+        if keep.all():
+            return out
+        mine = keep[np.repeat(np.arange(len(keep)), out.lengths)]
+        theirs = ~keep[np.repeat(np.arange(len(keep)), seqs.lengths)]
+        owner = np.concatenate([np.repeat(np.arange(len(keep)), out.lengths)[mine],
+                                np.repeat(np.arange(len(keep)), seqs.lengths)[theirs]])
+        ids = np.concatenate([out.ids[mine], seqs.ids.astype(np.int64)[theirs]])[np.argsort(owner, kind="stable")]
+        return Sequences(ids, np.where(keep, out.lengths, seqs.lengths))
+
+
+def bpe_children(tokenizer) -> np.ndarray:
+    """The merge table of a `tokenizers` BPE vocabulary (BpeTokenizer); any other is a ConfigError."""
+    model = json.loads(tokenizer.model.to_str())["model"] if hasattr(tokenizer.model, "to_str") else {}
+    if model.get("type") != "BPE":
+        raise ConfigError("data.tokenizer.dropout (BPE-dropout) needs a BPE vocabulary of the tokenizers library "
+                          f"(data.tokenizer.type=bpe); this run's is {type(tokenizer).__name__}")
+    return merge_children(model["vocab"], model["merges"])
+
+
+class EpochDropout:
+    """BPE-dropout for the training split: each epoch's segmentation of rows, for the batch sampler
+    (every row's size) and the dataset (a batch's ids). `caps`: the longest source and target of
+    the split (deterministic), which no sampled row exceeds."""
+
+    def __init__(self, src: MergeDropout, tgt: MergeDropout, seed: int, caps: tuple[int, int]) -> None:
+        self.sides, self.seed, self.caps = (src, tgt), seed, caps
+
+    @classmethod
+    def for_vocabularies(cls, vocab, p: float, seed: int, caps: tuple[int, int]) -> "EpochDropout":
+        src = MergeDropout(bpe_children(vocab.src), p)
+        tgt = src if vocab.joint else MergeDropout(bpe_children(vocab.tgt), p)
+        return cls(src, tgt, seed, caps)
+
+    def key(self, epoch: int, side: int) -> int:
+        return ((self.seed & 0xFFFFFFFF) << 32) | ((epoch & 0x7FFFFFFF) << 1) | side
+
+    def resegment(self, src: Sequences, tgt: Sequences, rows: np.ndarray, epoch: int) -> tuple[Sequences, Sequences]:
+        """The rows' (index in the split: `rows`) source and target ids in `epoch`'s segmentation."""
+        return tuple(dropout.capped(seqs, rows, self.key(epoch, side), cap)
+                     for side, (dropout, seqs, cap) in enumerate(zip(self.sides, (src, tgt), self.caps)))
+
+    def rows(self, rows: pa.Table, indices: np.ndarray, epoch: int) -> pa.Table:
+        """A batch's `rows` (their indices in the split: `indices`) with their ids and lengths in
+        `epoch`'s segmentation."""
+        src, tgt = (Sequences(*flat_lists(rows.column(f"{name}_ids"))) for name in ("src", "tgt"))
+        for name, seqs in zip(("src", "tgt"), self.resegment(src, tgt, indices, epoch)):
+            offsets = pa.array(np.concatenate([[0], np.cumsum(seqs.lengths)]), type=pa.int32())
+            values = pa.array(seqs.ids, type=rows.schema.field(f"{name}_ids").type.value_type)
+            for column, array in ((f"{name}_ids", pa.ListArray.from_arrays(offsets, values)),
+                                  (f"{name}_len", pa.array(seqs.lengths, type=rows.schema.field(f"{name}_len").type))):
+                rows = rows.set_column(rows.schema.get_field_index(column), column, array)
+        return rows
+
+    def sizes(self, table, epoch: int, chunk: int = 100_000) -> np.ndarray:
+        """Every row's padded cost in `epoch` (as TranslationDataset.sizes counts it), a chunk of
+        rows at a time (memory bounded by the chunk, whatever the split's size)."""
+        out = []
+        for start in range(0, len(table), chunk):
+            rows = table[start : start + chunk]
+            src, tgt = (Sequences(*flat_lists(rows.column(name))) for name in ("src_ids", "tgt_ids"))
+            src, tgt = self.resegment(src, tgt, np.arange(start, start + rows.num_rows), epoch)
+            out.append(np.maximum(src.lengths, tgt.lengths + 1))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
