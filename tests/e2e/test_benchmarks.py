@@ -1,11 +1,16 @@
-"""How train_speed.py's --profile-steps sorts ops and kernels into categories. (loss_speed.py and
+"""How train_speed.py's --profile-steps sorts ops and kernels into categories, and what
+experiments/multi30k/paired.py prints. (loss_speed.py and
 attention_speed.py at their CPU smoke sizes run in tests/e2e/test_gpu_script.py, as steps of the
 GPU script: every system has numbers, the fused loss matches the plain one, packed attention
 matches padded attention.)"""
 
+import json
 from types import SimpleNamespace
 
+import pytest
+
 from tests.helpers import load_script
+from transformer_mt.evaluation.significance import paired_test
 
 
 def event(name: str, parent=None) -> SimpleNamespace:
@@ -37,3 +42,26 @@ def test_profile_categories_follow_the_innermost_range_then_the_op():
     assert category(event("aten::mm", forward), "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT") == "matmul"
     assert train_speed.busy_us([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
     assert list(train_speed.CATEGORIES) == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
+
+
+def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, monkeypatch, capsys):
+    """experiments/multi30k/paired.py (the ensemble against the single model): its table is
+    paired_test's figures; runs scored on other references are refused."""
+    refs = [f"a dog number {i} runs in the green park ." for i in range(30)]
+    hyps = {"base": [r.replace("green ", "") if i % 3 else r for i, r in enumerate(refs)], "system": refs[:-1] + ["x"]}
+    for name, lines in hyps.items():
+        (tmp_path / name).mkdir()
+        for kind, text in (("translations", lines), ("references", refs)):
+            (tmp_path / name / f"test.{kind}.txt").write_text("".join(t + "\n" for t in text))
+        (tmp_path / name / "metrics.json").write_text(json.dumps(
+            {kind: str(tmp_path / name / f"test.{kind}.txt") for kind in ("translations", "references")}))
+    paired = load_script("experiments/multi30k/paired.py")
+    monkeypatch.setattr("sys.argv", ["paired.py", str(tmp_path / "base"), str(tmp_path / "system"), "--metric", "bleu"])
+    paired.main()
+    r = paired_test(hyps["base"], hyps["system"], refs)
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row == (f"| bleu | {r.baseline:.2f} | {r.system:.2f} | {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] "
+                   f"| {r.p_bootstrap:.4f} | {r.p_randomization:.4f} | {'yes' if r.significant else 'no'} |")
+    (tmp_path / "system" / "test.references.txt").write_text("other\n" * 30)
+    with pytest.raises(SystemExit, match="scored on different references"):
+        paired.main()

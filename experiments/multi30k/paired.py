@@ -1,0 +1,44 @@
+"""Two systems' test translations against each other with sacreBLEU's paired tests (issue 38: the
+ensemble against the published single model).
+
+    python experiments/multi30k/paired.py BASE_RUN SYSTEM_RUN [--metric bleu chrf ter]
+
+BASE_RUN and SYSTEM_RUN are run folders of `task=evaluate` (or of a training run): their
+metrics.json names the test translations and references, which must be the same references. Prints
+per metric both scores, the difference with its 95% confidence interval, and the p-values of the
+paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as task=report
+computes them (transformer_mt/evaluation/significance.py).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from transformer_mt.evaluation.significance import paired_test
+
+
+def outputs(run: Path) -> tuple[list[str], list[str]]:
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    return tuple(Path(metrics[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", type=Path)
+    parser.add_argument("system", type=Path)
+    parser.add_argument("--metric", nargs="+", default=["bleu", "chrf", "ter"], choices=["bleu", "chrf", "ter"])
+    args = parser.parse_args()
+    (base, refs), (system, other_refs) = outputs(args.base), outputs(args.system)
+    if refs != other_refs:
+        sys.exit(f"error: {args.base} and {args.system} were scored on different references")
+    print("| metric | base | system | difference (95% CI) | p bootstrap | p AR | both p < 0.05 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for metric in args.metric:
+        r = paired_test(base, system, refs, metric=metric)
+        print(f"| {metric} | {r.baseline:.2f} | {r.system:.2f} | {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] "
+              f"| {r.p_bootstrap:.4f} | {r.p_randomization:.4f} | {'yes' if r.significant else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()
