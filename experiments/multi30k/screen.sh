@@ -10,6 +10,7 @@
 #   DATA_DIR=../shared/data bash experiments/multi30k/screen.sh [SWEEP]
 set -u
 SWEEP=${1:-outputs/screen_1160}
+PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 ARMS=(  # job: dropout callbacks seed
   "0.0 default 1234" "0.0 default 1235" "0.0 ema 1234" "0.0 ema 1235"
   "0.1 default 1234" "0.1 default 1235" "0.1 ema 1234" "0.1 ema 1235"
@@ -23,7 +24,7 @@ job() {  # job NUMBER: run it, or resume it, or skip it
   folder=$SWEEP/$n
   [ -f "$folder/metrics.json" ] && return 0
   [ -f "$folder/checkpoints/last.ckpt" ] && resume=("ckpt_path=$folder/checkpoints/last.ckpt")
-  OMP_NUM_THREADS=1 python run.py experiment=multi30k_recipe trainer.max_steps=1160 \
+  OMP_NUM_THREADS=1 "$PYTHON" run.py experiment=multi30k_recipe trainer.max_steps=1160 \
     "data.tokenizer.dropout=$dropout" "callbacks=$callbacks" "${ema[@]}" "seed=$seed" progress=false \
     "hydra.run.dir=$folder" "${resume[@]}" > "$SWEEP/job$n.log" 2>&1
   echo "job $n ($dropout $callbacks $seed): exit $?" >&2
