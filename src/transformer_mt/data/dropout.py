@@ -111,10 +111,10 @@ class MergeDropout:
         keep = out.lengths <= cap
         if keep.all():
             return out
-        mine = keep[np.repeat(np.arange(len(keep)), out.lengths)]
-        theirs = ~keep[np.repeat(np.arange(len(keep)), seqs.lengths)]
-        owner = np.concatenate([np.repeat(np.arange(len(keep)), out.lengths)[mine],
-                                np.repeat(np.arange(len(keep)), seqs.lengths)[theirs]])
+        new_owner = np.repeat(np.arange(len(keep)), out.lengths)  # each token's row
+        old_owner = np.repeat(np.arange(len(keep)), seqs.lengths)
+        mine, theirs = keep[new_owner], ~keep[old_owner]
+        owner = np.concatenate([new_owner[mine], old_owner[theirs]])
         ids = np.concatenate([out.ids[mine], seqs.ids.astype(np.int64)[theirs]])[np.argsort(owner, kind="stable")]
         return Sequences(ids, np.where(keep, out.lengths, seqs.lengths))
 
