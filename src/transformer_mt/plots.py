@@ -40,20 +40,24 @@ def attention_figure(weights, src_tokens: list[str], tgt_tokens: list[str], titl
 def curves_figure(runs: dict[str, dict[str, list[tuple[int, float]]]], title: str) -> Figure:
     """Train loss, val loss and val BLEU against the step, one line per run ({label: {metric: [(step,
     value)]}})."""
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
+    legend_rows = (len(runs) + 1) // 2 if len(runs) > 1 else 0  # below the panels, two labels a row
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4 + 0.2 * legend_rows),
+                             layout="constrained")
+    lines = {}
     for ax, (key, name) in zip(axes, CURVES):
         for label, series in runs.items():
             points = sorted(series.get(key, []))
             if points:
                 steps, values = zip(*points)
-                ax.plot(steps, values, "-" if key.startswith("train") else "o-", markersize=3, label=label)
+                [lines[label]] = ax.plot(steps, values, "-" if key.startswith("train") else "o-", markersize=3,
+                                         label=label, color=f"C{list(runs).index(label) % 10}")
         ax.set_xlabel("step")
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
-    if len(runs) > 1:
-        axes[-1].legend(fontsize=7)
+    if legend_rows:
+        labels = [label for label in runs if label in lines]  # in the runs' order
+        fig.legend([lines[label] for label in labels], labels, loc="outside lower center", ncols=2, fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
 
 

@@ -35,21 +35,14 @@ def numbers(value) -> list[float]:
     return [n for v in value for n in numbers(v)] if isinstance(value, list) else []
 
 
-SMOKE_STEPS = ["install", "environment", "train_speed/tiny", "loss_speed", "attention_speed", "train_speed/tiny+packed",
-               "toy", "multi30k", "evaluate", "decode"]
+SPEED_STEPS = ["train_speed/tiny", "loss_speed", "attention_speed", "train_speed/tiny+packed"]
+RUN_STEPS = ["toy", "multi30k", "evaluate", "decode"]
+SMOKE_STEPS = ["install", "environment", *SPEED_STEPS, *RUN_STEPS]
 KINDS = ["encoder_self", "decoder_self", "cross"]
 
 
-@pytest.mark.slow
-def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
-    result, results = run_script(tmp_path, "--smoke")
-    steps = results["steps"]
-    failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
-    assert result.returncode == 0 and results["failed"] == [] and not failures, failures
-    assert list(steps) == SMOKE_STEPS
-    assert steps["install"]["status"] == "skipped"  # --device cpu
-    assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
-
+def check_speed_steps(steps: dict, markdown: str) -> None:
+    """The figures of `--only speed`: throughput (with its profile), the fused loss, packed attention."""
     speed = steps["train_speed/tiny"]["figures"]
     systems = {s["system"]: s for s in speed["systems"]}
     assert set(systems) == {"ours", "HF MarianMTModel"}
@@ -92,6 +85,16 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
         assert figures["padded_ms"] > 0 and figures["packed_ms"] > 0 and figures["packed_kernel"] == "reference"
         assert figures["out_max_abs_diff"] < 1e-5 and figures["grad_max_abs_diff"] < 1e-5
 
+    for heading in ("## Training throughput", "## Attention kernels", "## Where a step's time goes",
+                    "## Output layer + loss", "## Attention, padded against packed"):
+        assert heading in markdown
+    assert "| tiny | ours | false | false | 32-true |" in markdown  # compile, packed
+    assert "| tiny | ours | false | true | 32-true |" in markdown
+    assert "| tiny+packed | cross | reference |" in markdown
+
+
+def check_run_steps(steps: dict, markdown: str) -> None:
+    """The figures of `--only runs`: two training runs, task=evaluate reproducing one, decoding speed."""
     for run in ("toy", "multi30k"):
         figures = steps[run]["figures"]
         assert 0 <= figures["test/bleu"] <= 100 and figures["steps"] > 0 and figures["tokens_per_sec"] > 0
@@ -99,23 +102,32 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path):
     assert steps["multi30k"]["figures"]["steps"] == 6
     evaluated = steps["evaluate"]["figures"]  # task=evaluate on the run's tested checkpoint gives the run's BLEU
     assert evaluated["reproduced"] is True and evaluated["test/bleu"] == steps["multi30k"]["figures"]["test/bleu"]
-
     decoded = numbers(steps["decode"]["figures"])
     assert decoded and max(decoded) > 0
+    assert steps["decode"]["figures"]["source"] == "$WORK/smoke-data/multi30k/test2016.en"
+    for heading in ("## Training runs", "## Decoding"):
+        assert heading in markdown
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", ["speed", "runs"])  # the two halves of one --smoke run, one per xdist worker
+def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path, only):
+    result, results = run_script(tmp_path, "--smoke", "--only", only)
+    steps = results["steps"]
+    failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
+    assert result.returncode == 0 and results["failed"] == [] and not failures, failures
+    assert list(steps) == ["install", "environment", *(SPEED_STEPS if only == "speed" else RUN_STEPS)]
+    assert steps["install"]["status"] == "skipped"  # --device cpu
+    assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md", "run.log"]  # what $OUT returns
-    assert "===== multi30k: " in (tmp_path / "run.log").read_text()
     for name in ("results.json", "results.md"):  # committed as they are: no folder of the machine in them
         text = (tmp_path / name).read_text()
         assert str(ROOT) not in text and "gpu-run-" not in text and str(tmp_path) not in text
-    assert steps["decode"]["figures"]["source"] == "$WORK/smoke-data/multi30k/test2016.en"
     markdown = (tmp_path / "results.md").read_text()
-    for heading in ("## Steps", "## Training throughput", "## Attention kernels", "## Where a step's time goes",
-                    "## Output layer + loss", "## Attention, padded against packed", "## Training runs", "## Decoding"):
-        assert heading in markdown
-    assert "| tiny | ours | false | false | 32-true |" in markdown  # compile, packed
-    assert "| tiny | ours | false | true | 32-true |" in markdown
-    assert "| tiny+packed | cross | reference |" in markdown
+    assert "## Steps" in markdown
+    (check_speed_steps if only == "speed" else check_run_steps)(steps, markdown)
+    if only == "runs":
+        assert "===== multi30k: " in (tmp_path / "run.log").read_text()
 
 
 def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp_path):

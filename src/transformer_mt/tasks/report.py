@@ -33,6 +33,7 @@ import csv
 import json
 import logging
 import statistics
+import textwrap
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -320,7 +321,8 @@ def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> N
     """Val and test BLEU per row: each seed a dot, mean +- std as an error bar; the base row shaded."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(rows)), 3.8))
+    width = max(5.0, 1.2 * len(rows))
+    fig, ax = plt.subplots(figsize=(width, 3.8))
     for offset, (key, name, marker) in zip((-0.12, 0.12), (("val/bleu_best", "val BLEU", "o"),
                                                             ("test/bleu", "test BLEU", "s"))):
         means, stds, xs = [], [], []
@@ -342,7 +344,7 @@ def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> N
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_xlabel(", ".join(varied) or "row")
     ax.set_ylabel("BLEU")
-    ax.set_title(title, fontsize=10)
+    ax.set_title("\n".join(textwrap.wrap(title, int(11 * width))), fontsize=10)  # about 11 characters an inch
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
