@@ -285,6 +285,8 @@ def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_iden
         assert set(seen) == set(range(NUM_TRAIN))
         assert len(seen) - NUM_TRAIN <= max(map(len, shares[0] + shares[1]))
     assert [ids for e, _, ids in ranks[0] if e == 0] != [ids for e, _, ids in ranks[0] if e == 1]
+    tested = (tmp_path / "whole" / "test.translations.txt").read_text().splitlines()
+    assert len(tested) == 20  # the test split under DDP: each sentence once
     result = run_py(*SMALL, *ddp, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/first", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     result = run_py(*SMALL, *ddp, "trainer.max_epochs=2", f"ckpt_path={tmp_path}/first/checkpoints/last.ckpt",
