@@ -107,25 +107,21 @@ def reference(tmp_path_factory) -> tuple[Path, list[list], Path]:
     return root / "run", steps(root / "steps.jsonl"), cache
 
 
-def test_every_epoch_has_its_own_batch_order_from_seed_and_epoch(tmp_path):
-    """Batch ids of epochs 0, 1, 2 of a real `python run.py` process: each epoch sees every training
-    example once, in an order of its own, and that order is the sampler's for (seed, epoch)."""
-    cache = tmp_path / "cache"
-    result = run_py(*SMALL, "trainer.max_epochs=3", "trainer.limit_val_batches=0", *record(tmp_path / "steps.jsonl"),
-                    f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    by_epoch = {e: [ids for epoch, _, ids in steps(tmp_path / "steps.jsonl") if epoch == e] for e in range(3)}
-    assert len(by_epoch[0]) == len(by_epoch[1]) == len(by_epoch[2]) > 10
-    for batches in by_epoch.values():
-        assert sorted(i for ids in batches for i in ids) == list(range(NUM_TRAIN))
-    assert by_epoch[0] != by_epoch[1] != by_epoch[2] != by_epoch[0]
-    assert by_epoch[0][0] != by_epoch[1][0] != by_epoch[2][0]
+def test_every_epoch_has_its_own_batch_order_from_seed_and_epoch(reference, tmp_path):
+    """Batch ids of epochs 0 and 1 of the reference run: each epoch sees every training example once,
+    in an order of its own, and that order is the sampler's for (seed, epoch)."""
+    _, batches, cache = reference
+    by_epoch = {e: [ids for epoch, _, ids in batches if epoch == e] for e in range(2)}
+    assert len(by_epoch[0]) == len(by_epoch[1]) > 10
+    for epoch_batches in by_epoch.values():
+        assert sorted(i for ids in epoch_batches for i in ids) == list(range(NUM_TRAIN))
+    assert by_epoch[0] != by_epoch[1] and by_epoch[0][0] != by_epoch[1][0]
     # the same order again from the datamodule's sampler, given only (seed, epoch)
     from hydra.utils import instantiate
 
     datamodule = instantiate(compose_config(tmp_path / "again", SMALL, cache_dir=cache).data)
     sampler = datamodule.train_dataloader().batch_sampler
-    for epoch in range(3):
+    for epoch in range(2):
         sampler.set_epoch(epoch)
         assert list(sampler) == by_epoch[epoch]
 
