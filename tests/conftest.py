@@ -29,12 +29,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The order that keeps both pytest-xdist workers busy: one test of the default job first (its
-    worker trains the shared run while the other takes independent tests), then every test that
-    reads no shared run, then those that do (the runs are there by then: nobody waits)."""
+    """The order that keeps both pytest-xdist workers busy to the end: one test of the default job
+    first (its worker trains the shared run while the other takes independent tests), then the
+    independent end-to-end tests (runs and processes: the long ones, so that no long test is left
+    for the end), then the other independent tests, then those that read a shared run (the runs are
+    there by then: nobody waits)."""
     def rank(item: pytest.Item) -> int:
-        shared = {"toy_run", "small_run"} & set(getattr(item, "fixturenames", ()))
-        return 2 if shared else 1
+        if {"toy_run", "small_run"} & set(getattr(item, "fixturenames", ())):
+            return 3
+        return 1 if {"e2e", "interop"} & set(Path(str(item.path)).parts) else 2
 
     first = next((i for i in items if "toy_run" in getattr(i, "fixturenames", ())), None)
     items.sort(key=lambda item: 0 if item is first else rank(item))  # stable: files keep their order
