@@ -1,13 +1,17 @@
-"""What BPE-dropout (data.tokenizer.dropout) adds to an epoch, at Multi30k size and at WMT14 size.
+"""What subword regularization (data.tokenizer.dropout) adds to an epoch, at Multi30k size and at
+WMT14 size.
 
     DATA_DIR=../shared/data python experiments/benchmarks/dropout_speed.py [--pairs 29000 4500000] [--p 0.1]
+        [--tokenizer bpe|sentencepiece]
 
-The shipped Multi30k model's BPE vocabulary (10k merges) segments the training sentences (Multi30k's
-from $DATA_DIR, else made-up ones), and the corpus is repeated up to each --pairs size as an Arrow
-table like the cache's. Per size: the once-per-epoch pass that gives the batch sampler every pair's
-size in the epoch's segmentation (EpochDropout.sizes, chunked), and the per-batch re-segmentation a
-DataLoader worker does (EpochDropout.rows, on batches of 128 pairs), in seconds and per pair; peak
-memory (RSS) after each size. One thread, one process.
+--tokenizer bpe (BPE-dropout): the shipped Multi30k model's BPE vocabulary (10k merges) segments the
+training sentences (Multi30k's from $DATA_DIR, else made-up ones); --tokenizer sentencepiece
+(sentencepiece's sampling, alpha = --p): a joint unigram vocabulary of 10k pieces trained on them.
+The corpus is repeated up to each --pairs size as an Arrow table like the cache's. Per size: the
+once-per-epoch pass that gives the batch sampler every pair's size in the epoch's segmentation
+(EpochDropout.sizes, chunked), and the per-batch re-segmentation a DataLoader worker does
+(EpochDropout.rows, on batches of 128 pairs), in seconds and per pair; peak memory (RSS) after each
+size. One thread, one process.
 """
 
 import argparse
@@ -22,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from transformer_mt.data.dropout import EpochDropout
+from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
+from transformer_mt.data.vocabulary_training import train_sentencepiece
 from transformer_mt.tasks.checkpoints import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,10 +74,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, nargs="+", default=[29_000, 4_500_000])
     parser.add_argument("--p", type=float, default=0.1)
+    parser.add_argument("--tokenizer", choices=["bpe", "sentencepiece"], default="bpe")
     args = parser.parse_args()
-    vocab = load_module(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt").tokenizer
     src, tgt = sentences()
-    print(f"p={args.p}, {len(src)} distinct pairs, one thread\n")
+    if args.tokenizer == "bpe":
+        vocab = load_module(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt").tokenizer
+    else:
+        options = TokenizerOptions(type="sentencepiece", vocab_size=10_000)
+        vocab = Vocabularies(train_sentencepiece(src + tgt, options))
+    print(f"{args.tokenizer}, p={args.p}, {len(src)} distinct pairs, one thread\n")
     print("| pairs | sizes pass per epoch (s) | per pair (us) | a batch of 128 (ms) | mean size | peak RSS (GB) |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for pairs in args.pairs:

@@ -1,14 +1,15 @@
-"""BPE-dropout in the data path (data.tokenizer.dropout, data/dropout.py): merged tokens split back
-along the merge tree, re-drawn every epoch from (seed, epoch), the same in every worker and on a
-rerun; validation, test and the cache keep the deterministic ids."""
+"""Subword regularization in the data path (data.tokenizer.dropout, data/dropout.py): BPE-dropout
+(merged tokens split back along the merge tree) or sentencepiece's sampling, re-drawn every epoch
+from (seed, epoch), the same in every worker and on a rerun; validation, test and the cache keep the
+deterministic ids."""
 
 import numpy as np
 import pytest
 import torch
 
 from transformer_mt.data import TranslationDataModule
-from transformer_mt.data.dropout import MergeDropout, Sequences, merge_children
-from transformer_mt.data.tokenizer import TokenizerOptions
+from transformer_mt.data.dropout import MergeDropout, PieceSampling, Sequences, merge_children, resegmenter
+from transformer_mt.data.tokenizer import MarianVocabulary, TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
 
@@ -43,10 +44,11 @@ def test_a_row_is_segmented_by_its_index_and_key_alone():
     assert len(keys) > 1  # another key (epoch), another segmentation
 
 
-def datamodule(tmp_path, dropout: float, seed: int = 1, **options) -> TranslationDataModule:
+def datamodule(tmp_path, dropout: float, seed: int = 1, tokenizer: dict | None = None,
+               **options) -> TranslationDataModule:
     dm = TranslationDataModule(ToyCorpus(num_train=400, num_val=10, num_test=10),
-                               TokenizerOptions(vocab_size=300, dropout=dropout), cache_dir=str(tmp_path / "cache"),
-                               max_tokens=400, seed=seed, **options)
+                               TokenizerOptions(**{"vocab_size": 300, **(tokenizer or {})}, dropout=dropout),
+                               cache_dir=str(tmp_path / "cache"), max_tokens=400, seed=seed, **options)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -64,8 +66,13 @@ def epoch_rows(dm: TranslationDataModule, epoch: int) -> dict[int, tuple[list[in
     return rows
 
 
-def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(tmp_path):
-    dm = datamodule(tmp_path, 0.1)
+SENTENCEPIECE = {"type": "sentencepiece", "vocab_size": 100}
+
+
+@pytest.mark.parametrize("tokenizer", [None, SENTENCEPIECE, {**SENTENCEPIECE, "model_type": "bpe"}],
+                         ids=["bpe", "sentencepiece-unigram", "sentencepiece-bpe"])
+def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(tmp_path, tokenizer):
+    dm = datamodule(tmp_path, 0.1, tokenizer=tokenizer)
     first, second = epoch_rows(dm, 0), epoch_rows(dm, 1)
     assert first.keys() == second.keys() == set(range(400))
     changed = [i for i in first if first[i] != second[i]]
@@ -73,11 +80,11 @@ def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(t
     decode = dm.vocabularies.tgt.decode
     for i in changed[:20]:  # another segmentation of the same text
         assert decode([first[i][1]]) == decode([second[i][1]])
-    plain = epoch_rows(datamodule(tmp_path, 0.0), 0)
+    plain = epoch_rows(datamodule(tmp_path, 0.0, tokenizer=tokenizer), 0)
     assert sum(len(s) + len(t) for s, t in first.values()) > sum(len(s) + len(t) for s, t in plain.values())
-    assert epoch_rows(datamodule(tmp_path, 0.1), 1) == second  # a rerun with the same seed
-    assert epoch_rows(datamodule(tmp_path, 0.1, seed=2), 1) != second
-    in_worker = epoch_rows(datamodule(tmp_path, 0.1, num_workers=1), 1)
+    assert epoch_rows(datamodule(tmp_path, 0.1, tokenizer=tokenizer), 1) == second  # a rerun with the same seed
+    assert epoch_rows(datamodule(tmp_path, 0.1, seed=2, tokenizer=tokenizer), 1) != second
+    in_worker = epoch_rows(datamodule(tmp_path, 0.1, num_workers=1, tokenizer=tokenizer), 1)
     assert in_worker == second  # a DataLoader worker draws what the main process does
 
 
@@ -105,10 +112,30 @@ def test_a_bad_probability_is_one_line_naming_the_key(value):
         TokenizerOptions(dropout=value)
 
 
-def test_sentencepiece_vocabularies_are_refused_by_name(tmp_path):
-    with pytest.raises(ConfigError, match="data.tokenizer.dropout .* needs a BPE vocabulary of the tokenizers"):
-        dm = TranslationDataModule(ToyCorpus(num_train=400, num_val=10, num_test=10),
-                                   TokenizerOptions(type="sentencepiece", vocab_size=100, dropout=0.1),
-                                   cache_dir=str(tmp_path / "cache"), max_tokens=400)
-        dm.prepare_data()
-        dm.setup("fit")
+def test_a_sentencepiece_row_is_sampled_by_its_index_and_key_alone_and_keeps_its_eos(tmp_path):
+    dm = datamodule(tmp_path, 0.0, tokenizer=SENTENCEPIECE)
+    vocab = dm.vocabularies.src
+    eos, unk = vocab.special_ids["eos_id"], vocab.special_ids["unk_id"]
+    rows = [ids + [eos] for ids in vocab.encode(["the big dog sees a cat today", "a small cat runs"])]
+    seqs = Sequences(np.array(rows[0] + rows[1]), np.array([len(r) for r in rows]))
+    sampling = PieceSampling(vocab, 0.1)
+    together = sampling(seqs, np.array([10, 11]), key=3)
+    alone = sampling(Sequences(np.array(rows[1]), np.array([len(rows[1])])), np.array([11]), key=3)
+    assert together.ids[together.lengths[0]:].tolist() == alone.ids.tolist()
+    assert together.ids[together.lengths[0] - 1] == eos and alone.ids[-1] == eos
+    draws = [sampling(seqs, np.array([10, 11]), key=k) for k in range(8)]
+    assert len({tuple(draw.ids.tolist()) for draw in draws}) > 1  # another key (epoch), another segmentation
+    for draw in draws:  # always the same text
+        cut = int(draw.lengths[0])
+        assert vocab.decode([draw.ids[:cut].tolist(), draw.ids[cut:].tolist()]) == vocab.decode(rows)
+    with_unk = Sequences(np.array([*rows[0][:3], unk, eos]), np.array([5]))  # decoding would not give it back
+    assert all(sampling(with_unk, np.array([0]), key=k).ids.tolist() == with_unk.ids.tolist() for k in range(4))
+
+
+def test_a_marian_vocabulary_is_refused_by_name(tmp_path):
+    vocab = datamodule(tmp_path, 0.0, tokenizer=SENTENCEPIECE).vocabularies.src
+    pieces = [vocab.model.id_to_piece(i) for i in range(vocab.vocab_size)]
+    marian = MarianVocabulary(vocab.sentencepiece_model(), pieces)
+    with pytest.raises(ConfigError, match="data.tokenizer.dropout .* needs a BPE vocabulary of the tokenizers "
+                                          "library .* or a sentencepiece one; this run's is MarianVocabulary"):
+        resegmenter(marian, 0.1)

@@ -1,4 +1,5 @@
-"""BPE-dropout (data.tokenizer.dropout) keeps runs reproducible: a run stopped mid-epoch by SIGTERM
+"""Subword regularization (data.tokenizer.dropout: BPE-dropout, or sentencepiece's sampling) keeps
+runs reproducible: a run stopped mid-epoch by SIGTERM
 and resumed ends with the weights of the uninterrupted run, bit for bit (the resumed epoch draws the
 same segmentation), and dropout changes what is trained on."""
 
@@ -18,17 +19,18 @@ def weights(path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
-def test_a_run_with_bpe_dropout_resumed_mid_epoch_is_bit_identical(tmp_path):
-    cache = tmp_path / "cache"
-    run(compose_config(tmp_path / "whole", SMALL, cache_dir=cache))
+@pytest.mark.parametrize("tokenizer", ["bpe", "sentencepiece"])
+def test_a_run_with_subword_regularization_resumed_mid_epoch_is_bit_identical(tmp_path, tokenizer):
+    cache, common = tmp_path / "cache", [*SMALL, f"data.tokenizer.type={tokenizer}"]
+    run(compose_config(tmp_path / "whole", common, cache_dir=cache))
     with pytest.raises(SystemExit) as stopped:
-        run(compose_config(tmp_path / "part", [*SMALL, *interrupt_at(9, "SIGTERM")], cache_dir=cache))
+        run(compose_config(tmp_path / "part", [*common, *interrupt_at(9, "SIGTERM")], cache_dir=cache))
     assert stopped.value.code == 143
     last = tmp_path / "part" / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 10  # mid-epoch 0
-    run(compose_config(tmp_path / "part", [*SMALL, f"ckpt_path={last}"], cache_dir=cache))
+    run(compose_config(tmp_path / "part", [*common, f"ckpt_path={last}"], cache_dir=cache))
     whole, resumed = weights(tmp_path / "whole" / "checkpoints" / "last.ckpt"), weights(last)
     assert all(torch.equal(whole[k], resumed[k]) for k in whole)
-    run(compose_config(tmp_path / "plain", [*SMALL, "data.tokenizer.dropout=0.0"], cache_dir=cache))
+    run(compose_config(tmp_path / "plain", [*common, "data.tokenizer.dropout=0.0"], cache_dir=cache))
     plain = weights(tmp_path / "plain" / "checkpoints" / "last.ckpt")
     assert not all(torch.equal(whole[k], plain[k]) for k in whole)  # dropout changed the batches

@@ -300,7 +300,8 @@ class TranslationDataModule(L.LightningDataModule):
             self.datasets[split] = TranslationDataset(table, dropout)
 
     def _dropout(self, table: datasets.Dataset) -> EpochDropout:
-        """BPE-dropout for the training split `table`: no sampled row longer than its longest."""
+        """Subword regularization (data/dropout.py) for the training split `table`: no sampled row
+        longer than its longest."""
         lengths = table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
         caps = tuple(int(lengths[k].max()) if len(table) else 0 for k in ("src_len", "tgt_len"))
         return EpochDropout.for_vocabularies(self.vocabularies, self.options.dropout, self.seed, caps)

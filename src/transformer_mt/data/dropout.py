@@ -1,10 +1,11 @@
-"""Subword regularization in the training data path: BPE-dropout (`data.tokenizer.dropout=p`).
+"""Subword regularization in the training data path (`data.tokenizer.dropout=p`): BPE-dropout for a
+`tokenizers` BPE vocabulary, sentencepiece's own sampling for a sentencepiece one.
 
-Provilkov et al. (2020) segment each training sentence anew every epoch, dropping each BPE merge
-with probability p, so the model sees many segmentations of a word. Here it is done on the cached
-token ids, not on the text: a token that a merge made is split back into the two tokens the merge
-joined with probability p, and each token so exposed again, down the merge tree (each node of a
-word's merge tree dropped once, independently). That gives the finer segmentations of the
+BPE-dropout (Provilkov et al. 2020) segments each training sentence anew every epoch, dropping each
+BPE merge with probability p, so the model sees many segmentations of a word. Here it is done on the
+cached token ids, not on the text: a token that a merge made is split back into the two tokens the
+merge joined with probability p, and each token so exposed again, down the merge tree (each node of
+a word's merge tree dropped once, independently). That gives the finer segmentations of the
 deterministic one at the cost of a few vectorized passes over the ids; unlike dropping merges while
 merging, it never yields a segmentation the deterministic merges do not pass through.
 
@@ -13,6 +14,10 @@ batch sampler (which needs every sentence's length to fill its token budget), ea
 (which re-segments only its batch's rows) and every DDP rank compute the same segmentation for a
 row, and a resumed run the same as the run it continues. The cache keeps the deterministic ids;
 validation, test and decoding never see dropout.
+
+A sentencepiece vocabulary samples with sentencepiece itself (PieceSampling: Kudo 2018's unigram
+sampling, or BPE-dropout for a sentencepiece BPE model), each row's draw seeded from the same hash
+of (seed, epoch, side, row), so the same guarantees hold.
 """
 
 import json
@@ -20,8 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import sentencepiece as spm
 
 from transformer_mt.data.batching import flat_lists
+from transformer_mt.data.tokenizer import SentencePieceTokenizer
 from transformer_mt.errors import ConfigError
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment
@@ -63,7 +70,31 @@ class Sequences:
     lengths: np.ndarray
 
 
-class MergeDropout:
+class Resegmenter:
+    """Another segmentation of rows of token ids, a function of each row's ids, its index in the
+    split and a key (the run's seed, the epoch, the side) alone."""
+
+    def __call__(self, seqs: Sequences, rows: np.ndarray, key: int) -> Sequences:
+        """`seqs` re-segmented: rows[i] is row i's index in the split (its draws depend on it)."""
+        raise NotImplementedError
+
+    def capped(self, seqs: Sequences, rows: np.ndarray, key: int, cap: int) -> Sequences:
+        """As __call__, but a row longer than `cap` after it keeps its deterministic ids (so no
+        sampled row is longer than the split's longest: the model's positions and the batch budget
+        hold)."""
+        out = self(seqs, rows, key)
+        keep = out.lengths <= cap
+        if keep.all():
+            return out
+        new_owner = np.repeat(np.arange(len(keep)), out.lengths)  # each token's row
+        old_owner = np.repeat(np.arange(len(keep)), seqs.lengths)
+        mine, theirs = keep[new_owner], ~keep[old_owner]
+        owner = np.concatenate([new_owner[mine], old_owner[theirs]])
+        ids = np.concatenate([out.ids[mine], seqs.ids.astype(np.int64)[theirs]])[np.argsort(owner, kind="stable")]
+        return Sequences(ids, np.where(keep, out.lengths, seqs.lengths))
+
+
+class MergeDropout(Resegmenter):
     """Splits tokens back along a BPE merge table (`children`, merge_children's), each with
     probability p, from draws keyed by `key` (the run's seed, the epoch, the side)."""
 
@@ -103,43 +134,73 @@ class MergeDropout:
         fresh[at[split]] = fresh[at[split] + 1] = True
         return out, np.repeat(owner, counts), fresh
 
-    def capped(self, seqs: Sequences, rows: np.ndarray, key: int, cap: int) -> Sequences:
-        """As __call__, but a row longer than `cap` after it keeps its deterministic ids (so no
-        sampled row is longer than the split's longest: the model's positions and the batch budget
-        hold)."""
-        out = self(seqs, rows, key)
-        keep = out.lengths <= cap
-        if keep.all():
-            return out
-        new_owner = np.repeat(np.arange(len(keep)), out.lengths)  # each token's row
-        old_owner = np.repeat(np.arange(len(keep)), seqs.lengths)
-        mine, theirs = keep[new_owner], ~keep[old_owner]
-        owner = np.concatenate([new_owner[mine], old_owner[theirs]])
-        ids = np.concatenate([out.ids[mine], seqs.ids.astype(np.int64)[theirs]])[np.argsort(owner, kind="stable")]
-        return Sequences(ids, np.where(keep, out.lengths, seqs.lengths))
-
 
 def bpe_children(tokenizer) -> np.ndarray:
     """The merge table of a `tokenizers` BPE vocabulary (BpeTokenizer); any other is a ConfigError."""
     model = json.loads(tokenizer.model.to_str())["model"] if hasattr(tokenizer.model, "to_str") else {}
     if model.get("type") != "BPE":
         raise ConfigError("data.tokenizer.dropout (BPE-dropout) needs a BPE vocabulary of the tokenizers library "
-                          f"(data.tokenizer.type=bpe); this run's is {type(tokenizer).__name__}")
+                          f"(data.tokenizer.type=bpe) or a sentencepiece one; this run's is {type(tokenizer).__name__}")
     return merge_children(model["vocab"], model["merges"])
 
 
+class PieceSampling(Resegmenter):
+    """Sentencepiece's own subword sampling: each row decoded from its deterministic ids and encoded
+    again with `enable_sampling` and alpha = p (Kudo 2018's sampling over the whole unigram lattice,
+    where a smaller alpha is flatter; for a sentencepiece BPE model, BPE-dropout with probability p).
+    Sentencepiece draws from a generator that each encode call's thread seeds from the global seed
+    when it starts: seeding it from (key, row) before each row's call makes a row's segmentation a
+    function of those alone, as MergeDropout's draws are. A row with <unk> (which decoding does not
+    give back) keeps its ids; special ids at a row's end (the source's EOS) stay."""
+
+    def __init__(self, tokenizer, alpha: float) -> None:
+        if not 0.0 <= alpha < 1.0:
+            raise ConfigError(f"data.tokenizer.dropout={alpha}: must be in [0, 1)")
+        self.model, self.alpha = tokenizer.model, alpha
+        self.unk = tokenizer.special_ids["unk_id"]
+        self.specials = {i for i in tokenizer.special_ids.values() if i is not None} - {self.unk}
+
+    def __call__(self, seqs: Sequences, rows: np.ndarray, key: int) -> Sequences:
+        with np.errstate(over="ignore"):
+            seeds = mix(np.uint64(key) ^ rows.astype(np.uint64) * GOLDEN) >> np.uint64(33)  # 31-bit seeds
+        out, lengths = [], []
+        for ids, seed in zip(np.split(seqs.ids, np.cumsum(seqs.lengths)[:-1]), seeds):
+            out.append(self.sample(ids.tolist(), int(seed)) if self.alpha > 0 else ids.tolist())
+            lengths.append(len(out[-1]))
+        return Sequences(np.asarray([i for row in out for i in row], dtype=np.int64), np.asarray(lengths, np.int64))
+
+    def sample(self, ids: list[int], seed: int) -> list[int]:
+        end = len(ids)
+        while end and ids[end - 1] in self.specials:
+            end -= 1
+        if end == 0 or self.unk in ids[:end]:
+            return ids
+        spm.set_random_generator_seed(seed)
+        text = self.model.decode(ids[:end])
+        return self.model.encode([text], enable_sampling=True, alpha=self.alpha, nbest_size=-1,
+                                 num_threads=1)[0] + ids[end:]
+
+
+def resegmenter(tokenizer, p: float) -> Resegmenter:
+    """BPE-dropout for a `tokenizers` BPE vocabulary, sentencepiece's sampling for a sentencepiece
+    one (not a Marian vocabulary, whose piece list is not sentencepiece's)."""
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        return PieceSampling(tokenizer, p)
+    return MergeDropout(bpe_children(tokenizer), p)
+
+
 class EpochDropout:
-    """BPE-dropout for the training split: each epoch's segmentation of rows, for the batch sampler
+    """Subword regularization for the training split: each epoch's segmentation of rows, for the batch sampler
     (every row's size) and the dataset (a batch's ids). `caps`: the longest source and target of
     the split (deterministic), which no sampled row exceeds."""
 
-    def __init__(self, src: MergeDropout, tgt: MergeDropout, seed: int, caps: tuple[int, int]) -> None:
+    def __init__(self, src: Resegmenter, tgt: Resegmenter, seed: int, caps: tuple[int, int]) -> None:
         self.sides, self.seed, self.caps = (src, tgt), seed, caps
 
     @classmethod
     def for_vocabularies(cls, vocab, p: float, seed: int, caps: tuple[int, int]) -> "EpochDropout":
-        src = MergeDropout(bpe_children(vocab.src), p)
-        tgt = src if vocab.joint else MergeDropout(bpe_children(vocab.tgt), p)
+        src = resegmenter(vocab.src, p)
+        tgt = src if vocab.joint else resegmenter(vocab.tgt, p)
         return cls(src, tgt, seed, caps)
 
     def key(self, epoch: int, side: int) -> int:

@@ -44,7 +44,7 @@ class TokenizerOptions:
     tgt_file: str | None = None  # with joint=false: the target side's file
     # trained on at most this many training pairs (a fixed-seed sample; null: all of them)
     train_sample: int | None = 1_000_000
-    dropout: float = 0.0  # BPE-dropout of the training split, re-drawn every epoch (data/dropout.py)
+    dropout: float = 0.0  # subword regularization of the training split, each epoch (data/dropout.py)
 
     def __post_init__(self) -> None:
         if self.type not in ("bpe", "sentencepiece"):
