@@ -170,6 +170,8 @@ class PieceSampling(Resegmenter):
         return Sequences(np.asarray([i for row in out for i in row], dtype=np.int64), np.asarray(lengths, np.int64))
 
     def sample(self, ids: list[int], seed: int) -> list[int]:
+        """One row's ids sampled anew by sentencepiece seeded with `seed` (its special ids at the end
+        kept; a row with <unk> unchanged)."""
         end = len(ids)
         while end and ids[end - 1] in self.specials:
             end -= 1
@@ -190,9 +192,9 @@ def resegmenter(tokenizer, p: float) -> Resegmenter:
 
 
 class EpochDropout:
-    """Subword regularization for the training split: each epoch's segmentation of rows, for the batch sampler
-    (every row's size) and the dataset (a batch's ids). `caps`: the longest source and target of
-    the split (deterministic), which no sampled row exceeds."""
+    """Subword regularization for the training split: each epoch's segmentation of rows, for the
+    batch sampler (every row's size) and the dataset (a batch's ids). `caps`: the longest source and
+    target of the split (deterministic), which no sampled row exceeds."""
 
     def __init__(self, src: Resegmenter, tgt: Resegmenter, seed: int, caps: tuple[int, int]) -> None:
         self.sides, self.seed, self.caps = (src, tgt), seed, caps
