@@ -45,12 +45,12 @@ def curves_figure(runs: dict[str, dict[str, list[tuple[int, float]]]], title: st
                              layout="constrained")
     lines = {}
     for ax, (key, name) in zip(axes, CURVES):
-        for label, series in runs.items():
+        for color, (label, series) in enumerate(runs.items()):
             points = sorted(series.get(key, []))
             if points:
                 steps, values = zip(*points)
                 [lines[label]] = ax.plot(steps, values, "-" if key.startswith("train") else "o-", markersize=3,
-                                         label=label, color=f"C{list(runs).index(label) % 10}")
+                                         label=label, color=f"C{color % 10}")
         ax.set_xlabel("step")
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)

@@ -161,11 +161,13 @@ class PieceSampling(Resegmenter):
         self.specials = {i for i in tokenizer.special_ids.values() if i is not None} - {self.unk}
 
     def __call__(self, seqs: Sequences, rows: np.ndarray, key: int) -> Sequences:
+        if self.alpha == 0:
+            return seqs
         with np.errstate(over="ignore"):
             seeds = mix(np.uint64(key) ^ rows.astype(np.uint64) * GOLDEN) >> np.uint64(33)  # 31-bit seeds
         out, lengths = [], []
         for ids, seed in zip(np.split(seqs.ids, np.cumsum(seqs.lengths)[:-1]), seeds):
-            out.append(self.sample(ids.tolist(), int(seed)) if self.alpha > 0 else ids.tolist())
+            out.append(self.sample(ids.tolist(), int(seed)))
             lengths.append(len(out[-1]))
         return Sequences(np.asarray([i for row in out for i in row], dtype=np.int64), np.asarray(lengths, np.int64))
 
