@@ -1,11 +1,12 @@
 """Two systems' test translations against each other with sacreBLEU's paired tests (issue 38: the
 ensemble against the published single model).
 
-    python experiments/multi30k/paired.py BASE_RUN SYSTEM_RUN [--metric bleu chrf ter]
+    python experiments/multi30k/paired.py BASE_RUN SYSTEM_RUN [--metric bleu chrf ter bleu_tok_lc]
 
 BASE_RUN and SYSTEM_RUN are run folders of `task=evaluate` (or of a training run): their
 metrics.json names the test translations and references, which must be the same references. Prints
-per metric both scores, the difference with its 95% confidence interval, and the p-values of the
+per metric (default: all four; bleu_tok_lc is BLEU on 13a-tokenized lowercased text, the score the
+older papers give) both scores, the difference with its 95% confidence interval, and the p-values of the
 paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as task=report
 computes them (transformer_mt/evaluation/significance.py).
 """
@@ -15,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_mt.evaluation.significance import paired_test
+from transformer_mt.evaluation.significance import METRICS, paired_test
 
 
 def outputs(run: Path) -> tuple[list[str], list[str]]:
@@ -27,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base", type=Path)
     parser.add_argument("system", type=Path)
-    parser.add_argument("--metric", nargs="+", default=["bleu", "chrf", "ter"], choices=["bleu", "chrf", "ter"])
+    parser.add_argument("--metric", nargs="+", default=list(METRICS), choices=list(METRICS))
     args = parser.parse_args()
     (base, refs), (system, other_refs) = outputs(args.base), outputs(args.system)
     if refs != other_refs:

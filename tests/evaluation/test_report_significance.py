@@ -17,6 +17,7 @@ from sacrebleu.significance import PairedTest
 from tests.helpers import compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
+from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.evaluation.significance import difference_interval, paired_test
 from transformer_mt.tasks import run
 from transformer_mt.tasks.report import IDENTICAL_NOTE
@@ -203,7 +204,8 @@ def test_p_values_are_sacrebleus_own(sweep, tmp_path):
         assert row["BLEU"] == f"{bootstrap.score:.2f}"
 
 
-@pytest.mark.parametrize("metric, scorer", [("bleu", BLEU), ("chrf", CHRF), ("ter", TER)])
+@pytest.mark.parametrize("metric, scorer", [("bleu", BLEU), ("chrf", CHRF), ("ter", TER),
+                                            ("bleu_tok_lc", lambda: BLEU(lowercase=True))])
 def test_the_difference_interval_is_that_of_the_bootstraps_own_resamples(metric, scorer):
     base, system = base_hyps(1), same_hyps(1)
     low, high = difference_interval(base, system, REFS, n_samples=40, metric=metric)
@@ -255,9 +257,10 @@ def test_ter_is_better_lower(sweep, tmp_path):
 
 
 def test_an_unknown_metric_is_refused_in_one_line(sweep, tmp_path):
-    with pytest.raises(ConfigError, match=r"^metric=meteor: must be one of bleu, chrf, ter$"):
+    with pytest.raises(ConfigError, match=r"^metric=meteor: must be one of bleu, chrf, ter, bleu_tok_lc$"):
         report(sweep, tmp_path, "metric=meteor")
-    with pytest.raises(ConfigError, match=r"^metric=BLEU: must be one of bleu, chrf, ter$"):  # names are lowercase
+    # names are lowercase
+    with pytest.raises(ConfigError, match=r"^metric=BLEU: must be one of bleu, chrf, ter, bleu_tok_lc$"):
         report(sweep, tmp_path, "metric=BLEU")
 
 
@@ -296,3 +299,16 @@ def test_missing_translations_and_other_references_are_refused_in_one_line(sweep
     with pytest.raises(ConfigError, match=r"job 0 was scored on other references than the base row's job 2 "
                                           r"\(seed 1\)"):
         report(sweep, tmp_path)
+
+
+def test_tokenized_lowercased_bleu_is_tested_on_the_score_the_runs_report():
+    """metric=bleu_tok_lc: the paired tests score what metrics.json's bleu_tok_lc holds, and do not
+    see case (a system that only capitalizes the base differs on cased BLEU, not on this one)."""
+    refs = [line.capitalize() for line in REFS]
+    base, system = base_hyps(3), same_hyps(3)
+    result = paired_test(base, system, refs, n_bootstrap=40, n_randomization=100, metric="bleu_tok_lc")
+    assert result.baseline == pytest.approx(tokenized_lowercased_bleu(base, refs)["bleu_tok_lc"], abs=1e-3)
+    assert result.system == pytest.approx(tokenized_lowercased_bleu(system, refs)["bleu_tok_lc"], abs=1e-3)
+    upper = [line.upper() for line in base]
+    assert paired_test(base, upper, refs, n_bootstrap=40, n_randomization=100, metric="bleu_tok_lc").identical
+    assert not paired_test(base, upper, refs, n_bootstrap=40, n_randomization=100).identical

@@ -2,7 +2,8 @@
 
 `paired_test` runs sacreBLEU's own tests (`sacrebleu.significance.PairedTest`): paired bootstrap
 resampling (1,000 resamples) and paired approximate randomization (10,000 trials), on corpus BLEU
-(cased, 13a), chrF or TER as the run scores them (sacreBLEU's defaults; TER: lower is better).
+(cased, 13a), chrF or TER as the run scores them (sacreBLEU's defaults; TER: lower is better), or
+BLEU on 13a-tokenized lowercased text (`bleu_tok_lc`, as `task.tokenized_bleu` scores it).
 Both tests are two-sided. sacreBLEU reports each system's score and p-values; the 95% confidence
 interval of the *difference* is computed here from the very resamples of its bootstrap (the same
 seed, so the same sentence draws), with the sufficient statistics its test uses.
@@ -26,12 +27,14 @@ BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's defaults
 RANDOMIZATION_TRIALS = 10000
 LEVEL = 0.05
 METRICS: dict[str, tuple[str, Callable[[], Metric]]] = {  # name: (label, sacreBLEU metric)
-    "bleu": ("BLEU", BLEU), "chrf": ("chrF", CHRF), "ter": ("TER", TER)}
+    "bleu": ("BLEU", BLEU), "chrf": ("chrF", CHRF), "ter": ("TER", TER),
+    # BLEU on 13a-tokenized lowercased text, as older papers report it (metrics.json: bleu_tok_lc)
+    "bleu_tok_lc": ("BLEU (tokenized, lowercased)", lambda: BLEU(lowercase=True))}
 LOWER_IS_BETTER = frozenset({"ter"})
 
 
 def sacrebleu_metric(name: str) -> Metric:
-    """A fresh sacreBLEU metric for `name` (bleu, chrf or ter)."""
+    """A fresh sacreBLEU metric for `name` (bleu, chrf, ter or bleu_tok_lc)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}: one of {', '.join(METRICS)}")
     return METRICS[name][1]()

@@ -1,7 +1,7 @@
 """task=report: the jobs of a multirun as a table like the paper's Table 3, with seeds and
 significance, and plots.
 
-    python run.py task=report sweep_dir=outputs/ablation/heads_<date> [metric=bleu|chrf|ter]
+    python run.py task=report sweep_dir=outputs/ablation/heads_<date> [metric=bleu|chrf|ter|bleu_tok_lc]
 
 Reads every job directory of the sweep (`0/`, `1/`, ...: its `.hydra/overrides.yaml` and
 `metrics.json`). A *row* is one setting of the varied keys other than `seed`; its jobs are its
@@ -11,11 +11,11 @@ null there, such as `model.d_k`). Without a base row the report has no tests and
 Writes into the sweep directory:
 - `report.md`: per row the seeds that finished, the mean and standard deviation over seeds of the
   val BLEU, test BLEU, chrF and TER, val perplexity and training time (a finished job without a
-  value, such as a run from before TER: a dash), and the difference in test `metric` (bleu, chrf
-  or ter; TER: lower is better) to the base row with sacreBLEU's paired tests (bootstrap and
-  approximate randomization, seed against the same seed: evaluation/significance.py), a sentence
-  per row saying whether it differs from the base, the tests per seed, and every job with its
-  status;
+  value, such as a run from before TER: a dash), and the difference in test `metric` (bleu, chrf,
+  ter or bleu_tok_lc, BLEU on 13a-tokenized lowercased text; TER: lower is better) to the base row
+  with sacreBLEU's paired tests (bootstrap and approximate randomization, seed against the same
+  seed: evaluation/significance.py), a sentence per row saying whether it differs from the base,
+  the tests per seed, and every job with its status;
 - `report.csv` (the rows), `jobs.csv` (the jobs), `significance.csv` (the tests per seed);
 - `report.png` (val and test BLEU per row, mean +- std with each seed as a dot, the base marked)
   and `curves.png` (train loss, val loss and val BLEU against the step, one line per job).
@@ -84,7 +84,7 @@ IDENTICAL_NOTE = ("p-values are shown as - where the two systems' outputs are id
 
 
 def check_metric(metric: object) -> str:
-    """The metric the tests compare (the `metric` key): bleu, chrf or ter."""
+    """The metric the tests compare (the `metric` key): bleu, chrf, ter or bleu_tok_lc."""
     if not isinstance(metric, str) or metric not in METRICS:
         raise ConfigError(f"metric={metric}: must be one of {', '.join(METRICS)}")
     return str(metric)
