@@ -2,10 +2,12 @@
 single-process BLEU."""
 
 import json
+import time
 from pathlib import Path
 
 import lightning as L
 import pytest
+import torch
 
 from tests.helpers import compose_config, run_py
 from transformer_mt.tasks import run
@@ -110,3 +112,25 @@ def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
     written = sorted(p.name for p in (tmp_path / "two_nodes").iterdir() if p.suffix in (".json", ".txt"))
     assert written == ["metrics.json", "test.references.txt", "test.translations.txt"]  # one writer: none of rank 1
+
+
+def test_a_resumed_run_counts_the_training_time_before_the_resume_and_max_time_stops_it(tmp_path):
+    """metrics.json's train_seconds (task=report's "train (min)") is the whole run's: the seconds in
+    the checkpoint resumed from (Lightning's Timer keeps them), plus those after the resume; and the
+    same Timer still stops a run at trainer.max_time."""
+    cache = tmp_path / "cache"
+    first = run(compose_config(tmp_path / "first", SMALL, cache_dir=cache))
+    checkpoint_path = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(checkpoint_path, weights_only=False)
+    (key,) = [k for k in checkpoint["callbacks"] if k.startswith("Timer")]
+    assert 0 < checkpoint["callbacks"][key]["time_elapsed"]["train"] == pytest.approx(first["train_seconds"], abs=1)
+    checkpoint["callbacks"][key]["time_elapsed"]["train"] = 5000.0  # as if the first part had trained for long
+    torch.save(checkpoint, checkpoint_path)
+    started = time.monotonic()
+    resumed = run(compose_config(tmp_path / "rest", [*SMALL, "trainer.max_epochs=2", f"ckpt_path={checkpoint_path}"],
+                                 cache_dir=cache))
+    assert resumed["epochs"] == 2 and 5000 < resumed["train_seconds"] < 5000 + time.monotonic() - started
+
+    time_budget = [*SMALL, "trainer.max_epochs=1000", "trainer.max_time=00:00:00:01"]
+    budget = run(compose_config(tmp_path / "budget", time_budget, cache_dir=cache))
+    assert budget["epochs"] < 1000 and 1 <= budget["train_seconds"] < time.monotonic() - started

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import lightning as L
 from lightning.pytorch.accelerators import CPUAccelerator
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
@@ -76,7 +76,7 @@ def train(cfg: DictConfig) -> dict:
     try:
         started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
-        train_seconds = time.perf_counter() - started
+        train_seconds = training_time(trainer, time.perf_counter() - started)
         tokens_per_sec = next(c for c in trainer.callbacks if isinstance(c, Throughput)).tokens_per_sec()
         best = best_checkpoint(trainer)
         tested = average_at_end(cfg, trainer) or (best.best_model_path if best else None)
@@ -97,6 +97,14 @@ def train(cfg: DictConfig) -> dict:
     metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
     print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
     return metrics
+
+
+def training_time(trainer: L.Trainer, this_process: float) -> float:
+    """Seconds of training, those before a resume included: what Lightning's Timer (callbacks.timer,
+    or the one trainer.max_time makes) counted and keeps in checkpoints; without a Timer, the
+    seconds this process trained."""
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    return timer.time_elapsed("train") if timer else this_process
 
 
 def warn_more_processes_than_cores(trainer: L.Trainer) -> None:
