@@ -9,9 +9,11 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from tests.helpers import ROOT, run_py
+from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 RECORDED = ROOT / "experiments" / "multi30k" / "test2016.beam5.de"  # the run's test.translations.txt
+ENSEMBLE = ROOT / "experiments" / "multi30k" / "test2016.ensemble3.beam5.de"  # three seeds' ensemble (issue 38)
 MULTI30K = Path(os.environ.get("DATA_DIR", ROOT / "data")) / "multi30k"
 BEAM = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0"]  # the recipe's test decoding
 
@@ -44,3 +46,14 @@ def test_the_shipped_model_gives_the_recorded_test2016_translations(tmp_path):
     # batches differ from the test run's (another batch composition): a near-tie may go the other way
     assert sum(a == b for a, b in zip(out, recorded)) >= 97
     assert BLEU().corpus_score(out, [references]).score > 35
+
+
+@pytest.mark.skipif(not (MULTI30K / "test2016.de").is_file(), reason="no Multi30k data ($DATA_DIR/multi30k)")
+@pytest.mark.parametrize("recorded, tokenized_lowercased, cased", [(RECORDED, 41.25, 40.91), (ENSEMBLE, 42.25, 41.81)])
+def test_the_recorded_test2016_translations_score_as_the_readme_says(recorded, tokenized_lowercased, cased):
+    """experiments/multi30k/README.md's table: the shipped model and the ensemble of three seeds."""
+    references = (MULTI30K / "test2016.de").read_text(encoding="utf-8").splitlines()
+    hypotheses = recorded.read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == len(references) == 1000
+    assert round(tokenized_lowercased_bleu(hypotheses, references)["bleu_tok_lc"], 2) == tokenized_lowercased
+    assert round(BLEU().corpus_score(hypotheses, [references]).score, 2) == cased
