@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 38's models at the full budget: `experiment=multi30k_recipe` (8,811 steps, 114 minutes on
-# 2 cores, about 175 in a lane of one thread) with each SEED, job K in SWEEP/K, in two lanes of one
-# thread (lanes.sh: a finished job is skipped, a stopped one resumed from its last.ckpt, so the
-# script can be stopped and run again). OVERRIDEs after `--` go to every job.
+# 2 cores; about 3.3 hours in a lane of one thread beside a second lane) with each SEED, job K in
+# SWEEP/K, in two lanes of one thread (lanes.sh: a finished job is skipped, a stopped one resumed
+# from its last.ckpt, so the script can be stopped and run again). OVERRIDEs after `--` go to every
+# job.
 #   DATA_DIR=../shared/data bash experiments/multi30k/full.sh SWEEP SEED [SEED ...] [-- OVERRIDE ...]
 #   python run.py task=report sweep_dir=SWEEP
 set -u

@@ -6,9 +6,9 @@ ensemble against the published single model).
 BASE_RUN and SYSTEM_RUN are run folders of `task=evaluate` (or of a training run): their
 metrics.json names the test translations and references, which must be the same references. Prints
 per metric (default: all four; bleu_tok_lc is BLEU on 13a-tokenized lowercased text, the score the
-older papers give) both scores, the difference with its 95% confidence interval, and the p-values of the
-paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as task=report
-computes them (transformer_mt/evaluation/significance.py).
+older papers give) both scores, the difference with its 95% confidence interval, and the p-values
+of the paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as
+task=report computes them (transformer_mt/evaluation/significance.py).
 """
 
 import argparse
