@@ -13,7 +13,9 @@ V, laid out as the model lays them out (heads split from a fused projection):
   is_causal=True for decoder self-attention, then the heads merged, as the model does now;
 - packed: `model.attention.packed_attention` on (tokens, H, d_k) streams: torch's varlen kernel on
   CUDA in bf16 / fp16, the reference path (unpack, SDPA, pack back) otherwise.
-The two take turns (each first in turn) for --reps rounds over the batches; the median round counts.
+A round runs one path over every batch back to back, timed as a whole (CUDA events and one
+synchronize at its end on a GPU); the two paths take turns going first for --reps rounds, and the
+median round counts.
 Reports milliseconds per batch for each, padded / packed, the padding (the share of the score
 entries that padding adds: (B x L x S) against the sentences' own), the kernel each ran, and the
 largest difference between the packed outputs and gradients and the padded ones at real positions.
@@ -142,17 +144,36 @@ class Case:
         return {**out, "grad_max_abs_diff": max(grads)}
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+class Clock:
+    """Times a whole round of passes without waiting for the device in between: CUDA events around
+    it and one synchronize at its end on a GPU (a synchronize per pass would add each launch's
+    latency to the time), the host clock on a CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def start(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds_since(self, start) -> float:
+        if not self.cuda:
+            return time.perf_counter() - start
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
 
 
-def timed(fn, device: torch.device) -> float:
-    sync(device)
-    start = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - start
+def timed_round(passes: list, clock: Clock) -> float:
+    """Seconds for `passes` (callables) run back to back."""
+    start = clock.start()
+    for fn in passes:
+        fn()
+    return clock.seconds_since(start)
 
 
 def measure(args, device: torch.device, dtype: torch.dtype) -> dict:
@@ -169,15 +190,12 @@ def measure(args, device: torch.device, dtype: torch.dtype) -> dict:
                        "out_max_abs_diff": max(d["out_max_abs_diff"] for d in diffs),
                        "grad_max_abs_diff": max(d["grad_max_abs_diff"] for d in diffs)}
     rounds = {kind: {"padded": [], "packed": []} for kind in KINDS}
+    clock = Clock(device)
     for rep in range(args.reps):
         for kind, runs in cases.items():
-            total = {"padded": 0.0, "packed": 0.0}
-            for i, case in enumerate(runs):
-                paths = [("padded", case.padded_pass), ("packed", case.packed_pass)]
-                for path, fn in paths if (rep + i) % 2 == 0 else paths[::-1]:  # each first in turn
-                    total[path] += timed(fn, device)
-            for path, seconds in total.items():
-                rounds[kind][path].append(1000 * seconds / len(runs))
+            paths = {"padded": [case.padded_pass for case in runs], "packed": [case.packed_pass for case in runs]}
+            for path in paths if rep % 2 == 0 else reversed(paths):  # each first in turn
+                rounds[kind][path].append(1000 * timed_round(paths[path], clock) / len(runs))
     for kind, figures in kinds.items():
         for path in ("padded", "packed"):
             figures[f"{path}_ms"] = statistics.median(rounds[kind][path])

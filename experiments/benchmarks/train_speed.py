@@ -14,7 +14,7 @@ tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs
 (transformer_mt.model.flops) over a matmul peak measured in the same run.
 
     python experiments/benchmarks/train_speed.py --loop [--model tiny|small|base|big] [--tokens 25000]
-        [--precision 32-true|bf16-mixed|16-mixed] [--compile] [--device cpu|cuda] [--steps 20]
+        [--precision 32-true|bf16-mixed|16-mixed] [--compile [BACKEND]] [--device cpu|cuda] [--steps 20]
         [--warmup 5] [--pad-to-multiple 1] [--packed] [--profile-steps N] [--workers N] [--peer hf]
         [--json PATH]
 
@@ -228,11 +228,11 @@ def progress(message: str) -> None:
     print(f"[train_speed] {message}", file=sys.stderr, flush=True)
 
 
-def compose_run_config(model: str, compile_: bool):
-    """The run config of `python run.py model=<model> [module.compile=true]` (hydra compose)."""
+def compose_run_config(model: str, compile_: str | None):
+    """The run config of `python run.py model=<model> [module.compile=<backend>]` (hydra compose)."""
     from hydra import compose, initialize_config_dir
 
-    overrides = [f"model={model}", *(["++module.compile=true"] if compile_ else [])]
+    overrides = [f"model={model}", *([f"++module.compile={compile_}"] if compile_ else [])]
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"), job_name="train_speed"):
         return compose(config_name="config", overrides=overrides)
 
@@ -592,7 +592,7 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
         progress(f"ours: {args.warmup} warm-up + {args.steps} timed + {args.profile_steps} profiled steps through "
                  f"lightning.Trainer.fit{', packed batches' if args.packed else ''}")
         trainer.fit(module, train_dataloaders=loader)
-    figures = {"system": "ours", "compile": args.compile, "packed": args.packed,
+    figures = {"system": "ours", "compile": args.compile or False, "packed": args.packed,
                **record.figures(module.model.config, peak), "graphs": compiled_graphs() - graphs,
                "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters(),
                **({"profile": profile} if args.profile_steps else {})}
@@ -649,7 +649,7 @@ def markdown(result: dict) -> str:
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["systems"]:
         memory = "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}"
-        lines.append(f"| {r['system']} | {'yes' if r['compile'] else 'no'} | {'yes' if r['packed'] else 'no'} "
+        lines.append(f"| {r['system']} | {r['compile'] or 'no'} | {'yes' if r['packed'] else 'no'} "
                      f"| {r['target_tokens_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} "
                      f"| {r['tflops']:.2f} | {r['mfu']:.1%} | {memory} | {r['padding']:.1%} | {r['warmup_s']:.1f} |")
     profile = result["systems"][0].get("profile")
@@ -662,7 +662,8 @@ def loop_main() -> None:
     parser.add_argument("--model", default="base", choices=["tiny", "small", "base", "big"])
     parser.add_argument("--tokens", type=int, default=25_000, help="max padded tokens per batch")
     parser.add_argument("--precision", default="32-true", choices=sorted(PRECISION_DTYPES))
-    parser.add_argument("--compile", action="store_true", help="module.compile=true")
+    parser.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
+                        help="module.compile=BACKEND (default inductor; aot_eager: the graphs without code generation)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (they absorb compilation)")
@@ -694,7 +695,8 @@ def loop_main() -> None:
             torch.cuda.empty_cache()
         systems.append(train_hf(args, cfg, table, device, peak))
     result = {"benchmark": "train_speed --loop", "model": args.model, "parameters": ours["parameters"],
-              "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision, "compile": args.compile,
+              "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision,
+              "compile": args.compile or False,
               "pad_to_multiple": args.pad_to_multiple, "packed": args.packed, "warmup_steps": args.warmup,
               "timed_steps": args.steps, "profile_steps": args.profile_steps,
               "device": args.device,

@@ -1,4 +1,4 @@
-"""Every GPU measurement of issues 22 and 34 in one command, for a fresh GPU machine (see README.md).
+"""Every GPU measurement in one command, for a fresh GPU machine (see README.md).
 
     python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs] [--steps A,B,...]
         [--out DIR] [--budget-minutes 25]
@@ -6,27 +6,29 @@
 
 Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
-torch), then the `speed` group, most important first: `base` (train_speed.py --loop, model=base,
-25k-token batches, bf16, eager, with --peer hf and --profile-steps 3: the same-card baseline),
-`loss` (loss_speed.py), `attention` (attention_speed.py), `base+compile`, `base+packed`,
-`base+packed+compile`, `big`, `big+compile`, `big+packed`, `base+pad8` (lengths padded to a
-multiple of 8: whether data.pad_to_multiple pays); then the `runs` group: the toy default
-job, experiment=multi30k_recipe for a fixed number of steps (data: $DATA_DIR/multi30k, else
-.gpu-data/multi30k), task=evaluate and decode_speed.py on that run's checkpoint. --only runs one
-group, --steps the named steps in the order given. A failed step is recorded and the next one
-runs; the exit status is 1 if any step failed.
+torch, triton, the signature of torch's varlen_attn), then the `speed` group, most important
+first and the compiled steps last: `base` (train_speed.py --loop, model=base, 25k-token batches,
+bf16, eager, with --peer hf and --profile-steps 3: the same-card baseline), `base+packed`, `loss`
+(loss_speed.py), `attention` (attention_speed.py), `big`, `big+packed`, `base+packed+compile`,
+`base+compile`, `big+compile` (each recompilation's reason logged, TORCH_LOGS=recompiles), and
+`base+pad8` (lengths padded to a multiple of 8: whether data.pad_to_multiple pays); then the
+`runs` group: the toy default job, experiment=multi30k_recipe for a fixed number of steps (data:
+$DATA_DIR/multi30k, else .gpu-data/multi30k), task=evaluate and decode_speed.py on that run's
+checkpoint. --only runs one group, --steps the named steps in the order given. A failed step is
+recorded and the next one runs; the exit status is 1 if any step failed.
 
-Writes three files to --out (default experiments/gpu): results.json (every figure, per step, with
-its status, seconds, command and error; meta: GPU, torch, CUDA, date), results.md (the tables)
-and run.log (every step's output). The first two are written again as each step starts and ends
-(a step still running reads as failed, "cut short"), so a run stopped from outside still leaves
-the steps it finished. Runs, caches, checkpoints and the steps' own JSON files go to a temporary
-folder, removed at the end. --merge: the steps of several results.json files (of `--only speed`
-and `--only runs`, say) in one results.json and results.md.
+Writes to --out (default experiments/gpu): results.json (every figure, per step, with its status,
+seconds, command and error; meta: GPU, torch, CUDA, date), results.md (the tables) and logs/, each
+step's output as it runs. The first two are written again as each step starts and ends (a step
+still running reads as failed, "cut short"), so a run stopped from outside still leaves the steps
+it finished and the log of the one it was in. Runs, caches, checkpoints and the steps' own JSON
+files go to a temporary folder, removed at the end. --merge: the steps of several results.json
+files (of `--only speed` and `--only runs`, say) in one results.json and results.md.
 
---smoke: the same steps at tiny sizes (model tiny, eager and packed, a few steps; no compile step:
-inductor takes minutes on a CPU; loss and attention at their --smoke sizes; made-up sentences as a
-Multi30k folder): a minute or two with --device cpu.
+--smoke: the same steps at tiny sizes (model=tiny whatever a step's name says, a few steps, and
+a `big` step that would repeat its `base` step's run skipped; the compiled steps with aot_eager,
+inductor's graphs without its code generation, which takes minutes on a CPU; loss and attention
+at their --smoke sizes; made-up sentences as a Multi30k folder): a minute or two with --device cpu.
 
 Only the standard library here: every step runs in its own process, so a step that cannot even
 import still leaves the others and the report.
@@ -55,13 +57,25 @@ PY = sys.executable
 GROUPS = ("speed", "runs")
 
 ENVIRONMENT = """
-import json, os, platform, torch
+import inspect, json, os, platform, torch
+from importlib import metadata
+from transformer_mt.model import attention
 cuda = torch.cuda.is_available()
+try:
+    from torch.nn.attention.varlen import varlen_attn
+    signature = str(inspect.signature(varlen_attn))
+except ImportError:
+    signature = None
+try:
+    triton = metadata.version("triton")
+except metadata.PackageNotFoundError:
+    triton = None
 print(json.dumps({"torch": torch.__version__, "python": platform.python_version(), "cuda_available": cuda,
                   "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name() if cuda else None,
                   "capability": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
                   "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
-                  "cpu_count": os.cpu_count()}))
+                  "cpu_count": os.cpu_count(), "triton": triton, "varlen_attn_signature": signature,
+                  "varlen_kernel_used": attention.varlen_attn is not None}))
 """
 
 
@@ -89,14 +103,19 @@ def log(message: str) -> None:
 
 class Runner:
     """Runs the steps, each within its own limit and the overall budget; records how each went.
-    Each step's output goes to WORK/logs/<step>.log, then to OUT/run.log."""
+    Each step's output goes to OUT/logs/<step>.log as it runs, so a command stopped from outside
+    keeps it."""
 
     def __init__(self, out: Path, work: Path, budget_s: float) -> None:
         self.out, self.work, self.deadline = out, work, time.monotonic() + budget_s
         self.steps: dict[str, dict] = {}
         self.save: Callable[[], None] = lambda: None  # writes the results so far (main sets it)
-        (work / "logs").mkdir(parents=True, exist_ok=True)
-        (out / "run.log").write_text("")
+        self.smoke_runs: dict[tuple, str] = {}  # --smoke: each command run so far, and its step
+        work.mkdir(parents=True, exist_ok=True)
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+
+    def log_of(self, name: str) -> Path:
+        return self.out / "logs" / f"{name.replace('/', '_')}.log"
 
     def run(self, name: str, command: list[str], limit_s: float, env: dict | None = None) -> dict:
         """Run `command`; its record: status ok | failed, seconds, command, error (the output's tail)."""
@@ -111,7 +130,7 @@ class Runner:
         record["error"] = "cut short: the run was stopped while this step ran"  # until it ends
         self.save()
         log(f"{name}: {shown}")
-        output = self.work / "logs" / f"{name.replace('/', '_')}.log"
+        output = self.log_of(name)
         started = time.monotonic()
         with open(output, "w") as sink:
             try:
@@ -122,8 +141,6 @@ class Runner:
                 code = None
         record["seconds"] = round(time.monotonic() - started, 1)
         text = output.read_text(errors="replace")
-        with open(self.out / "run.log", "a") as combined:
-            combined.write(f"===== {name}: {shown}\n{text}\n")
         if code == 0:
             record["status"] = "ok"
             del record["error"]
@@ -160,13 +177,15 @@ def install(runner: Runner, device: str) -> None:
 def environment(runner: Runner) -> dict:
     record = runner.run("environment", [PY, "-c", ENVIRONMENT], 120)
     if record["status"] == "ok":
-        record["figures"] = json.loads((runner.work / "logs" / "environment.log").read_text().strip().splitlines()[-1])
+        record["figures"] = json.loads(runner.log_of("environment").read_text().strip().splitlines()[-1])
     return record["figures"]
 
 
 def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
     """train_speed.py --loop for a step named model[+packed][+compile][+pad8]; the eager padded one
-    (the baseline) also with the HF peer and a profile. pad8: lengths padded to a multiple of 8."""
+    (the baseline) also with the HF peer and a profile. pad8: lengths padded to a multiple of 8.
+    Compiled steps log every recompilation's reason (TORCH_LOGS=recompiles), counted in the figures.
+    --smoke: model=tiny whatever the name says, and aot_eager for inductor (no code generation)."""
     model, *options = short.split("+")
     compile_, packed, pad8 = "compile" in options, "packed" in options, "pad8" in options
     baseline = not options
@@ -174,14 +193,37 @@ def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
     precision = "32-true" if device == "cpu" else "bf16-mixed"
     sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
              else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
-    command = [PY, "experiments/benchmarks/train_speed.py", "--loop", "--model", model, "--device", device,
-               "--precision", precision, *sizes, "--json", str(result), *(["--compile"] if compile_ else []),
+    command = [PY, "experiments/benchmarks/train_speed.py", "--loop", "--model", "tiny" if smoke else model,
+               "--device", device, "--precision", precision, *sizes, "--json", str(result),
+               *(["--compile", "aot_eager" if smoke else "inductor"] if compile_ else []),
                *(["--packed"] if packed else []), *(["--pad-to-multiple", "8"] if pad8 else []),
                *(["--peer", "hf", "--profile-steps", "2" if smoke else "3"] if baseline else [])]
     limit = 240 if smoke else (300 if compile_ else 240 if baseline else 180)
-    record = runner.run(f"train_speed/{short}", command, limit)
+    name = f"train_speed/{short}"
+    same = tuple(a for a in command if a != str(result))
+    if smoke and same in runner.smoke_runs:  # big and base are both tiny at smoke sizes
+        runner.steps[name] = {"status": "skipped", "figures": {},
+                              "note": f"--smoke: the same run as {runner.smoke_runs[same]} at smoke sizes"}
+        return
+    runner.smoke_runs[same] = name
+    record = runner.run(name, command, limit, env={"TORCH_LOGS": "recompiles"} if compile_ else None)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
+    if compile_ and runner.log_of(name).is_file():
+        record["figures"]["recompiles"] = recompiles(runner.log_of(name).read_text(errors="replace"))
+
+
+def recompiles(log_text: str) -> list[str]:
+    """The recompilations torch's `recompiles` log reports: for each, the function and the first
+    guard that failed (`compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]`)."""
+    found, lines = [], log_text.splitlines()
+    for i, line in enumerate(lines):
+        function = re.search(r"Recompiling function (\S+)", line)
+        if function:
+            guards = (re.search(r"\s- (\d+/\d+: .*?)(\s+#.*)?$", later) for later in lines[i + 1:i + 4])
+            reason = next((g.group(1) for g in guards if g), "")
+            found.append(f"{function.group(1)}: {reason}")
+    return found
 
 
 def benchmark(runner: Runner, name: str, smoke: bool, device: str) -> None:
@@ -295,10 +337,10 @@ def evaluate(runner: Runner, run_dir: Path, overrides: list[str], data: Path) ->
         record["error"] = f"test/bleu {figures.get('test/bleu')} differs from the run's {run.get('test/bleu')}"
 
 
-# the speed group, most important first (a run cut short keeps the first ones); --smoke: no compile step
-SPEED = ("base", "loss", "attention", "base+compile", "base+packed", "base+packed+compile", "big", "big+compile",
-         "big+packed", "base+pad8")
-SMOKE_SPEED = ("tiny", "loss", "attention", "tiny+packed")
+# the speed group, most important first (a run cut short keeps the first ones): the eager steps,
+# then the compiled ones (a slow cold compilation can only cost the last figures)
+SPEED = ("base", "base+packed", "loss", "attention", "big", "big+packed", "base+packed+compile", "base+compile",
+         "big+compile", "base+pad8")
 BENCHMARKS = {"loss": "loss_speed", "attention": "attention_speed"}  # short name: the step's (the script's)
 RUNS = ("toy", "multi30k", "evaluate", "decode")
 
@@ -310,11 +352,11 @@ def full_name(short: str) -> str:
     return BENCHMARKS.get(short) or (short if short in RUNS else f"train_speed/{short}")
 
 
-def step_names(smoke: bool, only: str | None, steps: str | None) -> list[str]:
+def step_names(only: str | None, steps: str | None) -> list[str]:
     """The steps to run, in this order: --steps as given (by their short names: `base`, `loss`,
     `base+compile`, `toy`), else both groups or the one --only names."""
-    short = [*(SMOKE_SPEED if smoke else SPEED), *RUNS]
-    speed = [full_name(n) for n in (SMOKE_SPEED if smoke else SPEED)]
+    short = [*SPEED, *RUNS]
+    speed = [full_name(n) for n in SPEED]
     if not steps:
         return [*(speed if only in (None, "speed") else []), *(RUNS if only in (None, "runs") else [])]
     for name in steps.split(","):
@@ -501,8 +543,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a minute or two in all")
     parser.add_argument("--only", choices=GROUPS, help="one group of steps (default: both)")
-    parser.add_argument("--steps", help="these steps in this order, comma-separated: " + ", ".join(SPEED)
-                        + " (with --smoke: " + ", ".join(SMOKE_SPEED) + "), " + ", ".join(RUNS))
+    parser.add_argument("--steps", help="these steps in this order, comma-separated: " + ", ".join([*SPEED, *RUNS]))
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "gpu")
     parser.add_argument("--budget-minutes", type=float, default=25.0, help="for all steps together")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON", help="merge these, run nothing")
@@ -511,7 +552,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
         return merge(out, args.merge)
-    names = step_names(args.smoke, args.only, args.steps)
+    names = step_names(args.only, args.steps)
     meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": args.device, "smoke": args.smoke,
             "command": " ".join(["experiments/gpu/run.sh", *sys.argv[1:]])}
     work = Path(tempfile.mkdtemp(prefix="gpu-run-"))

@@ -1,9 +1,10 @@
-"""experiments/gpu/run.sh, the one command of a GPU machine, at smoke sizes on the CPU: every step
-runs and leaves its figures in results.json and results.md; a step that does not run is reported
-and fails the command."""
+"""experiments/gpu/run.sh, the one command of a GPU machine, at smoke sizes on the CPU: the command
+its README gives runs every step and leaves its figures in results.json and results.md; a step
+that does not run is reported and fails the command."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -35,15 +36,37 @@ def numbers(value) -> list[float]:
     return [n for v in value for n in numbers(v)] if isinstance(value, list) else []
 
 
-SPEED_STEPS = ["train_speed/tiny", "loss_speed", "attention_speed", "train_speed/tiny+packed"]
+def readme_command() -> list[str]:
+    """The command experiments/gpu/README.md gives for the GPU machine: the line after its marker."""
+    lines = (ROOT / "experiments/gpu/README.md").read_text().splitlines()
+    marker = next(i for i, line in enumerate(lines) if line.startswith("<!-- the GPU command"))
+    assert lines[marker + 1] == "```bash"
+    return shlex.split(lines[marker + 2])
+
+
+SPEED = ["base", "base+packed", "loss", "attention", "big", "big+packed", "base+packed+compile", "base+compile",
+         "big+compile", "base+pad8"]  # eager first, compiled last
+SPEED_STEPS = [{"loss": "loss_speed", "attention": "attention_speed"}.get(n, f"train_speed/{n}") for n in SPEED]
+README_STEPS = [step for step in SPEED_STEPS if step != "train_speed/base+pad8"]
 RUN_STEPS = ["toy", "multi30k", "evaluate", "decode"]
-SMOKE_STEPS = ["install", "environment", *SPEED_STEPS, *RUN_STEPS]
 KINDS = ["encoder_self", "decoder_self", "cross"]
 
 
+def test_the_readme_gives_one_command_in_the_order_eager_first_compiled_last_within_the_tools_limit():
+    command = readme_command()
+    assert command[:2] == ["bash", "experiments/gpu/run.sh"]
+    options = dict(zip(command[2::2], command[3::2]))
+    assert options["--out"] == "$OUT"
+    assert options["--steps"].split(",") == SPEED[:-1]
+    assert 5 <= float(options["--budget-minutes"]) < 8  # the README's timeout_s is 480: the steps stop first
+    assert 'timeout_s: 480' in (ROOT / "experiments/gpu/README.md").read_text()
+
+
 def check_speed_steps(steps: dict, markdown: str) -> None:
-    """The figures of `--only speed`: throughput (with its profile), the fused loss, packed attention."""
-    speed = steps["train_speed/tiny"]["figures"]
+    """The figures of the README's command: throughput (the baseline with its profile), packed,
+    compiled, the fused loss, packed attention."""
+    speed = steps["train_speed/base"]["figures"]
+    assert speed["model"] == "tiny" and speed["compile"] is False  # --smoke: tiny whatever the name says
     systems = {s["system"]: s for s in speed["systems"]}
     assert set(systems) == {"ours", "HF MarianMTModel"}
     for figures in systems.values():
@@ -65,12 +88,22 @@ def check_speed_steps(steps: dict, markdown: str) -> None:
     assert all(v >= 0 for v in parts.values()) and parts["matmul"] > 0 and parts["attention"] > 0 and parts["loss"] > 0
     assert sum(parts.values()) == pytest.approx(profile["wall_ms_per_step"], rel=0.1)
 
-    packed = steps["train_speed/tiny+packed"]["figures"]  # data.packed: no padding, attention per sentence
-    [ours] = packed["systems"]
-    assert packed["packed"] is True and ours["packed"] is True and ours["padding"] == 0 and ours["steps"] == 2
-    assert ours["target_tokens_per_s"] > 0 and ours["mfu"] > 0 and ours["graphs"] == 0
-    assert {kind: a["backend"] for kind, a in packed["attention"].items()} == dict.fromkeys(KINDS, "reference")
-    assert packed["attention"]["cross"]["q"][0] != packed["attention"]["cross"]["k"][0]  # target tokens, source tokens
+    for name in ("big", "big+packed", "big+compile"):  # at smoke sizes, big is base
+        base = name.replace("big", "base")
+        assert steps[f"train_speed/{name}"] == {
+            "status": "skipped", "figures": {}, "note": f"--smoke: the same run as train_speed/{base} at smoke sizes"}
+    for name in ("base+packed", "base+packed+compile"):  # data.packed: no padding, attention per sentence
+        packed = steps[f"train_speed/{name}"]["figures"]
+        [ours] = packed["systems"]
+        assert packed["packed"] is True and ours["packed"] is True and ours["padding"] == 0 and ours["steps"] == 2
+        assert ours["target_tokens_per_s"] > 0 and ours["mfu"] > 0
+        assert {kind: a["backend"] for kind, a in packed["attention"].items()} == dict.fromkeys(KINDS, "reference")
+        assert packed["attention"]["cross"]["q"][0] != packed["attention"]["cross"]["k"][0]  # target, source tokens
+    for name in ("base+packed+compile", "base+compile"):  # aot_eager with --smoke: three graphs
+        compiled = steps[f"train_speed/{name}"]["figures"]
+        assert compiled["compile"] == "aot_eager" and compiled["systems"][0]["graphs"] >= 3
+        assert compiled["recompiles"] == []  # what TORCH_LOGS=recompiles would have said
+    assert steps["train_speed/base+packed"]["figures"]["systems"][0]["graphs"] == 0
 
     loss = steps["loss_speed"]["figures"]
     [width] = loss["widths"]
@@ -90,7 +123,8 @@ def check_speed_steps(steps: dict, markdown: str) -> None:
         assert heading in markdown
     assert "| tiny | ours | false | false | 32-true |" in markdown  # compile, packed
     assert "| tiny | ours | false | true | 32-true |" in markdown
-    assert "| tiny+packed | cross | reference |" in markdown
+    assert "| tiny | ours | aot_eager | true | 32-true |" in markdown
+    assert "| base+packed | cross | reference |" in markdown
 
 
 def check_run_steps(steps: dict, markdown: str) -> None:
@@ -110,55 +144,76 @@ def check_run_steps(steps: dict, markdown: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("only", ["speed", "runs"])  # the two halves of one --smoke run, one per xdist worker
-def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path, only):
-    result, results = run_script(tmp_path, "--smoke", "--only", only)
+@pytest.mark.parametrize("part", ["readme", "runs"])  # the two halves of one --smoke run, one per xdist worker
+def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path, part):
+    """`readme`: the README's GPU command as written, with --device cpu --smoke; `runs`: --only runs."""
+    if part == "readme":
+        command = readme_command()
+        args = [a.replace("$OUT", str(tmp_path)) for a in command[2:]]
+        result, results = run_script(tmp_path, *args, "--smoke")
+    else:
+        result, results = run_script(tmp_path, "--smoke", "--only", "runs")
     steps = results["steps"]
     failures = {name: step.get("error") for name, step in steps.items() if step["status"] == "failed"}
     assert result.returncode == 0 and results["failed"] == [] and not failures, failures
-    assert list(steps) == ["install", "environment", *(SPEED_STEPS if only == "speed" else RUN_STEPS)]
+    assert list(steps) == ["install", "environment", *(README_STEPS if part == "readme" else RUN_STEPS)]
     assert steps["install"]["status"] == "skipped"  # --device cpu
+    environment = steps["environment"]["figures"]
+    assert "window_size" in environment["varlen_attn_signature"] and environment["varlen_kernel_used"] is True
     assert results["meta"]["torch"] == torch.__version__ and results["meta"]["date"].startswith("20")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md", "run.log"]  # what $OUT returns
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "results.json", "results.md"]  # what $OUT returns
+    assert sorted(p.stem for p in (tmp_path / "logs").iterdir()) == sorted(  # each step's output, as it ran
+        n.replace("/", "_") for n, step in steps.items() if step["status"] != "skipped")
     for name in ("results.json", "results.md"):  # committed as they are: no folder of the machine in them
         text = (tmp_path / name).read_text()
         assert str(ROOT) not in text and "gpu-run-" not in text and str(tmp_path) not in text
     markdown = (tmp_path / "results.md").read_text()
     assert "## Steps" in markdown
-    (check_speed_steps if only == "speed" else check_run_steps)(steps, markdown)
-    if only == "runs":
-        assert "===== multi30k: " in (tmp_path / "run.log").read_text()
+    (check_speed_steps if part == "readme" else check_run_steps)(steps, markdown)
+
+
+def test_recompilations_are_read_from_torchs_recompiles_log():
+    gpu_run = load_script("experiments/gpu/run.py")
+    prefix = "V1127 09:53:46.365000 5458 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] "
+    log = "\n".join([
+        prefix + "Recompiling function compiled_encoder_layer in src/transformer_mt/training/compiled.py:15",
+        prefix + "    triggered by the following guard failure(s):",
+        prefix + "    - 0/0: 2 <= args[1].size()[0]  # return F.linear(input, self.weight, self.bias)",
+        "step 3 done"])
+    assert gpu_run.recompiles(log) == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
+    assert gpu_run.recompiles("nothing to see") == []
 
 
 def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp_path):
     speed, speed_results = run_script(tmp_path / "speed", "--smoke", "--only", "speed", "--budget-minutes", "0")
     runs, runs_results = run_script(tmp_path / "runs", "--smoke", "--only", "runs", "--budget-minutes", "0")
     assert speed.returncode == runs.returncode == 1
-    assert speed_results["failed"] == ["environment", "train_speed/tiny", "loss_speed", "attention_speed",
-                                       "train_speed/tiny+packed"]
+    assert speed_results["failed"] == ["environment", *(s for s in SPEED_STEPS if "/big" not in s)]
+    assert {speed_results["steps"][s]["status"] for s in SPEED_STEPS if "/big" in s} == {"skipped"}  # base's run
     assert runs_results["failed"] == ["environment", "toy", "multi30k", "evaluate", "decode"]
     for name, step in {**speed_results["steps"], **runs_results["steps"]}.items():
-        assert step["status"] == ("skipped" if name == "install" else "failed") and (step.get("error") or step["note"])
+        skipped = name == "install" or "/big" in name
+        assert step["status"] == ("skipped" if skipped else "failed") and (step.get("error") or step["note"])
     merged = subprocess.run([sys.executable, "experiments/gpu/run.py", "--merge", str(tmp_path / "speed/results.json"),
                              str(tmp_path / "runs/results.json"), "--out", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert merged.returncode == 1
     results = json.loads((tmp_path / "results.json").read_text())
-    assert list(results["steps"]) == SMOKE_STEPS
+    assert list(results["steps"]) == ["install", "environment", *SPEED_STEPS, *RUN_STEPS]
     assert "| toy | failed |" in (tmp_path / "results.md").read_text()
 
 
 def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_path):
-    result, results = run_script(tmp_path / "some", "--smoke", "--steps", "multi30k,attention,tiny+packed,loss",
+    result, results = run_script(tmp_path / "some", "--smoke", "--steps", "multi30k,attention,base+packed,loss",
                                  "--budget-minutes", "0")
     assert list(results["steps"]) == ["install", "environment", "multi30k", "attention_speed",
-                                      "train_speed/tiny+packed", "loss_speed"]
+                                      "train_speed/base+packed", "loss_speed"]
     unknown = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--steps", "base,huge", "--out",
                               str(tmp_path / "unknown")], cwd=ROOT, capture_output=True, text=True, timeout=60,
                              env={**os.environ, "PYTHON": sys.executable})
     assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
-        "error: --steps: no step 'huge'; the steps are base, loss, attention, base+compile, base+packed, "
-        "base+packed+compile, big, big+compile, big+packed, base+pad8, toy, multi30k, evaluate, decode"]
+        "error: --steps: no step 'huge'; the steps are base, base+packed, loss, attention, big, big+packed, "
+        "base+packed+compile, base+compile, big+compile, base+pad8, toy, multi30k, evaluate, decode"]
     assert not (tmp_path / "unknown" / "results.json").exists()
 
 

@@ -99,6 +99,42 @@ def test_on_a_gpu_packed_attention_calls_torchs_varlen_kernel_with_the_layout(mo
     assert calls == [encoder] * 2 + [decoder_self, cross] * 2  # 2 + 2 layers
 
 
+def test_varlen_attn_is_called_only_where_its_signature_is_the_one_packed_attention_passes():
+    """torch 2.10's varlen_attn took is_causal=; the causal window_size=(-1, 0) came after its branch."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    def later(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
+              window_size=(-1, -1)):
+        pass
+
+    def of_2_10(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, is_causal=False):
+        pass
+
+    assert attention.takes_window_size(later) and attention.takes_window_size(varlen_attn)  # torch 2.13's
+    assert not attention.takes_window_size(of_2_10) and not attention.takes_window_size(None)
+    assert attention.varlen_attn is varlen_attn
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_tests_cpu_kernel_for_the_varlen_op_is_the_reference_path_with_its_gradients(causal):
+    """tests/varlen_cpu.py (which lets the compile tests run the GPU's packed path on a CPU) computes
+    what reference_attention computes, forward and backward, through torch's own varlen_attn."""
+    from tests import varlen_cpu  # noqa: F401
+
+    torch.manual_seed(0)
+    queries = Packed.from_lengths(np.array([3, 5, 1, 4]))
+    keys = queries if causal else Packed.from_lengths(np.array([4, 1, 6, 2]))
+    q = torch.randn(13, 2, 8, requires_grad=True)
+    k, v = (torch.randn(keys.segments.numel(), 2, 8, requires_grad=True) for _ in range(2))
+    expected = attention.reference_attention(q, k, v, Varlen(queries, keys), causal, 0.0)
+    grad = torch.randn_like(expected)
+    got = attention.varlen_attn(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_length, keys.max_length,
+                                window_size=(-1, 0) if causal else (-1, -1))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for a, b in zip(torch.autograd.grad(got, (q, k, v), grad), torch.autograd.grad(expected, (q, k, v), grad)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_the_varlen_kernel_is_used_only_where_it_applies():
     q = torch.zeros(4, 2, 8)
     assert not attention.uses_varlen_kernel(q, 0.0)  # a CPU: the exact reference

@@ -1,7 +1,7 @@
 """module.compile: the training step compiled by regions (one encoder layer, one decoder layer,
 the loss's chunk), equal to the eager step, one graph per region whatever the batch shapes. On
-the CPU the tests use the aot_eager backend (AOTAutograd's forward and backward graphs without
-code generation: inductor takes minutes here)."""
+the CPU most tests use the aot_eager backend (AOTAutograd's forward and backward graphs without
+code generation); one runs inductor itself on the packed step a GPU runs (about a minute here)."""
 
 import json
 from pathlib import Path
@@ -11,22 +11,31 @@ import pytest
 import torch
 from torch._dynamo import register_backend
 
+from tests import varlen_cpu  # noqa: F401  (a CPU kernel for torch's varlen attention op)
 from tests.helpers import compose_config, make_model, ragged_batch
 from transformer_mt.errors import ConfigError
+from transformer_mt.model import attention
 from transformer_mt.tasks.train import run
-from transformer_mt.training.compiled import compiled_step
+from transformer_mt.training.compiled import RecompileLimitHit, compiled_step
 from transformer_mt.training.loss import output_layer_loss
 
 GRAPHS: set[tuple[int, int]] = set()  # (frame, compilation of that frame) of each graph compiled
 
 
-@register_backend
-def counted_aot_eager(gm, example_inputs):
-    """aot_eager, recording which frame each graph is compiled for, and the how-manyth compilation
+def counting(backend: str):
+    """`backend`, recording which frame each graph is compiled for, and the how-manyth compilation
     of that frame it is (a restarted analysis calls the backend again for the same graph)."""
-    compile_id = torch._guards.CompileContext.current_compile_id()
-    GRAPHS.add((compile_id.frame_id, compile_id.frame_compile_id))
-    return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+    def compile_counted(gm, example_inputs):
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        GRAPHS.add((compile_id.frame_id, compile_id.frame_compile_id))
+        return torch._dynamo.lookup_backend(backend)(gm, example_inputs)
+
+    return compile_counted
+
+
+register_backend(counting("aot_eager"), name="counted_aot_eager")
+register_backend(counting("inductor"), name="counted_inductor")
 
 
 def graphs_per_region() -> list[int]:
@@ -66,8 +75,7 @@ def test_regional_compilation_is_one_graph_per_region_for_any_batch_shape_and_eq
     GRAPHS.clear()
     model = make_model(dropout=0.0).train()
     compiled = compiled_step("counted_aot_eager")
-    for seed, (rows, src_len, tgt_len) in enumerate(SHAPES):
-        batch = ragged_batch(lengths(rows, src_len, seed), lengths(rows, tgt_len - 1, seed + 100), seed, packed=packed)
+    for batch in batches_of_many_shapes(packed):
         eager_loss, eager_grads = step(model, None, batch)
         loss, grads = step(model, compiled, batch)
         torch.testing.assert_close(loss, eager_loss, atol=1e-5, rtol=1e-5)
@@ -75,6 +83,57 @@ def test_regional_compilation_is_one_graph_per_region_for_any_batch_shape_and_eq
         for name in grads:
             torch.testing.assert_close(grads[name], eager_grads[name], atol=1e-5, rtol=1e-4, msg=name)
     assert graphs_per_region() == [1, 1, 1], sorted(GRAPHS)
+
+
+def batches_of_many_shapes(packed: bool, shapes=SHAPES) -> list[dict]:
+    return [ragged_batch(lengths(rows, src_len, seed), lengths(rows, tgt_len - 1, seed + 100), seed, packed=packed)
+            for seed, (rows, src_len, tgt_len) in enumerate(shapes)]
+
+
+@pytest.mark.slow
+def test_the_packed_step_of_a_gpu_compiles_with_inductor_in_as_many_graphs_as_aot_eager_and_equals_eager(
+        monkeypatch):
+    """On a GPU the packed step calls torch's varlen attention op inside the compiled layers. With a
+    CPU kernel for that op (tests/varlen_cpu.py) the same layers go through inductor here, with
+    dropout 0.1 (inductor drawing its random numbers as eager does: fallback_random): over batches
+    of many shapes, loss and gradients equal the eager step's, and inductor makes one graph per
+    region, as aot_eager does."""
+    monkeypatch.setattr(attention, "VARLEN_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(attention, "VARLEN_DTYPES", (torch.float32,))
+    model = make_model(dropout=0.1).train()
+    batches = batches_of_many_shapes(packed=True, shapes=SHAPES[:6])
+    assert attention.uses_varlen_kernel(torch.zeros(2, 2), model.config.attention_dropout)
+    graphs = {}
+    for backend in ("counted_aot_eager", "counted_inductor"):
+        torch._dynamo.reset()
+        GRAPHS.clear()
+        compiled = compiled_step(backend)
+        with torch._inductor.config.patch(fallback_random=True):
+            for seed, batch in enumerate(batches):
+                torch.manual_seed(seed)
+                eager_loss, eager_grads = step(model, None, batch)
+                torch.manual_seed(seed)
+                loss, grads = step(model, compiled, batch)
+                torch.testing.assert_close(loss, eager_loss, atol=1e-4, rtol=1e-5)
+                for name in eager_grads:
+                    torch.testing.assert_close(grads[name], eager_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+        graphs[backend] = graphs_per_region()
+    assert graphs == {"counted_aot_eager": [1, 1, 1], "counted_inductor": [1, 1, 1]}
+
+
+def test_a_region_past_torchs_recompile_limit_stops_the_run_in_one_line_after_logging_why(capfd):
+    """fullgraph=True turns torch's recompile limit into a hard failure: the run says in one line
+    which region and what to do, and torch's `recompiles` log has said why it compiled again."""
+    torch._dynamo.reset()
+    model = make_model(dropout=0.0).train()
+    compiled = compiled_step("counted_aot_eager")
+    with torch._dynamo.config.patch(recompile_limit=1):
+        step(model, compiled, ragged_batch([5, 3, 4], [4, 6, 2], seed=1))
+        with pytest.raises(RecompileLimitHit, match=r"^module.compile: the encoder layer was compiled more than 1 "
+                           r"times .* Train with module.compile=false \(resume from checkpoints/last.ckpt\)"):
+            step(model, compiled, ragged_batch([5], [4], seed=2))  # one sentence: sizes of 1 are specialized
+    assert "Recompiling function compiled_encoder_layer" in capfd.readouterr().err
+    torch._dynamo.reset()
 
 
 def test_a_backend_that_does_not_exist_is_a_config_error():

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
+from transformer_mt.training.loss import chunk_loss, default_chunk_rows, label_smoothed_nll_loss, output_layer_loss
 
 
 def test_matches_hand_computation():
@@ -115,6 +115,17 @@ def test_under_bf16_autocast_the_fused_loss_is_within_its_stated_tolerance(with_
     for a, b in zip(g_low, g_exact):
         assert a.dtype == b.dtype == torch.float32
         assert (a - b).abs().max() < 0.01 * b.abs().max()
+
+
+def test_chunks_are_cache_sized_on_a_cpu_and_whole_tiles_of_about_2_to_the_27_logits_on_a_gpu():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert default_chunk_rows(37000, cpu) == (1 << 20) // 37000 == 28  # as before
+    assert default_chunk_rows(2_000_000, cpu) == 1
+    for vocab in (8000, 32000, 37000, 58101, 250_000):
+        rows = default_chunk_rows(vocab, cuda)
+        assert rows % 128 == 0 and (1 << 27) - 128 * vocab < rows * vocab <= 1 << 27, vocab
+    assert default_chunk_rows(37000, cuda) == 3584
+    assert default_chunk_rows(2_000_000, cuda) == 128  # at least one tile
 
 
 COMPILED_CHUNKS: list[int] = []

@@ -1,6 +1,7 @@
 """Multi-head attention on top of F.scaled_dot_product_attention, with an optional KV cache."""
 
 import contextlib
+import inspect
 import math
 
 import torch
@@ -11,10 +12,26 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
 from transformer_mt.packing import Varlen
 
-try:  # torch >= 2.10
+try:
     from torch.nn.attention.varlen import varlen_attn
-except ImportError:  # pragma: no cover - an older torch: packed attention takes the reference path
+except ImportError:  # pragma: no cover - torch < 2.10: packed attention takes the reference path
     varlen_attn = None
+
+
+def takes_window_size(fn) -> bool:
+    """Whether torch's `varlen_attn` takes the arguments `packed_attention` passes: causal masking
+    by `window_size=(-1, 0)`. torch.nn.attention.varlen came with torch 2.10, whose varlen_attn
+    took `is_causal=`; `window_size=` replaced it after the 2.10 branch (torch 2.13 has it)."""
+    if fn is None:
+        return False
+    parameters = inspect.signature(fn).parameters
+    return "window_size" in parameters and "is_causal" not in parameters
+
+
+if not takes_window_size(varlen_attn):  # pragma: no cover - a torch whose varlen_attn we cannot call
+    varlen_attn = None
+VARLEN_DEVICES = ("cuda",)  # where torch's varlen kernel (flash attention's) runs
+VARLEN_DTYPES = (torch.float16, torch.bfloat16)  # and in which dtypes
 
 # The SDPA kernels attention may use on a GPU, in torch's order of preference: flash where it
 # applies (no mask: decoder self-attention), memory-efficient with a padding mask, math otherwise.
@@ -168,8 +185,11 @@ def _attention_with_weights(q, k, v, mask, is_causal, dropout):
 
 def uses_varlen_kernel(q: torch.Tensor, dropout: float) -> bool:
     """Whether `packed_attention` runs torch's variable-length kernel: on a GPU, in fp16 / bf16,
-    without attention dropout (the kernel has none), where torch has it."""
-    return varlen_attn is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout == 0.0
+    without attention dropout (the kernel has none), where torch has it as we call it. Elsewhere
+    it runs the exact reference (`reference_attention`), slower than padding: a run on a GPU
+    refuses that (tasks/checks.py, `check_packed`)."""
+    return (varlen_attn is not None and q.device.type in VARLEN_DEVICES and q.dtype in VARLEN_DTYPES
+            and dropout == 0.0)
 
 
 def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Varlen, causal: bool,

@@ -8,13 +8,14 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.errors import find_user_error
+from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
 from transformer_mt.tasks.lightning_logs import route_lightning_logs
 
@@ -57,10 +58,19 @@ def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
 
 def run(cfg: DictConfig):
     """Save the resolved config in the run directory, then run cfg.task.run(cfg) (Lightning's log
-    lines going through the job's logging once)."""
+    lines going through the job's logging once, float32 matmuls at `float32_matmul_precision`
+    while it runs)."""
     route_lightning_logs()
     save_resolved_config(cfg)
-    return get_method(cfg.task.run)(cfg)
+    precision = cfg.get("float32_matmul_precision", "highest")
+    if precision not in ("highest", "high", "medium"):
+        raise ConfigError(f"float32_matmul_precision={precision!r}: must be highest, high (TF32 on a GPU) or medium")
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        return get_method(cfg.task.run)(cfg)
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 @rank_zero_only

@@ -13,13 +13,15 @@ is left here cannot wait for its constructor:
 - the dashboard's decoder layer against the model: the callback meets the model only in `fit`.
 - `data.max_len` against `model.max_positions`: the data knows nothing of the model, and a pair
   the model cannot take would stop training only when its batch comes.
+- `data.packed` on a GPU against what torch's varlen kernel takes (`check_packed`): elsewhere
+  packed attention falls back to the exact reference, slower than plain padding.
 """
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
-from transformer_mt.model import TransformerConfig
+from transformer_mt.model import TransformerConfig, attention
 from transformer_mt.validate import PROBABILITY, integer, number
 
 _ABSENT = object()
@@ -87,18 +89,45 @@ def check_device(trainer: DictConfig, fused: bool = False) -> None:
     work (Lightning would say so only after the data is prepared, or not at all). fused: whether
     the optimizer is a fused one."""
     accelerator, precision = str(trainer.get("accelerator", "auto")), str(trainer.get("precision", "32-true"))
-    cuda = torch.cuda.is_available()
-    if accelerator in ("gpu", "cuda") and not cuda:
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={accelerator}: this machine has no GPU that torch can use "
                           "(torch.cuda.is_available() is False); use trainer=cpu")
-    on_gpu = cuda and accelerator in ("gpu", "cuda", "auto")
-    if precision in ("16", "16-mixed", "16-true", "half") and not on_gpu:
+    gpu = on_gpu(trainer)
+    if precision in ("16", "16-mixed", "16-true", "half") and not gpu:
         raise ConfigError(f"trainer.precision={precision}: float16 needs a GPU; on the CPU use bf16-mixed or 32-true")
     clip = trainer.get("gradient_clip_val") or 0
     if precision in ("16", "16-mixed") and clip and fused:
         raise ConfigError(f"trainer.gradient_clip_val={clip} with trainer.precision={precision}: a fused optimizer "
                           "(optim.optimizer.fused=true) unscales float16 gradients inside its step, after clipping; "
                           "use bf16-mixed or optim.optimizer.fused=false")
-    if precision.startswith("bf16") and on_gpu and not torch.cuda.is_bf16_supported():
+    if precision.startswith("bf16") and gpu and not torch.cuda.is_bf16_supported():
         raise ConfigError(f"trainer.precision={precision}: this GPU ({torch.cuda.get_device_name()}) has no "
                           "bfloat16; use 16-mixed or 32-true")
+
+
+def on_gpu(trainer: DictConfig) -> bool:
+    """Whether the run trains on a GPU (trainer.accelerator gpu, cuda, or auto with one there)."""
+    return torch.cuda.is_available() and str(trainer.get("accelerator", "auto")) in ("gpu", "cuda", "auto")
+
+
+def check_packed(cfg: DictConfig) -> None:
+    """data.packed=true on a GPU needs torch's varlen kernel as `model.attention.packed_attention`
+    calls it: fp16 / bf16 activations and no attention dropout. Without it packed attention takes
+    the exact reference (unpack, padded SDPA, pack), slower than plain padding, so the run stops
+    here with the key and the reason. On a CPU packing always takes the reference (no kernel)."""
+    if not OmegaConf.select(cfg, "data.packed", default=False) or not on_gpu(cfg.trainer):
+        return
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float16 if precision.startswith(
+        ("16", "half")) else torch.float32
+    dropout = OmegaConf.select(cfg, "model.attention_dropout", default=0.0) or 0.0
+    if attention.varlen_attn is None:
+        reason = f"torch {torch.__version__} has no varlen_attn taking window_size= (torch.nn.attention.varlen)"
+    elif dtype not in attention.VARLEN_DTYPES:
+        reason = f"trainer.precision={precision}: the kernel takes bf16 or fp16"
+    elif dropout:
+        reason = f"model.attention_dropout={dropout}: the kernel has no attention dropout"
+    else:
+        return
+    raise ConfigError(f"data.packed=true: torch's varlen attention kernel cannot run ({reason}), and packed "
+                      "attention without it is slower than padding; set data.packed=false")

@@ -35,7 +35,7 @@ from transformer_mt.tasks.build import (
     update_plan,
 )
 from transformer_mt.tasks.checkpoints import read_checkpoint
-from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len
+from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len, check_packed
 from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.checkpointing import LastCheckpoint
@@ -58,6 +58,7 @@ def run(cfg: DictConfig) -> dict:
 
 def train(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "module", "optim", "trainer"))
+    check_packed(cfg)
     check_averaging(cfg)
     if cfg.get("ckpt_path"):
         keep_earlier_curves(Path(cfg.paths.output_dir))

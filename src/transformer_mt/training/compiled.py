@@ -5,8 +5,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch._dynamo.exc import FailOnRecompileLimitHit
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, UserError
 from transformer_mt.model.transformer import Runners
 from transformer_mt.training.loss import chunk_loss
 
@@ -21,6 +22,28 @@ def compiled_encoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Ten
 def compiled_decoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
     """A decoder layer's call: module.compile compiles this function, one graph for every layer."""
     return layer(*args, **kwargs)
+
+
+class RecompileLimitHit(UserError):
+    """A compiled region was compiled again more often than torch allows (fullgraph: a hard failure)."""
+
+
+def stop_at_recompile_limit(region: str, fn: Callable) -> Callable:
+    """`fn` (a compiled region), with torch's hard failure at its recompile limit made one line. The
+    reason of every recompilation is logged as it happens (`compiled_step` turns torch's
+    `recompiles` log on), so the line points there."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FailOnRecompileLimitHit:
+            limit = torch._dynamo.config.recompile_limit
+            raise RecompileLimitHit(
+                f"module.compile: the {region} was compiled more than {limit} times (torch._dynamo.config."
+                "recompile_limit), so torch stopped; the log above gives each recompilation's reason. Train "
+                "with module.compile=false (resume from checkpoints/last.ckpt), or report the reason") from None
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -38,7 +61,9 @@ def compiled_step(backend: bool | str) -> CompiledStep | None:
     layers of a stack share one graph; lengths are dynamic, and without duck sizing (a first
     batch whose source and target lengths happen to be equal would give both one symbol, and the
     first batch where they differ would compile again); the chunk has one fixed shape. So a run
-    compiles three graphs whatever its batch shapes. Embeddings and the final LayerNorm stay eager."""
+    compiles three graphs whatever its batch shapes. Embeddings and the final LayerNorm stay eager.
+    Should a region compile again all the same, torch's `recompiles` log says why, and its hard
+    failure at the recompile limit (fullgraph) stops the run with one line (`RecompileLimitHit`)."""
     if backend is False:
         return None
     if not isinstance(backend, str | bool):
@@ -48,9 +73,13 @@ def compiled_step(backend: bool | str) -> CompiledStep | None:
         raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
                           f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
     no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
+    torch._logging.set_logs(recompiles=True)
 
-    def layers(fn: Callable) -> Callable:
-        return no_duck_sizing(torch.compile(fn, fullgraph=True, dynamic=True, backend=backend))
+    def layers(region: str, fn: Callable) -> Callable:
+        compiled = no_duck_sizing(torch.compile(fn, fullgraph=True, dynamic=True, backend=backend))
+        return stop_at_recompile_limit(region, compiled)
 
-    return CompiledStep(Runners(layers(compiled_encoder_layer), layers(compiled_decoder_layer)),
-                        torch.compile(chunk_loss, fullgraph=True, dynamic=False, backend=backend))
+    chunk = torch.compile(chunk_loss, fullgraph=True, dynamic=False, backend=backend)
+    return CompiledStep(Runners(layers("encoder layer", compiled_encoder_layer),
+                                layers("decoder layer", compiled_decoder_layer)),
+                        stop_at_recompile_limit("output layer + loss chunk", chunk))

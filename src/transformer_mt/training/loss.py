@@ -23,9 +23,16 @@ def label_smoothed_nll_loss(
     return loss.sum(), nll.masked_fill(~keep, 0.0).sum(), keep.sum()
 
 
+GPU_TILE_ROWS = 128  # the row tile of a GPU's matrix-product kernels
+
+
 def default_chunk_rows(vocab_size: int, device: torch.device) -> int:
-    """Rows per chunk: about 2^20 logits on a CPU (cache-sized), 2^25 on a GPU (64 MiB in bf16)."""
-    return max(1, (1 << 20 if device.type == "cpu" else 1 << 25) // vocab_size)
+    """Rows per chunk. On a CPU about 2^20 logits (cache-sized). On a GPU about 2^27 logits (256 MiB
+    in bf16: products large enough to fill the card), in a whole number of 128-row tiles, so that
+    no chunk ends in a part-filled tile (a compiled chunk pads only the last one)."""
+    if device.type == "cpu":
+        return max(1, (1 << 20) // vocab_size)
+    return max(GPU_TILE_ROWS, (1 << 27) // vocab_size // GPU_TILE_ROWS * GPU_TILE_ROWS)
 
 
 def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
@@ -40,8 +47,15 @@ def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     fp32 log-sum-exp reduction, one pointwise pass for the softmax, and the two products of the
     gradient; everything else is (positions x d_model) work done once. The logits never exist
     whole. Padding positions are computed and then zeroed, never selected: selecting them would
-    need their count on the host (a sync with the device every step). Same values and gradients
-    as the plain path, up to float rounding; grad_weight is accumulated in fp32.
+    need their count on the host (a sync with the device every step).
+
+    Precision: in fp32, the plain path's values and gradients up to float rounding. Under autocast
+    the log-sum-exp, the loss, the one-hot and smoothing terms and every sum over chunks are fp32,
+    while a chunk's logits, softmax and two gradient products are in the activation dtype: each
+    product is accumulated in fp32 inside the matmul but rounded to bf16 (8 significant bits) when
+    written. So grad_weight is an fp32 sum of one bf16-rounded product per chunk, and each row of
+    grad_hidden holds one bf16-rounded product; tested within 1% of each gradient's largest entry,
+    the loss within 2e-4 (relative).
 
     chunk_rows: None = `default_chunk_rows`. chunk_fn: None = `chunk_loss` eagerly (the last chunk
     ragged); else a compiled `chunk_loss`, which gets chunks of exactly chunk_rows rows (the last
