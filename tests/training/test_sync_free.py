@@ -87,21 +87,23 @@ class RecordSyncs(L.Callback):
 
 
 @pytest.mark.parametrize("overrides", [
-    # the paper's base model in bf16, gradients clipped, two batches per optimizer step
+    # the paper's base model in bf16, gradients clipped, two batches per optimizer step: one quiet
+    # step (its two batches), then a logging one; small batches (bf16 is slow on a CPU without it)
     ["model=base", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0",
-     "trainer.accumulate_grad_batches=2", "trainer.max_steps=4", "trainer.log_every_n_steps=2"],
+     "trainer.accumulate_grad_batches=2", "trainer.max_steps=2", "trainer.log_every_n_steps=2",
+     "data.max_tokens=64", "trainer.limit_test_batches=1", "decoding.options.max_len_b=5"],
     # packed batches (data.packed): the collator's layout, the reference attention, the loss
-    ["model=tiny", "data.packed=true", "trainer.max_steps=9", "trainer.log_every_n_steps=4"],
+    ["model=tiny", "data.packed=true", "trainer.max_steps=9", "trainer.log_every_n_steps=4", "data.max_tokens=256"],
 ], ids=["base", "tiny-packed"])
 def test_a_training_step_that_does_not_log_never_syncs(tmp_path, overrides):
     record = tmp_path / "syncs.json"
     run(compose_config(tmp_path / "run", [
         *overrides, "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7",
-        "data.max_tokens=256", "trainer.limit_val_batches=0",
+        "trainer.limit_val_batches=0",
         f"+callbacks.syncs._target_={__name__}.RecordSyncs", f"+callbacks.syncs.path={record}"]))
     steps = json.loads(record.read_text())
     quiet = [s for s in steps if not s["logged"] and not s.get("saved")]
-    assert len(quiet) >= 4, steps  # the test sees enough non-logging steps (each batch of a step counts)
+    assert len(quiet) >= 2, steps  # the test sees non-logging steps (each batch of a step counts)
     assert all(not s["ops"] for s in quiet), [s for s in quiet if s["ops"]]
     # the recorder sees syncs where there are some: logging steps read the loss for the loggers
     assert any(s["ops"] for s in steps if s["logged"]), steps
