@@ -60,3 +60,24 @@ def test_evaluate_scores_an_ensemble_and_names_every_member(toy_run, tmp_path):
     assert twice["test/loss"] == pytest.approx(alone["test/loss"], abs=1e-5)
     assert twice["test/nll"] == pytest.approx(alone["test/nll"], abs=1e-5)
     assert (tmp_path / "twice" / "test.translations.txt").read_text() == (out / "test.translations.txt").read_text()
+
+
+def test_evaluate_translate_and_score_agree_on_an_int8_ensemble(toy_run, tmp_path):
+    """One Translator decodes for the three tasks: an int8 ensemble (every member's int8 copy)
+    evaluates, translates and scores alike. int8 quantizes activations per batch and the tasks batch
+    differently, so a few lines may differ (as for one int8 model: tests/e2e/test_quantize.py)."""
+    checkpoints = toy_run[0] / "checkpoints"
+    members = f"ckpt_path=[{checkpoints / 'best.ckpt'},{checkpoints / 'last.ckpt'}]"
+    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", members, "quantize=int8"]))
+    assert evaluated["quantize"] == "int8" and len(evaluated["checkpoint"]) == 2
+    expected = (tmp_path / "eval" / "test.translations.txt").read_text().splitlines()
+    (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
+    translated = outputs(tmp_path, "translate", ["task=translate", f"input={tmp_path}/in.txt", members,
+                                                 "quantize=int8", "task.scores=true"])
+    texts = [line.split("\t")[2] for line in translated]
+    assert len(texts) == len(expected) == 300 and sum(a == b for a, b in zip(texts, expected)) >= 290
+    (tmp_path / "hyp.txt").write_text("".join(t + "\n" for t in texts))
+    scored = outputs(tmp_path, "score", ["task=score", f"source={tmp_path}/in.txt", f"target={tmp_path}/hyp.txt",
+                                         members, "quantize=int8"])  # greedy: the sum, as translate reports it
+    close = sum(abs(float(s.split("\t")[0]) - float(t.split("\t")[1])) < 0.05 for s, t in zip(scored, translated))
+    assert len(scored) == 300 and close >= 285

@@ -36,7 +36,7 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
     ckpt = out / "checkpoints" / "best.ckpt"
     module = load_module(ckpt, decoding={"_target_": "transformer_mt.decoding.GreedySearch"}, quantize="int8")
     weights = {k: v.clone() for k, v in module.model.state_dict().items()}
-    int8 = module.int8_model()
+    int8 = module.translator.model()
     linears = [m for m in module.model.modules() if type(m) is torch.nn.Linear]
     quantized = [m for m in int8.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
     assert len(quantized) == len(linears) > 0 and not any(type(m) is torch.nn.Linear for m in int8.modules())
@@ -53,7 +53,7 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
     expected = search(int8, src, module.bos_id, module.eos_id)
     texts = module.tokenizer.tgt.decode([n[0].tokens for n in expected])
     assert [n[0][0] for n in module.translate(src)] == texts
-    assert module.int8_model() is int8  # built once
+    assert module.translator.model() is int8  # built once
 
 
 def test_an_unknown_quantization_is_one_line(toy_run, tmp_path):

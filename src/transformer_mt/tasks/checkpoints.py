@@ -43,17 +43,6 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     return paths
 
 
-def load_members(paths: list[Path], decoding: dict | DictConfig | None = None, quantize: str | None = None) -> list:
-    """The TranslationModule of each checkpoint (load_module); members of an ensemble must share
-    their vocabularies: two that do not are one line naming both files."""
-    modules = [load_module(path, decoding, quantize) for path in paths]
-    for path, module in zip(paths[1:], modules[1:]):
-        if module.tokenizer.to_dict() != modules[0].tokenizer.to_dict():
-            raise ConfigError(f"ckpt_path: {paths[0]} and {path} have different tokenizers; the members of an "
-                              "ensemble must share one")
-    return modules
-
-
 def read_checkpoint(path: Path) -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU). Memory-mapped: tensors are
     read only when used, so looking at a checkpoint's tokenizer or metrics costs little."""
@@ -118,14 +107,25 @@ def check_special_ids(path: Path, hparams: dict) -> None:
         raise ConfigError(f"ckpt_path={path}: its tokenizer does not match its model: {', '.join(wrong)}")
 
 
-def load_module(path: Path, decoding: dict | DictConfig | None = None, quantize: str | None = None):
+def load_module(path: Path | list[Path], decoding: dict | DictConfig | None = None, quantize: str | None = None):
     """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
     weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
     searches with that strategy instead of its own, with `quantize` (int8 | none) with that instead
-    of its own. Checkpoints of earlier versions load too (current_decoding)."""
+    of its own. Checkpoints of earlier versions load too (current_decoding). Several paths: an
+    ensemble, the first checkpoint's module with the others' models as its other members; members
+    must share their vocabularies (two that do not are one line naming both files)."""
+    from transformer_mt.data.tokenizer import Vocabularies
     from transformer_mt.training.module import TranslationModule  # the module is built only here
 
-    return TranslationModule(**module_arguments(path, decoding, quantize)).eval()
+    paths = path if isinstance(path, list) else [path]
+    arguments = [module_arguments(p, decoding, quantize) for p in paths]
+    first = Vocabularies.from_dict(arguments[0]["tokenizer"]).to_dict()
+    for other, args in zip(paths[1:], arguments[1:]):
+        if Vocabularies.from_dict(args["tokenizer"]).to_dict() != first:
+            raise ConfigError(f"ckpt_path: {paths[0]} and {other} have different tokenizers; the members of an "
+                              "ensemble must share one")
+    others = [TranslationModule(**args).model for args in arguments[1:]]
+    return TranslationModule(**arguments[0], others=others or None).eval()
 
 
 def module_arguments(path: Path, decoding: dict | DictConfig | None = None, quantize: str | None = None) -> dict:

@@ -15,13 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.config import overridden_keys
 from transformer_mt.tasks.build import build_trainer
-from transformer_mt.tasks.checkpoints import (
-    checkpoint_paths,
-    describe_corpus,
-    load_members,
-    load_module,
-    module_arguments,
-)
+from transformer_mt.tasks.checkpoints import checkpoint_paths, describe_corpus, load_module
 from transformer_mt.tasks.checks import check_config
 from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
 
@@ -55,23 +49,12 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
     return data
 
 
-def evaluation_module(paths: list[Path], decoding: DictConfig, quantize: str):
-    """The module of one checkpoint, or of an ensemble: the first member's, evaluating with all
-    members (training/ensemble.py); members must share their tokenizer."""
-    if len(paths) == 1:
-        return load_module(paths[0], decoding, quantize)
-    from transformer_mt.training.ensemble import EnsembleModule
-
-    others = [member.model for member in load_members(paths, decoding, quantize)[1:]]
-    return EnsembleModule(others, **module_arguments(paths[0], decoding, quantize)).eval()
-
-
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
     trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
     paths = checkpoint_paths(cfg)
     path = paths[0]
-    module = evaluation_module(paths, cfg.decoding, cfg.quantize)
+    module = load_module(paths, cfg.decoding, cfg.quantize)  # an ensemble's: every member evaluates
     record = module.hparams.data
     data = data_config(cfg, record, path)
     datamodule = instantiate(data, vocabularies=module.tokenizer)

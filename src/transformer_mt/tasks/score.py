@@ -23,12 +23,11 @@ from omegaconf import DictConfig
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.encoding import encode_pairs
 from transformer_mt.data.text import clean
-from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.errors import DataError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.checkpoints import checkpoint_paths, load_members
+from transformer_mt.tasks.checkpoints import checkpoint_paths, load_module
 from transformer_mt.tasks.pairs import Pairs, read_pairs
-from transformer_mt.tasks.translate import check_output, decoding_model, open_output, pick_device
+from transformer_mt.tasks.translate import check_output, open_output, pick_device
 from transformer_mt.training import TranslationModule
 from transformer_mt.validate import check, integer
 
@@ -37,12 +36,12 @@ log = logging.getLogger(__name__)
 Ids = list[list[int]]
 
 
-def encode_checked(module: TranslationModule, pairs: Pairs, model=None) -> tuple[Ids, Ids]:
+def encode_checked(module: TranslationModule, pairs: Pairs) -> tuple[Ids, Ids]:
     """Token ids of the cleaned pairs (sources with EOS, targets without), as training encodes them;
     a side longer than the model's (an ensemble's: the shortest member's) positions is a DataError
     naming its file and line."""
     ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0])
-    limit = (model or module.model).config.max_positions
+    limit = module.translator.model().config.max_positions
     for i, (src, tgt) in enumerate(zip(ids["src_len"], ids["tgt_len"])):
         for side, n in (("source", src), ("target", tgt + 1)):
             if n > limit:
@@ -53,11 +52,11 @@ def encode_checked(module: TranslationModule, pairs: Pairs, model=None) -> tuple
 
 @torch.no_grad()
 def token_logprobs(module: TranslationModule, src: Ids, tgt: Ids, max_tokens: int,
-                   bar: ProgressBar | None = None, model=None) -> list[list[float]]:
+                   bar: ProgressBar | None = None) -> list[list[float]]:
     """The log-probability of each target token and then EOS, given its source and the target's
     prefix (teacher forcing, one forward pass a batch); in input order. `bar` advances by pairs.
-    model: an Ensemble of several modules' models (averaged probabilities); None: the module's."""
-    model = model or decoding_model(module)
+    The module's Translator scores (an ensemble: the members' averaged probabilities; the int8 rule)."""
+    model = module.translator.model()
     collate, bos, eos = Collator(module.pad_id, module.bos_id, module.eos_id), module.bos_id, module.eos_id
     sizes = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]  # what a pair costs, as in training
     sampler = TokenBudgetBatchSampler(sizes, max([max_tokens, *sizes]), shuffle=False)
@@ -106,16 +105,11 @@ def run(cfg: DictConfig) -> None:
     paths = checkpoint_paths(cfg)
     check_output(cfg.get("output"))
     pairs = read_pairs(cfg)  # read and checked whole: a bad line stops the run before the model loads
-    members = load_members(paths, cfg.decoding, cfg.quantize)
-    device = pick_device(options.device)
-    for member in members:
-        member.to(device)
-    module = members[0]  # its tokenizer and search; an ensemble scores with every member's model
-    model = Ensemble([decoding_model(m) for m in members]) if len(members) > 1 else None
-    src, tgt = encode_checked(module, pairs, model)
+    module = load_module(paths, cfg.decoding, cfg.quantize).to(pick_device(options.device))
+    src, tgt = encode_checked(module, pairs)
     norm = normalizer(module.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
-        scores = token_logprobs(module, src, tgt, options.max_tokens, bar, model)
+        scores = token_logprobs(module, src, tgt, options.max_tokens, bar)
     with open_output(cfg.get("output")) as out:
         out.writelines(score_line(row, norm, options.token_scores) for row in scores)
     log.info("scored %d pairs", len(scores))

@@ -30,11 +30,10 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.data.text import clean, decode_text, text_lines
-from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.errors import ConfigError
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.alignments import Alignments
-from transformer_mt.tasks.checkpoints import checkpoint_paths, load_members
+from transformer_mt.tasks.checkpoints import checkpoint_paths, load_module
 from transformer_mt.tasks.long_lines import LongLines
 from transformer_mt.tasks.prefix import prefix_ids, spell, split_prefixes
 from transformer_mt.training import TranslationModule
@@ -54,30 +53,22 @@ class Translation:
 NBest = list[Translation]
 
 
-def decoding_model(module: TranslationModule) -> torch.nn.Module:
-    """The model the checkpoint's search runs: with quantize=int8 its int8 copy."""
-    return module.int8_model() if module.quantize == "int8" else module.model
-
-
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
-                    alignments: Alignments | None = None, model=None,
-                    long_lines: LongLines | None = None) -> list[NBest]:
+                    alignments: Alignments | None = None, long_lines: LongLines | None = None) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line (task.prefix; "":
     none), which every output of the line starts with (tasks/prefix.py). `bar` advances by the
     lines of each batch as it is translated. Errors name `name:LINE`, LINE counted from
-    `first_line`. model: what the search runs (an Ensemble of several modules' models); None: the
-    module's (decoding_model)."""
-    model = model or decoding_model(module)
+    `first_line`. The module's Translator decodes (one model or an ensemble, the int8 rule)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n = getattr(module.search, "nbest", 1)
     empty = "" if alignments else None
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
-    max_positions = model.config.max_positions  # an ensemble's: its members' shortest
+    max_positions = module.translator.model().config.max_positions  # an ensemble's: its members' shortest
     src = fitted_sources(module, [cleaned[i] for i in todo], max_positions, [f"{name}:{first_line + i}" for i in todo],
                          long_lines or LongLines())
     for i in (i for i, ids in zip(todo, src) if ids is None):  # skipped: as an empty line, without the prefix
@@ -93,7 +84,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
     for batch in sampler:
         padded = collate.pad([src[j] for j in batch]).to(module.device)
-        nbests = translate_batch(module, model, padded, [cleaned[todo[j]] for j in batch],
+        nbests = translate_batch(module, padded, [cleaned[todo[j]] for j in batch],
                                  [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments)
         for j, nbest in zip(batch, nbests):
             results[todo[j]] = nbest
@@ -112,12 +103,12 @@ def fitted_sources(module: TranslationModule, lines: list[str], max_positions: i
     return long_lines.fit(src, max_positions, module.tokenizer.src.special_ids["eos_id"], places)
 
 
-def translate_batch(module: TranslationModule, model: torch.nn.Module, src: torch.Tensor, lines: list[str],
-                    prefixes: list[str], forced: list[list[int]], alignments: Alignments | None) -> list[NBest]:
+def translate_batch(module: TranslationModule, src: torch.Tensor, lines: list[str], prefixes: list[str],
+                    forced: list[list[int]], alignments: Alignments | None) -> list[NBest]:
     """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
     a row starts with its prefix (text, and the ids `forced`; "" and []: none)."""
     prefix_tokens = Collator(module.pad_id, module.bos_id, module.eos_id).pad(forced) if any(forced) else None
-    hyps = module.search(model, src, module.bos_id, module.eos_id, prefix_tokens)
+    hyps = module.translator.hypotheses(src, prefix_tokens=prefix_tokens)
     flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
     outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
 
@@ -129,7 +120,7 @@ def translate_batch(module: TranslationModule, model: torch.nn.Module, src: torc
     written = texts(outputs, list(range(len(outputs))))
     marks = [None] * len(flat)
     if alignments is not None:
-        marks = alignments(decoding_model(module), module.tokenizer, src, lines, outputs, rows, texts)
+        marks = alignments(module.translator.members()[0], module.tokenizer, src, lines, outputs, rows, texts)
     out: list[NBest] = [[] for _ in hyps]
     for (row, h), text, mark in zip(flat, written, marks):
         out[row].append(Translation(text, h.score, mark))
@@ -240,12 +231,7 @@ def run(cfg: DictConfig) -> None:
         pairs = split_chunks(chunks, name, whole=total is not None)
     else:
         pairs = ((chunk, None) for chunk in chunks)
-    members = load_members(paths, cfg.decoding, cfg.quantize)
-    device = pick_device(options.device)
-    for member in members:
-        member.to(device)
-    module = members[0]  # its tokenizer and search; an ensemble's search runs every member's model
-    model = Ensemble([decoding_model(m) for m in members]) if len(members) > 1 else None
+    module = load_module(paths, cfg.decoding, cfg.quantize).to(pick_device(options.device))
     alignments = Alignments.from_options(options, module.model)  # of the first member
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
@@ -254,7 +240,7 @@ def run(cfg: DictConfig) -> None:
     with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for sources, prefixes in pairs:
             for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
-                                         name=name, prefixes=prefixes, alignments=alignments, model=model,
+                                         name=name, prefixes=prefixes, alignments=alignments,
                                          long_lines=long_lines):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1

@@ -16,16 +16,18 @@ from hydra.utils import instantiate
 
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model import Transformer, TransformerConfig
-from transformer_mt.model.quantize import Int8Copy, check_quantize
+from transformer_mt.model.quantize import check_quantize
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
-from transformer_mt.training.loss import output_layer_loss
+from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
 from transformer_mt.training.results import EvalResults, Row
 from transformer_mt.training.rng import RngState
 from transformer_mt.training.steps import logged_step
 from transformer_mt.training.throughput import Throughput
+from transformer_mt.training.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class TranslationModule(L.LightningModule):
         initial_weights: dict[str, torch.Tensor] | None = None,
         compile: bool | str = False,
         quantize: str = "none",
+        others: list[Transformer] | None = None,
     ) -> None:
         """model: the Transformer's keys (but the vocabulary sizes and pad id: the tokenizer's);
         tokenizer: the vocabularies as plain data (`Vocabularies.to_dict()`), which say the sizes and
@@ -57,12 +60,15 @@ class TranslationModule(L.LightningModule):
         initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
         compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
         decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
-        backend); evaluation stays eager. quantize: int8 decodes test, evaluate and translate with
-        an int8 copy of the linear layers (CPU)."""
+        backend); evaluation stays eager. quantize: int8 decodes test, evaluate, translate and
+        score with an int8 copy of the linear layers (CPU), of every member of an ensemble.
+        others: the other members of an ensemble (task=evaluate, translate and score with
+        ckpt_path=[a,b,...]; such a module is never trained or saved): evaluation, translation and
+        scoring then run the members' averaged probabilities (decoding/ensemble.py)."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
-        self.save_hyperparameters(ignore=["initial_weights"], logger=False)  # loggers get the run config
+        self.save_hyperparameters(ignore=["initial_weights", "others"], logger=False)  # loggers get the run config
         self.tokenizer = Vocabularies.from_dict(tokenizer)
         ids = self.tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
@@ -74,7 +80,8 @@ class TranslationModule(L.LightningModule):
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
         self.quantize = check_quantize(quantize)
-        self.int8 = Int8Copy(self.model)
+        self.others = torch.nn.ModuleList(others or [])
+        self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, self.quantize)
         self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
         self._rows: list[Row] = []
         self._stats = torch.zeros(3, dtype=torch.float64)  # loss sum, nll sum, tokens
@@ -121,7 +128,11 @@ class TranslationModule(L.LightningModule):
     def losses(self, batch: dict, compiled: CompiledStep | None = None
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed loss and NLL summed over the batch's target tokens, and their count, for a
-        padded or a packed batch (its `packing`). compiled: the compiled regions; None = eager."""
+        padded or a packed batch (its `packing`). compiled: the compiled regions; None = eager. An
+        ensemble's: of the members' averaged probabilities (their logarithm is its own log-softmax)."""
+        if len(self.others):
+            lprobs = Ensemble([self.model, *self.others])(batch["src"], batch["tgt_in"])
+            return label_smoothed_nll_loss(lprobs, batch["tgt_out"], self.hparams.label_smoothing, self.pad_id)
         states = self.model.features(batch["src"], batch["tgt_in"], batch.get("packing"),
                                      compiled.runners if compiled else None)
         out = self.model.output_proj
@@ -141,24 +152,13 @@ class TranslationModule(L.LightningModule):
         return loss
 
     # ------------------------------------------------------------------ validation and test
-    @torch.no_grad()
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
-        """The n-best (detokenized text, score) of each source row, best first: the path from token
-        ids to the text that validation, test and evaluate score (task=translate runs the same
-        search and detokenizer itself, for target prefixes and alignments: tasks/translate.py).
-        Without `search`: the checkpoint's decoding, on the int8 copy with quantize=int8."""
-        quantized = search is None and self.quantize == "int8"
-        hyps = (search or self.search)(self.int8.get() if quantized else self.model, src, self.bos_id,
-                                       self.eos_id)
-        texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
-        return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
-
-    def int8_model(self) -> torch.nn.Module:
-        """The int8 copy of the model that quantize=int8 decodes with."""
-        return self.int8.get()
+        """The n-best (detokenized text, score) of each source row, best first (`Translator`).
+        Without `search`: the checkpoint's decoding, with the int8 rule."""
+        return self.translator.translate(src, search)
 
     def on_train_start(self) -> None:
-        self.int8.forget()  # the weights are about to change
+        self.translator.forget()  # the weights are about to change
 
     def on_validation_epoch_start(self) -> None:
         self.start_evaluation()
@@ -170,7 +170,7 @@ class TranslationModule(L.LightningModule):
         self.end_evaluation("val")
 
     def on_test_epoch_start(self) -> None:
-        self.int8.forget()  # the weights may have changed since the copy was made
+        self.translator.forget()  # the weights may have changed since the copies were made
         self.start_evaluation()
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
