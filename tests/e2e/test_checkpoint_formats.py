@@ -8,7 +8,15 @@ from tests.helpers import ROOT, compose_config
 from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.checkpoints import current_decoding, load_module
+from transformer_mt.tasks.checkpoints import load_module, read_checkpoint
+from transformer_mt.tasks.upgrades import (
+    UPGRADES,
+    current_decoding,
+    decoding_with_search_options,
+    sizes_from_the_tokenizer,
+    tokenizer_as_hyper_parameter,
+    upgrade,
+)
 
 # written by the code of 2026-11-22 (commit "Dashboards: ..."): model d_model 16, 1 + 1 layers, toy data
 # with 10 test sentences, one epoch; its test translations and chrF as that code produced them
@@ -72,3 +80,30 @@ def test_a_checkpoint_whose_ids_disagree_with_its_tokenizer_is_one_line(tmp_path
     with pytest.raises(ConfigError, match=r"bad.ckpt: its tokenizer does not match its model: eos_id=7 \(its "
                                           r"tokenizer: 2\)"):
         load_module(tmp_path / "bad.ckpt")
+
+
+def test_each_upgrade_brings_a_checkpoint_of_its_era_to_the_next_and_leaves_a_newer_one_alone():
+    """The upgrades, in order, on the 2026-11-22 fixture (tokenizer beside the hyper-parameters, sizes
+    and ids as hyper-parameters, flat decoding options) and on the shipped model (tokenizer as a
+    hyper-parameter, sizes and ids too, flat beam options with quantize in the decoding); each step
+    changes only what its era wrote."""
+    assert [step.__name__ for step in UPGRADES] == [
+        "tokenizer_as_hyper_parameter", "sizes_from_the_tokenizer", "decoding_with_search_options"]
+    legacy = torch.load(LEGACY, weights_only=True)
+    first = tokenizer_as_hyper_parameter(legacy)
+    assert "tokenizer" not in first and first["hyper_parameters"]["tokenizer"] == legacy["tokenizer"]
+    second = sizes_from_the_tokenizer(first)
+    assert {"src_vocab_size", "pad_id", "eos_id"} & set(second["hyper_parameters"]) == set()
+    third = decoding_with_search_options(second)
+    assert third["hyper_parameters"]["decoding"]["options"]["max_len_b"] == 10
+    assert upgrade(legacy) == third and read_checkpoint(LEGACY)["hyper_parameters"] == third["hyper_parameters"]
+    assert upgrade(third) == third  # today's layout passes through every step unchanged
+    shipped = torch.load(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt", weights_only=True, mmap=True)
+    assert tokenizer_as_hyper_parameter(shipped) is shipped  # its tokenizer is a hyper-parameter already
+    sized = sizes_from_the_tokenizer(shipped)["hyper_parameters"]
+    assert "pad_id" in shipped["hyper_parameters"] and "pad_id" not in sized
+    decoding = decoding_with_search_options(shipped)["hyper_parameters"]
+    assert decoding["quantize"] == "none" and decoding["decoding"]["length_norm"]["alpha"] == 1.0
+    joint = {"hyper_parameters": {"model": {}}, "tokenizer": "{}"}  # the first checkpoints: one JSON string
+    assert tokenizer_as_hyper_parameter(joint)["hyper_parameters"]["tokenizer"] == {
+        "src": {"kind": "tokenizers", "data": "{}"}, "tgt": None}

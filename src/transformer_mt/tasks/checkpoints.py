@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.upgrades import upgrade
 
 
 def describe_corpus(data: dict) -> str:
@@ -44,8 +45,9 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
 
 
 def read_checkpoint(path: Path) -> dict:
-    """A checkpoint loaded as plain data (weights_only=True, on the CPU). Memory-mapped: tensors are
-    read only when used, so looking at a checkpoint's tokenizer or metrics costs little."""
+    """A checkpoint loaded as plain data (weights_only=True, on the CPU), in today's layout whatever
+    version wrote it (tasks/upgrades.py). Memory-mapped: tensors are read only when used, so looking
+    at a checkpoint's tokenizer or metrics costs little."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a truncated or foreign file: say which one
@@ -55,63 +57,22 @@ def read_checkpoint(path: Path) -> dict:
             or "model" not in (checkpoint.get("hyper_parameters") or {}):
         raise ConfigError(f"ckpt_path={path}: not a transformer-mt checkpoint (it has no state_dict and model "
                           "hyper-parameters)")
-    return checkpoint
+    try:
+        return upgrade(checkpoint)
+    except ValueError as err:
+        raise ConfigError(f"ckpt_path={path}: {err}") from None
 
 
 def checkpoint_tokenizer(checkpoint: dict) -> dict | None:
-    """The vocabularies of a checkpoint as plain data: the module's `tokenizer` hyper-parameter, or
-    where checkpoints written before it kept them (a top-level "tokenizer": that dict, or in the
-    first checkpoints one joint `tokenizers` JSON string)."""
-    saved = checkpoint.get("hyper_parameters", {}).get("tokenizer") or checkpoint.get("tokenizer")
-    if isinstance(saved, str):
-        saved = {"src": {"kind": "tokenizers", "data": saved}, "tgt": None}
-    return saved
-
-
-SEARCH_OPTIONS = ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "use_cache", "check_every")
-
-
-def current_decoding(decoding: dict) -> tuple[dict, str | None]:
-    """A checkpoint's decoding config as this version writes it, and the quantize it held (None: it
-    held none). Checkpoints written before SearchOptions kept the options of every search flat
-    beside its own, beam search's length normalization as a name (fairseq | gnmt) and
-    `length_penalty`, and `quantize`."""
-    decoding = dict(decoding)
-    quantize = decoding.pop("quantize", None)
-    if "options" not in decoding:
-        options = {key: decoding.pop(key) for key in SEARCH_OPTIONS if key in decoding}
-        decoding["options"] = {"_target_": "transformer_mt.decoding.SearchOptions", **options}
-    if str(decoding.get("_target_", "")).endswith("BeamSearch") and not isinstance(decoding.get("length_norm"), dict):
-        name, alpha = decoding.pop("length_norm", "fairseq"), decoding.pop("length_penalty", 1.0)
-        norm = "GnmtLength" if name == "gnmt" else "PowerLength"
-        decoding["length_norm"] = {"_target_": f"transformer_mt.decoding.{norm}", "alpha": alpha}
-    return decoding, quantize
-
-
-DERIVED = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")  # said by the tokenizer
-
-
-def check_special_ids(path: Path, hparams: dict) -> None:
-    """Checkpoints written before the module derived them from its tokenizer kept the vocabulary
-    sizes and special ids as hyper-parameters: they are removed from `hparams`, and must be what the
-    tokenizer says."""
-    from transformer_mt.data.tokenizer import Vocabularies
-
-    saved = {key: hparams.pop(key) for key in DERIVED if key in hparams}
-    if not saved:
-        return
-    vocab = Vocabularies.from_dict(hparams["tokenizer"])
-    derived = {"src_vocab_size": vocab.src.vocab_size, "tgt_vocab_size": vocab.tgt.vocab_size, **vocab.special_ids()}
-    wrong = [f"{key}={value} (its tokenizer: {derived[key]})" for key, value in saved.items() if derived[key] != value]
-    if wrong:
-        raise ConfigError(f"ckpt_path={path}: its tokenizer does not match its model: {', '.join(wrong)}")
+    """The vocabularies of a checkpoint (as `read_checkpoint` gives it) as plain data."""
+    return checkpoint["hyper_parameters"].get("tokenizer")
 
 
 def load_module(path: Path | list[Path], decoding: dict | DictConfig | None = None, quantize: str | None = None):
     """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
     weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
     searches with that strategy instead of its own, with `quantize` (int8 | none) with that instead
-    of its own. Checkpoints of earlier versions load too (current_decoding). Several paths: an
+    of its own. Checkpoints of earlier versions load too (tasks/upgrades.py). Several paths: an
     ensemble, the first checkpoint's module with the others' models as its other members; members
     must share their vocabularies (two that do not are one line naming both files)."""
     from transformer_mt.data.tokenizer import Vocabularies
@@ -132,15 +93,9 @@ def module_arguments(path: Path, decoding: dict | DictConfig | None = None, quan
     """The TranslationModule arguments `load_module` builds a checkpoint's module from."""
     checkpoint = read_checkpoint(path)
     hparams = dict(checkpoint["hyper_parameters"])
-    if "tokenizer" not in hparams:  # written before the tokenizer was a hyper-parameter
-        hparams["tokenizer"] = checkpoint_tokenizer(checkpoint)
-        if hparams["tokenizer"] is None:
-            raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
-    check_special_ids(path, hparams)
-    hparams["decoding"], saved_quantize = current_decoding(hparams["decoding"])
-    if hparams.get("val_decoding"):
-        hparams["val_decoding"] = current_decoding(hparams["val_decoding"])[0]
-    hparams["quantize"] = quantize or hparams.get("quantize") or saved_quantize or "none"
+    if hparams["tokenizer"] is None:
+        raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
+    hparams["quantize"] = quantize or hparams.get("quantize") or "none"
     if decoding is not None:
         hparams["decoding"] = plain(decoding)
     weights = {name.removeprefix("model."): value for name, value in checkpoint["state_dict"].items()}
