@@ -66,6 +66,8 @@ def decoding_with_search_options(checkpoint: dict) -> dict:
     """Until 2026-11-26 (SearchOptions) the decoding configs were flat (`current_decoding`), and the
     decoding held `quantize`, now a hyper-parameter of its own."""
     hparams = dict(checkpoint["hyper_parameters"])
+    if "decoding" not in hparams:
+        return checkpoint
     hparams["decoding"], quantize = current_decoding(hparams["decoding"])
     if hparams.get("val_decoding"):
         hparams["val_decoding"] = current_decoding(hparams["val_decoding"])[0]
