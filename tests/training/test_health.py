@@ -1,11 +1,14 @@
 """The step timers of TrainingHealth: the host clock on a CPU, CUDA events on a GPU (their logic
-checked with fake events, so it runs without CUDA)."""
+checked with fake events, so it runs without CUDA), read only on logged steps."""
 
 import time
 
 import pytest
 import torch
 
+from tests.helpers import compose_config
+from transformer_mt.tasks.train import run
+from transformer_mt.training import health
 from transformer_mt.training.health import CudaTimer, HostTimer, timer_for
 
 
@@ -57,3 +60,26 @@ def test_timer_for_picks_events_on_cuda_and_the_host_clock_elsewhere():
     assert type(timer_for(torch.device("cuda"))) is CudaTimer
     assert type(timer_for(torch.device("cuda", 1))) is CudaTimer
     assert type(timer_for(torch.device("cpu"))) is HostTimer
+
+
+class CountingTimer(HostTimer):
+    """The host clock, counting the reads: on a GPU each read of a CudaTimer waits for the device."""
+
+    reads: list[int] = []
+
+    def seconds(self) -> float:
+        CountingTimer.reads.append(1)
+        return super().seconds()
+
+
+def test_the_step_timer_is_read_once_per_logged_step_also_with_gradient_accumulation(tmp_path, monkeypatch):
+    """8 optimizer steps of two batches each, logged every 2 steps: 4 reads of the timer (on a GPU,
+    4 waits for the device), none on the batch after a logging step (whose global step is still
+    the logged one)."""
+    monkeypatch.setattr(health, "timer_for", lambda device: CountingTimer())
+    CountingTimer.reads = []
+    metrics = run(compose_config(tmp_path, [
+        "trainer.max_steps=8", "trainer.accumulate_grad_batches=2", "trainer.log_every_n_steps=2",
+        "data.corpus.num_train=400", "data.corpus.num_val=5", "data.corpus.num_test=5", "data.max_tokens=256",
+        "trainer.limit_val_batches=0", "trainer.limit_test_batches=1"]))
+    assert metrics["steps"] == 8 and len(CountingTimer.reads) == 4

@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import Callback
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.flops import training_flops
-from transformer_mt.training.steps import logged_step
+from transformer_mt.training.steps import StepWatch, logged_step
 
 # Dense bf16 / fp16 tensor-core peak FLOP/s per GPU (vendor data sheets), and the fp32 peak without
 # tensor cores; looked up by a name contained in torch.cuda.get_device_name(), first match wins.
@@ -101,6 +101,7 @@ class TrainingHealth(Callback):
             raise ConfigError(f"callbacks.training_health.peak_flops={peak_flops!r}: must be a number > 0 or null")
         self.peak_flops = float(peak_flops) if peak_flops is not None else None
         self.timer: HostTimer | CudaTimer = HostTimer()
+        self.watch = StepWatch()
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.timer = timer_for(trainer.strategy.root_device)
@@ -119,12 +120,13 @@ class TrainingHealth(Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict,
                              batch_idx: int) -> None:
+        self.watch.start(trainer)
         self.timer.start()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
                            batch_idx: int) -> None:
         self.timer.stop()
-        if not logged_step(trainer, trainer.global_step):
+        if not self.watch.logged(trainer):  # with accumulation, only the batch that made the logged step
             return
         seconds = max(self.timer.seconds(), 1e-9)
         rows = batch["id"].numel()  # sentence pairs, padded or packed
