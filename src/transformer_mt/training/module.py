@@ -32,6 +32,17 @@ from transformer_mt.training.translator import Translator
 log = logging.getLogger(__name__)
 
 
+def transformer(tokenizer: Vocabularies, model: dict, weights: dict[str, torch.Tensor] | None) -> Transformer:
+    """The Transformer of `model`'s keys for these vocabularies (their sizes and pad id), with
+    `weights` loaded if given."""
+    net = Transformer(TransformerConfig(src_vocab_size=tokenizer.src.vocab_size,
+                                        tgt_vocab_size=tokenizer.tgt.vocab_size,
+                                        pad_id=tokenizer.special_ids()["pad_id"], **model))
+    if weights is not None:
+        net.load_state_dict(weights)
+    return net
+
+
 class TranslationModule(L.LightningModule):
     def __init__(
         self,
@@ -61,10 +72,8 @@ class TranslationModule(L.LightningModule):
         compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
         decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
         backend); evaluation stays eager. quantize: int8 decodes test, evaluate, translate and
-        score with an int8 copy of the linear layers (CPU), of every member of an ensemble.
-        others: the other members of an ensemble (task=evaluate, translate and score with
-        ckpt_path=[a,b,...]; such a module is never trained or saved): evaluation, translation and
-        scoring then run the members' averaged probabilities (decoding/ensemble.py)."""
+        score with each member's int8 copy of the linear layers (CPU). others: an ensemble's other
+        members (evaluate, translate, score with ckpt_path=[a,b,...]; never trained or saved)."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
@@ -72,11 +81,7 @@ class TranslationModule(L.LightningModule):
         self.tokenizer = Vocabularies.from_dict(tokenizer)
         ids = self.tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
-        self.model = Transformer(TransformerConfig(src_vocab_size=self.tokenizer.src.vocab_size,
-                                                   tgt_vocab_size=self.tokenizer.tgt.vocab_size, pad_id=self.pad_id,
-                                                   **model))
-        if initial_weights is not None:
-            self.model.load_state_dict(initial_weights)
+        self.model = transformer(self.tokenizer, model, initial_weights)
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
         self.quantize = check_quantize(quantize)
