@@ -696,9 +696,8 @@ def loop_main() -> None:
         systems.append(train_hf(args, cfg, table, device, peak))
     result = {"benchmark": "train_speed --loop", "model": args.model, "parameters": ours["parameters"],
               "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision,
-              "compile": args.compile or False,
-              "pad_to_multiple": args.pad_to_multiple, "packed": args.packed, "warmup_steps": args.warmup,
-              "timed_steps": args.steps, "profile_steps": args.profile_steps,
+              "compile": args.compile or False, "pad_to_multiple": args.pad_to_multiple, "packed": args.packed,
+              "warmup_steps": args.warmup, "timed_steps": args.steps, "profile_steps": args.profile_steps,
               "device": args.device,
               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
               "threads": torch.get_num_threads(), "torch": torch.__version__, "peak_tflops": peak / 1e12,
