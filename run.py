@@ -8,7 +8,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from transformer_mt.errors import ConfigError
 from transformer_mt.multirun import child_argv
+from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
@@ -24,4 +26,8 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     sys.argv = child_argv(sys.argv, os.environ)  # a DDP rank of a multirun job runs that job
+    try:
+        refuse_old_keys(sys.argv[1:])  # an old spelling: one line naming its new key, before Hydra's error
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
     main()

@@ -46,6 +46,16 @@ def padded_sources() -> torch.Tensor:
     return src
 
 
+def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """padded_sources() and four target rows of 6, 3, 5 and 1 tokens (BOS first), padded with 0."""
+    src = padded_sources()
+    tgt = torch.randint(4, 50, (4, 6))
+    tgt[:, 0] = 1
+    for row, length in enumerate([6, 3, 5, 1]):
+        tgt[row, length:] = 0
+    return src, tgt
+
+
 def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_dir: Path | None = None) -> DictConfig:
     """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
     its cache at cache_dir (default: output_dir/.cache)."""
@@ -81,7 +91,7 @@ def assert_clean_failure(result: subprocess.CompletedProcess, expected: str) -> 
 
 def assert_nothing_half_written(tmp_path: Path) -> None:
     """No temporary entry in the cache; the run directory keeps only what was asked and why it
-    failed (config.yaml, .hydra/, run.log), as the README says."""
+    failed (config.yaml, .hydra/, run.log), as docs/faults.md says."""
     cache = tmp_path / "cache"
     assert not cache.exists() or not any(p.name.startswith(".") for p in cache.iterdir())
     run_dir = tmp_path / "run"

@@ -19,8 +19,8 @@ from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DiskFull, find_user_error
-from transformer_mt.tasks.outputs import write_json, write_translations
-from transformer_mt.training.checkpointing import AtomicCheckpointIO
+from transformer_mt.tasks.runs.outputs import write_json, write_translations
+from transformer_mt.training.atomic_io import AtomicCheckpointIO
 from transformer_mt.training.results import Row
 
 NO_SPACE = "No space left on device"

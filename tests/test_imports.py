@@ -2,6 +2,7 @@
 from lower layers or from its own package, and no two modules import each other at load time."""
 
 import ast
+import re
 from pathlib import Path
 
 from tests.helpers import ROOT
@@ -10,13 +11,14 @@ PACKAGE = ROOT / "src" / "transformer_mt"
 # what each part of transformer_mt may build on: lower numbers only (its own package aside)
 LAYERS = {
     "errors": 0,
-    "validate": 1, "atomic": 1, "config": 1, "markdown": 1,  # helpers every layer may use
+    "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1,  # helpers every layer may use
     "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data
     "decoding": 4, "interop": 4,  # decoding uses the model's public API only
     "training": 5,  # joins model, data, evaluation
-    "tasks": 6,  # a Hydra config into one job
+    "checkpoints": 6,  # reading, loading and averaging checkpoints: the library API tasks and experiments use
+    "tasks": 7,  # a Hydra config into one job
 }
 
 
@@ -30,10 +32,18 @@ def part(module: str) -> str:
     return module.split(".")[1]
 
 
+def type_only(node: ast.stmt) -> list[ast.stmt]:
+    """The statements of a module-level `if TYPE_CHECKING:` block (imports for annotations only)."""
+    if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        return node.body
+    return []
+
+
 def imports(path: Path, load_time_only: bool) -> set[str]:
-    """The transformer_mt modules `path` imports (at load time only: not inside functions)."""
+    """The transformer_mt modules `path` imports (at load time only: not inside functions; imports
+    for type checking count as load-time ones, so that no cycle hides behind TYPE_CHECKING)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = tree.body if load_time_only else list(ast.walk(tree))
+    nodes = [*tree.body, *(s for n in tree.body for s in type_only(n))] if load_time_only else list(ast.walk(tree))
     found = set()
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("transformer_mt."):
@@ -81,3 +91,31 @@ def test_no_import_cycle_at_load_time():
     for module in sorted(graph):
         if module not in state:
             visit(module, [])
+
+
+TASKS = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
+
+
+def test_the_tasks_package_shows_its_entry_points():
+    """tasks/ holds one module per task (conf/task/<name>.yaml names its run function there) and
+    its helpers in named subpackages."""
+    top = PACKAGE / "tasks"
+    assert sorted(p.stem for p in top.glob("*.py") if p.stem != "__init__") == TASKS
+    assert sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__") == ["lines", "runs"]
+
+
+def test_no_two_modules_share_a_confusable_name():
+    """Module and package names, without a plural `s` or an `ing`, are unique across the package
+    (the task modules, named after their `task=` option, aside)."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.name == "__init__.py" or "__pycache__" in path.parts or not (path.is_dir() or path.suffix == ".py"):
+            continue
+        if path.parent == PACKAGE / "tasks" and path.stem in TASKS:
+            continue
+        stem = re.sub(r"(ing|s)$", "", path.stem)
+        if stem in seen:
+            clashes.append(f"{seen[stem]} ~ {path.relative_to(PACKAGE)}")
+        seen.setdefault(stem, str(path.relative_to(PACKAGE)))
+    assert not clashes, clashes

@@ -4,7 +4,7 @@ base model, forward + backward, on the batches a training run gets.
     python experiments/benchmarks/attention_speed.py [--device cuda|cpu] [--tokens 25000] [--batches 8]
         [--reps 5] [--heads 8] [--d-k 64] [--dtype bf16|fp32] [--smoke] [--json PATH]
 
-Sentence lengths as train_speed.py --loop draws them (`synthetic_pairs`: lognormal, median 25
+Sentence lengths as loop_speed.py draws them (synthetic.py's `synthetic_pairs`: lognormal, median 25
 tokens, the target's correlated with the source's), cut into --tokens batches by
 `TokenBudgetBatchSampler` and collated by `Collator` twice, padded and packed (`data.packed`). For
 each batch and kind (encoder self-attention, decoder self-attention, cross-attention), the same Q, K,
@@ -35,11 +35,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_speed import BOS, EOS, PAD, synthetic_pairs  # noqa: E402
+from sdpa_backends import SdpaCall, backend_of  # noqa: E402
+from synthetic import BOS, EOS, PAD, synthetic_pairs  # noqa: E402
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset  # noqa: E402
 from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel  # noqa: E402
-from transformer_mt.model.backends import SdpaCall, backend_of  # noqa: E402
 from transformer_mt.packing import Packed, Varlen  # noqa: E402
 
 KINDS = ("encoder_self", "decoder_self", "cross")

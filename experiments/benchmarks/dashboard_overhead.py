@@ -1,5 +1,5 @@
 """What the dashboards cost: the same training run with the dashboard callbacks (translation
-tables, attention heatmaps, learning curves, training health; logger=many) and without them
+tables, attention heatmaps, learning curves, the step meter; logger=many) and without them
 (logger=csv, those callbacks removed), in one process, one after the other.
 
     python experiments/benchmarks/dashboard_overhead.py                      # the toy default job
@@ -31,7 +31,7 @@ from transformer_mt.tasks import build, train  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
 from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
 
-OFF = ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves", "~callbacks.training_health"]
+OFF = ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves", "~callbacks.step_meter"]
 TIMER = "+callbacks.validation_clock._target_=__main__.ValidationClock"
 
 

@@ -32,13 +32,13 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
-from transformer_mt.tasks.checkpoints import load_module
 
 BATCH = 64
 THREADS = 2  # on the CPU

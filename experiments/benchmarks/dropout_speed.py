@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import train_sentencepiece
-from transformer_mt.tasks.checkpoints import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()

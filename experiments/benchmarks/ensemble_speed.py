@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.ensemble import Ensemble
-from transformer_mt.tasks.checkpoints import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()

@@ -7,7 +7,7 @@
 Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
 torch, triton, the signature of torch's varlen_attn), then the `speed` group, most important
-first and the compiled steps last: `base` (train_speed.py --loop, model=base, 25k-token batches,
+first and the compiled steps last: `base` (loop_speed.py, model=base, 25k-token batches,
 bf16, eager, with --peer hf and --profile-steps 3: the same-card baseline), `base+packed`, `loss`
 (loss_speed.py), `attention` (attention_speed.py), `big`, `big+packed`, `base+packed+compile`,
 `base+compile`, `big+compile` (each recompilation's reason logged, TORCH_LOGS=recompiles), and
@@ -30,7 +30,8 @@ a `big` step that would repeat its `base` step's run skipped; the compiled steps
 inductor's graphs without its code generation, which takes minutes on a CPU; loss and attention
 at their --smoke sizes; made-up sentences as a Multi30k folder): a minute or two with --device cpu.
 
-Only the standard library here: every step runs in its own process, so a step that cannot even
+Only the standard library here (and in machine.py, what the machine has, and results_files.py,
+results.json and results.md): every step runs in its own process, so a step that cannot even
 import still leaves the others and the report.
 """
 
@@ -39,62 +40,23 @@ import csv
 import glob
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import ENVIRONMENT, cuda_libraries, data_dir, datasets_folder, version  # noqa: E402
+from results_files import merged, save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 GROUPS = ("speed", "runs")
-
-ENVIRONMENT = """
-import inspect, json, os, platform, torch
-from importlib import metadata
-from transformer_mt.model import attention
-cuda = torch.cuda.is_available()
-try:
-    from torch.nn.attention.varlen import varlen_attn
-    signature = str(inspect.signature(varlen_attn))
-except ImportError:
-    signature = None
-try:
-    triton = metadata.version("triton")
-except metadata.PackageNotFoundError:
-    triton = None
-print(json.dumps({"torch": torch.__version__, "python": platform.python_version(), "cuda_available": cuda,
-                  "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name() if cuda else None,
-                  "capability": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
-                  "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
-                  "cpu_count": os.cpu_count(), "triton": triton, "varlen_attn_signature": signature,
-                  "varlen_kernel_used": attention.varlen_attn is not None}))
-"""
-
-
-def version(package: str) -> tuple[int, int]:
-    """An installed package's (major, minor); (0, 0) when it is not installed."""
-    try:
-        return tuple(int(x) for x in metadata.version(package).split(".")[:2])  # type: ignore[return-value]
-    except (metadata.PackageNotFoundError, ValueError):
-        return (0, 0)
-
-
-def datasets_folder() -> str:
-    """The folder of .gpu-wheels (experiments/gpu/wheels.sh fills three) with the datasets release this
-    machine's pyarrow and huggingface_hub can run: 5.x needs pyarrow >= 24 and hub >= 1.31, 4.4
-    pyarrow >= 21 and hub < 2, 4.0 pyarrow >= 15."""
-    arrow, hub = version("pyarrow"), version("huggingface_hub")
-    if arrow >= (24, 0) and hub >= (1, 31):
-        return "datasets-5"
-    return "datasets-4.4" if arrow >= (21, 0) and hub < (2, 0) else "datasets-4.0"
 
 
 def log(message: str) -> None:
@@ -182,7 +144,7 @@ def environment(runner: Runner) -> dict:
 
 
 def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
-    """train_speed.py --loop for a step named model[+packed][+compile][+pad8]; the eager padded one
+    """loop_speed.py for a step named model[+packed][+compile][+pad8] (train_speed/<that>); the eager padded one
     (the baseline) also with the HF peer and a profile. pad8: lengths padded to a multiple of 8.
     Compiled steps log every recompilation's reason (TORCH_LOGS=recompiles), counted in the figures.
     --smoke: model=tiny whatever the name says, and aot_eager for inductor (no code generation)."""
@@ -193,7 +155,7 @@ def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
     precision = "32-true" if device == "cpu" else "bf16-mixed"
     sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
              else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
-    command = [PY, "experiments/benchmarks/train_speed.py", "--loop", "--model", "tiny" if smoke else model,
+    command = [PY, "experiments/benchmarks/loop_speed.py", "--model", "tiny" if smoke else model,
                "--device", device, "--precision", precision, *sizes, "--json", str(result),
                *(["--compile", "aot_eager" if smoke else "inductor"] if compile_ else []),
                *(["--packed"] if packed else []), *(["--pad-to-multiple", "8"] if pad8 else []),
@@ -264,39 +226,6 @@ def train_job(runner: Runner, name: str, overrides: list[str], limit_s: float, e
     if record["status"] == "ok" and "test/bleu" not in record["figures"]:
         record["status"], record["error"] = "failed", "the run wrote no test/bleu (metrics.json)"
     return run_dir
-
-
-def smoke_multi30k(folder: Path) -> Path:
-    """Made-up sentence pairs (the target: the source's words reversed, each capitalized) as a
-    Multi30k folder (train, val, test2016 .en/.de): the data of --smoke."""
-    rng = random.Random(0)
-    words = "a the dog cat man woman child ball park street red blue big small runs plays sits looks".split()
-    (folder / "multi30k").mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", 300), ("val", 20), ("test2016", 20)):
-        sources = [rng.choices(words, k=rng.randint(3, 12)) for _ in range(n)]
-        (folder / "multi30k" / f"{split}.en").write_text("".join(" ".join(s) + "\n" for s in sources))
-        (folder / "multi30k" / f"{split}.de").write_text(
-            "".join(" ".join(w.capitalize() for w in reversed(s)) + "\n" for s in sources))
-    return folder
-
-
-def data_dir(smoke: bool, work: Path) -> Path | None:
-    """Where Multi30k is: with --smoke made-up sentences (the same minute on any machine), else
-    $DATA_DIR, else .gpu-data, else None."""
-    if smoke:
-        return smoke_multi30k(work / "smoke-data")
-    for candidate in (os.environ.get("DATA_DIR"), str(ROOT / ".gpu-data")):
-        if candidate and (Path(candidate) / "multi30k" / "train.en").is_file():
-            return Path(candidate).resolve()
-    return None
-
-
-def cuda_libraries() -> dict:
-    """LD_LIBRARY_PATH with the CUDA libraries that torch's pip packages bring (site-packages/nvidia/*/lib):
-    CTranslate2's wheel loads cuBLAS by name and does not look there."""
-    folders = [f for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-               for f in sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))]
-    return {"LD_LIBRARY_PATH": os.pathsep.join([*folders, *filter(None, [os.environ.get("LD_LIBRARY_PATH")])])}
 
 
 def decode(runner: Runner, run_dir: Path, data: Path, device: str, smoke: bool) -> None:
@@ -397,131 +326,6 @@ def run_step(runner: Runner, name: str, smoke: bool, device: str) -> None:
         decode(runner, run_dir, data, device, smoke)
 
 
-# ------------------------------------------------------------------------------------- report
-def number(value, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2e}"
-    return str(value).replace("|", "/").replace("\n", " ")
-
-
-def table(rows: list[dict], columns: list[str] | None = None) -> list[str]:
-    """Rows of dicts as a Markdown table (columns: the union of their keys but nested values)."""
-    if not rows:
-        return []
-    columns = columns or list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, dict | list)))
-    return [f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"] + [
-        f"| {' | '.join(number(r.get(c)) for c in columns)} |" for r in rows]
-
-
-def benchmark_tables(steps: dict) -> list[str]:
-    """The tables of the loss_speed and attention_speed steps."""
-    out = []
-    loss = steps.get("loss_speed", {}).get("figures")
-    if loss:
-        out += ["", "## Output layer + loss, forward + backward (`loss_speed.py`)", "",
-                f"{loss['rows']:,} rows x vocabulary {loss['vocab']:,}, {loss['precision']}; median of {loss['reps']}; "
-                "diffs against the plain fp32 loss (loss per token; gradients over their largest value).", ""]
-        out += table([{"d": w["d"], "system": s["system"], "status": s["status"], "ms": s.get("ms"),
-                       "previous / this": s.get("speedup_vs_previous"), "peak GB": s.get("peak_gb"),
-                       "loss diff": s.get("loss_diff"), "grad diff": s.get("grad_rel_diff"),
-                       "first pass s": s.get("first_pass_s"), "note": s.get("note")}
-                      for w in loss["widths"] for s in w["systems"]])
-    attention = steps.get("attention_speed", {}).get("figures")
-    if attention:
-        out += ["", "## Attention, padded against packed, forward + backward (`attention_speed.py`)", "",
-                f"{len(attention['batches'])} batches of {attention['max_tokens']:,} tokens, "
-                f"{attention['heads']} heads x {attention['d_k']}, {attention['dtype']}; ms per batch; "
-                "padding: of the score entries.", ""]
-        out += table([{"attention": kind, "padded kernel": f["padded_backend"], "packed kernel": f["packed_kernel"],
-                       "padded ms": f["padded_ms"], "packed ms": f["packed_ms"],
-                       "padded / packed": f["padded_over_packed"], "padding %": 100 * f["padding"],
-                       "max diff out": f["out_max_abs_diff"], "max diff grad": f["grad_max_abs_diff"]}
-                      for kind, f in attention["kinds"].items()])
-    return out
-
-
-def first_line(step: dict) -> str:
-    text = step.get("error") or step.get("note") or ""
-    return text.splitlines()[0] if text else ""
-
-
-def markdown(results: dict) -> str:
-    meta, steps = results["meta"], results["steps"]
-    out = [f"# GPU run: {meta['date']}", "",
-           f"{meta.get('gpu') or 'CPU'}, torch {meta.get('torch')}, CUDA {meta.get('cuda')}, "
-           f"python {meta.get('python')}{', smoke sizes' if meta['smoke'] else ''}; `{meta['command']}`", "",
-           "## Steps", ""]
-    out += table([{"step": n, "status": s["status"], "seconds": s.get("seconds"), "error": first_line(s)}
-                  for n, s in steps.items()])
-    speed = [(n, s["figures"]) for n, s in steps.items() if n.startswith("train_speed/") and s["figures"]]
-    if speed:
-        out += ["", "## Training throughput (`train_speed.py --loop`)", ""]
-        out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"],
-                       "packed": s.get("packed", False), "precision": f["precision"],
-                       "tokens/batch": f["max_tokens"], "target tok/s": round(s["target_tokens_per_s"]),
-                       "src+tgt tok/s": round(s["tokens_per_s"]), "step ms": s["step_ms"],
-                       "max step ms": s["step_ms_max"], "TFLOP/s": s["tflops"], "MFU %": 100 * s["mfu"],
-                       "peak GPU GB": s["peak_memory_gb"], "padding %": 100 * s["padding"],
-                       "warm-up s": s["warmup_s"], "graphs": s.get("graphs")} for _, f in speed for s in f["systems"]])
-        out += ["", f"MFU against {speed[0][1]['peak_tflops']:.3g} TFLOP/s ({speed[0][1]['peak_source']}); "
-                "warm-up s: the untimed first steps, compilation included; graphs: those torch.compile made.", "",
-                "## Attention kernels (first training batch; packed: varlen or reference)", ""]
-        out += table([{"run": n.removeprefix("train_speed/"), "attention": kind, **call}
-                      for n, f in speed for kind, call in f["attention"].items()],
-                     ["run", "attention", "backend", "dtype", "q", "k", "mask", "is_causal", "dropout_p"])
-        profiles = [(n, s["profile"]) for n, f in speed for s in f["systems"] if s.get("profile")]
-        if profiles:
-            out += ["", "## Where a step's time goes (`--profile-steps`, ms per step)", ""]
-            out += table([{"run": n.removeprefix("train_speed/"), "basis": p["basis"], "steps": p["steps"],
-                           "wall": p["wall_ms_per_step"], **p["ms_per_step"]} for n, p in profiles])
-    out += benchmark_tables(steps)
-    runs = [(n, s["figures"]) for n, s in steps.items() if n in ("toy", "multi30k", "evaluate") and s["figures"]]
-    if runs:
-        keys = ["test/bleu", "test/bleu_tok_lc", "reproduced", "val/bleu_best", "tokens_per_sec", "train_seconds",
-                "steps", "epochs", "num_parameters", "train/mfu (mean, 2nd half)", "train/tflops (mean, 2nd half)",
-                "train/gpu_mem_gb (mean, 2nd half)"]
-        out += ["", "## Training runs", "", *table([{"run": n, **f} for n, f in runs], ["run", *keys])]
-    decoded = steps.get("decode", {}).get("figures")
-    if decoded:
-        out += ["", "## Decoding (`decode_speed.py`)", ""]
-        for key, value in decoded.items():
-            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-                out += [f"{key}:", "", *table(value), ""]
-            elif isinstance(value, dict) and value:  # the peers that could not run, with their errors
-                out.append(f"- {key}: " + "; ".join(f"{k}: {number(v)}" for k, v in value.items()))
-            elif not isinstance(value, dict | list):
-                out.append(f"- {key}: {number(value)}")
-    return "\n".join(out) + "\n"
-
-
-def scrub(value, out: Path):
-    """`value` (JSON data) with the machine's folders made generic, so that the files can be committed:
-    the project root dropped from paths, the temporary work folder as $WORK, --out as $OUT."""
-    if isinstance(value, dict):
-        return {k: scrub(v, out) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub(v, out) for v in value]
-    if not isinstance(value, str):
-        return value
-    value = re.sub(re.escape(tempfile.gettempdir()) + r"/gpu-run-[^/\s]+", "$WORK", value)
-    return value.replace(str(out), "$OUT").replace(f"{ROOT}/", "")
-
-
-def save(out: Path, meta: dict, steps: dict) -> list[str]:
-    """results.json and results.md as the steps stand (machine folders scrubbed); the failed steps."""
-    failed = [name for name, step in steps.items() if step["status"] == "failed"]
-    results = scrub({"meta": meta, "failed": failed, "steps": steps}, out)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "results.md").write_text(markdown(results))
-    return failed
-
-
 def write(out: Path, meta: dict, steps: dict) -> int:
     """results.json and results.md, the last time; 1 if any step failed."""
     failed = save(out, meta, steps)
@@ -529,13 +333,6 @@ def write(out: Path, meta: dict, steps: dict) -> int:
     return 1 if failed else 0
 
 
-def merge(out: Path, files: list[Path]) -> int:
-    """The steps of several results.json files in one (a later file's step replaces an earlier one's)."""
-    parts = [json.loads(f.read_text()) for f in files]
-    steps = {name: step for part in parts for name, step in part["steps"].items()}
-    meta = {**parts[0]["meta"], "command": " + ".join(p["meta"]["command"] for p in parts),
-            "date": " / ".join(dict.fromkeys(p["meta"]["date"] for p in parts))}
-    return write(out, meta, steps)
 
 
 def main() -> int:
@@ -551,7 +348,7 @@ def main() -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
-        return merge(out, args.merge)
+        return write(out, *merged(args.merge))
     names = step_names(args.only, args.steps)
     meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": args.device, "smoke": args.smoke,
             "command": " ".join(["experiments/gpu/run.sh", *sys.argv[1:]])}

@@ -5,7 +5,7 @@
 # from its last.ckpt, so the script can be stopped and run again). OVERRIDEs after `--` go to every
 # job.
 #   DATA_DIR=../shared/data bash experiments/multi30k/full.sh SWEEP SEED [SEED ...] [-- OVERRIDE ...]
-#   python run.py task=report sweep_dir=SWEEP
+#   python run.py task=report task.sweep_dir=SWEEP
 set -u
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then

@@ -6,7 +6,7 @@
 # jobs in SWEEP/0 ... SWEEP/7, run in two lanes of one thread each (lanes.sh: a finished job is
 # skipped, a stopped one resumed from its last.ckpt, so the script can be stopped and run again):
 #   DATA_DIR=../shared/data bash experiments/multi30k/screen.sh [SWEEP]
-#   python run.py task=report sweep_dir=SWEEP base_row=0
+#   python run.py task=report task.sweep_dir=SWEEP task.base_row=0
 set -u
 cd "$(dirname "$0")/../.."
 SWEEP=${1:-outputs/screen_1160}

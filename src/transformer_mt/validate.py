@@ -1,14 +1,18 @@
 """Value checks for constructors: one line naming the config key, e.g. `model.heads=0: must be an
-integer >= 1`, instead of a ZeroDivisionError later."""
+integer >= 1`, instead of a ZeroDivisionError later. Every check of a config value against a type,
+a range or a set of choices goes through `check`, so that each failure reads `KEY=VALUE: must be
+WHAT` (tests/test_validate.py keeps hand-written `must be` messages out); the predicates below
+(`integer`, `number`, `one_of`, and the (predicate, what) pairs PROBABILITY and BOOLEAN) are what
+it tests with. This module sits below every other: it imports transformer_mt.errors only."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from transformer_mt.errors import ConfigError
 
 
-def integer(low: int) -> Callable[[object], bool]:
-    """An int (not a bool) >= low."""
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+def integer(low: int, high: int | None = None) -> Callable[[object], bool]:
+    """An int (not a bool) from low to high (no upper bound if None)."""
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v <= high)
 
 
 def number(low: float, high: float | None = None, low_open: bool = False,
@@ -24,6 +28,20 @@ def number(low: float, high: float | None = None, low_open: bool = False,
 
 
 PROBABILITY = (number(0.0, 1.0, high_open=True), "a number in [0, 1)")
+
+
+def one_of(*choices) -> Callable[[object], bool]:
+    """Equal to one of `choices` and of its type (1 is not True, "true" is not True)."""
+    return lambda v: any(type(v) is type(c) and v == c for c in choices)
+
+
+BOOLEAN = (one_of(False, True), "true or false")
+
+
+def listing(choices: Iterable) -> str:
+    """The choices as words for `what`: `a, b or c`."""
+    words = [str(c).lower() if isinstance(c, bool) else str(c) for c in choices]
+    return " or ".join(filter(None, (", ".join(words[:-1]), words[-1])))
 
 
 def check(key: str, value, ok: Callable[[object], bool], what: str, nullable: bool = False) -> None:

@@ -196,7 +196,7 @@ def test_a_marian_vocabulary_has_no_bos_and_keeps_its_numbering(tokenizers):
 def test_vocab_size_must_be_an_integer_of_at_least_5(value):
     with pytest.raises(ConfigError) as err:
         TokenizerOptions(vocab_size=value)
-    assert str(err.value) == f"data.tokenizer.vocab_size={value}: must be an integer >= 5"
+    assert str(err.value) == f"data.tokenizer.vocab_size={value!r}: must be an integer >= 5"
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

@@ -131,9 +131,9 @@ def test_max_and_min_length_and_no_repeat_ngrams():
 
 
 def test_bad_options_name_the_key():
-    with pytest.raises(ConfigError, match="decoding.nbest"):
+    with pytest.raises(ConfigError, match=r"^decoding\.nbest=3: must be between 1 and decoding\.beam_size=2$"):
         BeamSearch(beam_size=2, nbest=3)
-    with pytest.raises(ConfigError, match="decoding.beam_size"):
+    with pytest.raises(ConfigError, match=r"^decoding\.beam_size=0: must be an integer >= 1$"):
         BeamSearch(beam_size=0)
 
 

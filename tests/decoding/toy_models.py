@@ -28,10 +28,11 @@ class MarkovModel:
     def encode(self, src):
         return src[:, :1].float()[:, :, None]  # the memory only says which table to use
 
-    def decode(self, tgt, memory, src, cache=None, beams=1):
+    def decode(self, tgt, memory, src, cache=None):
+        beams = 1 if cache is None else cache.beams
         if tgt.size(0) != beams * src.size(0):
             raise ValueError(f"{tgt.size(0)} prefixes for {src.size(0)} source rows with beams={beams}")
-        if cache is not None:
+        if cache is not None and cache.store:
             prefix = torch.cat([tgt[:, :0] if cache.prefix is None else cache.prefix, tgt], dim=1)
             cache.prefix = prefix
         else:
@@ -40,15 +41,15 @@ class MarkovModel:
         table = src[:, :1].repeat_interleave(beams, dim=0)  # beams share their source row
         return self.logits[table, tgt]  # (N, T, V)
 
-    def init_cache(self, capacity=None):
-        return PrefixCache()  # the prefix grows by concatenation: a toy needs no capacity
+    def init_cache(self, capacity=None, beams=1, store=True):
+        return PrefixCache(beams, store)  # the prefix grows by concatenation: a toy needs no capacity
 
 
 class PrefixCache:
-    """The toy's cache: the prefixes decoded so far."""
+    """The toy's cache: the beam layout, and the prefixes decoded so far (store=False: none)."""
 
-    def __init__(self):
-        self.prefix = None
+    def __init__(self, beams=1, store=True):
+        self.beams, self.store, self.prefix = beams, store, None
 
     def select(self, index, memory_index=None):
         if self.prefix is not None:

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from tests.helpers import compose_config
+from transformer_mt.checkpoints.averaging import average_checkpoints
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.average import average_checkpoints
 from transformer_mt.tasks.train import check_averaging
 
 
@@ -27,7 +27,7 @@ def test_average_of_two_checkpoints_is_the_mean_of_their_tensors(tmp_path):
         assert torch.equal(avg["state_dict"][name], ((a[name].double() + b[name].double()) / 2).float())
     assert torch.equal(avg["state_dict"]["count"], torch.tensor([7]))
     assert avg["averaged_from"] == [str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt")]
-    # written in today's layout (tasks/upgrades.py): the tokenizer as a hyper-parameter
+    # written in today's layout (checkpoints/upgrades.py): the tokenizer as a hyper-parameter
     assert "tokenizer" not in avg and avg["hyper_parameters"]["tokenizer"] == {
         "src": {"kind": "tokenizers", "data": "tok"}, "tgt": None}
 
@@ -62,19 +62,19 @@ def test_mismatched_checkpoints_are_a_clear_error(tmp_path, other, message):
 
 
 def test_selection_needs_checkpoints_or_a_run_dir(tmp_path):
-    with pytest.raises(ConfigError, match="needs checkpoints"):
+    with pytest.raises(ConfigError, match=r"needs ckpt_path=\[a.ckpt,b.ckpt,...\], or task.run_dir=DIR"):
         run(compose_config(tmp_path, ["task=average"]))
     with pytest.raises(ConfigError, match="no epoch checkpoints"):
-        run(compose_config(tmp_path, ["task=average", f"run_dir={tmp_path}", "last_n=2"]))
+        run(compose_config(tmp_path, ["task=average", f"task.run_dir={tmp_path}", "task.last_n=2"]))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("selection", ["last_n=3", "best_n=3"])
+@pytest.mark.parametrize("selection", ["task.last_n=3", "task.best_n=3"])
 def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
     out, metrics = toy_run
-    result = run(compose_config(tmp_path / "avg", ["task=average", f"run_dir={out}", selection]))
+    result = run(compose_config(tmp_path / "avg", ["task=average", f"task.run_dir={out}", selection]))
     epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
-    if selection == "last_n=3":
+    if selection == "task.last_n=3":
         assert result["checkpoints"] == [str(p) for p in epochs[-3:]]
     else:
         scores = {str(p): torch.load(p, weights_only=True)["val_bleu"] for p in epochs}
@@ -85,13 +85,13 @@ def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
 
 @pytest.mark.slow
 def test_training_averages_its_last_epochs_and_tests_the_average(tmp_path):
-    """task.average_last_n=3: after 4 epochs checkpoints/average.ckpt is the mean of epochs 2-4,
+    """task.last_n=3: after 4 epochs checkpoints/average.ckpt is the mean of epochs 2-4,
     the run's test metrics are that checkpoint's (task=evaluate reproduces them exactly), with
     tokenized lowercased BLEU beside them; best.ckpt is kept."""
     from tests.helpers import SMALL_RUN
 
     out = tmp_path / "train"
-    overrides = [*SMALL_RUN, "trainer.max_epochs=4", "task.average_last_n=3", "task.tokenized_bleu=true"]
+    overrides = [*SMALL_RUN, "trainer.max_epochs=4", "task.last_n=3", "task.tokenized_bleu=true"]
     metrics = run(compose_config(out, overrides))
     epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
     average = out / "checkpoints" / "average.ckpt"
@@ -113,11 +113,11 @@ def test_averaging_needs_the_epoch_checkpoints(tmp_path):
     for extra, message in ((["callbacks.epoch_checkpoint=null"], "must be on"),
                            (["callbacks.epoch_checkpoint.save_top_k=2"], "keep at least that many"),
                            ([], None)):
-        cfg = compose_config(tmp_path, ["task.average_last_n=3", *extra])
+        cfg = compose_config(tmp_path, ["task.last_n=3", *extra])
         if message is None:
             check_averaging(cfg)
             continue
-        with pytest.raises(ConfigError, match=f"task.average_last_n=3 .*{message}"):
+        with pytest.raises(ConfigError, match=f"task.last_n=3 .*{message}"):
             check_averaging(cfg)
-    with pytest.raises(ConfigError, match="task.average_last_n=-1: must be a whole number"):
-        check_averaging(compose_config(tmp_path, ["task.average_last_n=-1"]))
+    with pytest.raises(ConfigError, match="task.last_n=-1: must be an integer >= 0"):
+        check_averaging(compose_config(tmp_path, ["task.last_n=-1"]))

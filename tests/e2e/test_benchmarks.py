@@ -1,4 +1,4 @@
-"""How train_speed.py's --profile-steps sorts ops and kernels into categories, and what
+"""How profiling.py (loop_speed.py --profile-steps) sorts ops and kernels into categories, and what
 experiments/multi30k/paired.py prints. (loss_speed.py and
 attention_speed.py at their CPU smoke sizes run in tests/e2e/test_gpu_script.py, as steps of the
 GPU script: every system has numbers, the fused loss matches the plain one, packed attention
@@ -18,8 +18,8 @@ def event(name: str, parent=None) -> SimpleNamespace:
 
 
 def test_profile_categories_follow_the_innermost_range_then_the_op():
-    train_speed = load_script("experiments/benchmarks/train_speed.py")
-    category = train_speed.category
+    profiling = load_script("experiments/benchmarks/profiling.py")
+    category = profiling.category
     step = event("Optimizer.step#Adam.step")  # at 32-true Lightning runs the forward and backward inside it
     forward = event("forward", step)
     assert category(event("aten::mm", event("aten::linear", forward))) == "matmul"
@@ -40,8 +40,8 @@ def test_profile_categories_follow_the_innermost_range_then_the_op():
     assert category(event("aten::_fused_adam_", step), "void at::native::(anonymous namespace)::multi_tensor_apply_"
                     "kernel<...>") == "optimizer"
     assert category(event("aten::mm", forward), "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT") == "matmul"
-    assert train_speed.busy_us([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
-    assert list(train_speed.CATEGORIES) == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
+    assert profiling.busy_us([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
+    assert list(profiling.CATEGORIES) == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
 
 
 def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, monkeypatch, capsys):

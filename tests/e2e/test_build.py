@@ -10,7 +10,7 @@ import torch
 from tests.helpers import FAST, compose_config
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.build import (
+from transformer_mt.tasks.runs.build import (
     UpdatePlan,
     build_datamodule,
     build_module,

@@ -10,7 +10,7 @@ import torch
 from tests.helpers import SMALL_RUN, assert_clean_failure, compose_config, run_py
 from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.tasks import run
-from transformer_mt.tasks.outputs import write_json
+from transformer_mt.tasks.runs.outputs import write_json
 
 
 @pytest.mark.parametrize("override, message", [
@@ -26,11 +26,12 @@ from transformer_mt.tasks.outputs import write_json
     ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
     ("data.tokenizer.vocab_size=4", "data.tokenizer.vocab_size=4: must be an integer >= 5"),
     ("module.label_smoothing=1.0", "module.label_smoothing=1.0: must be a number in [0, 1)"),
-    ("callbacks.last_checkpoint.every_n_steps=0", "callbacks.last_checkpoint.every_n_steps must be an integer >= 1"),
+    ("callbacks.last_checkpoint.every_n_steps=0",
+     "callbacks.last_checkpoint.every_n_steps=0: must be an integer >= 1"),
     ("callbacks.dashboard.attention_layer=2", "callbacks.dashboard.attention_layer=2: the model has 2 decoder layers"),
     ("callbacks.dashboard.attention_heads=max", "callbacks.dashboard.attention_heads='max': must be mean or all"),
     ("callbacks.dashboard.num_sentences=-1", "callbacks.dashboard.num_sentences=-1: must be an integer >= 0"),
-    ("callbacks.training_health.peak_flops=0", "callbacks.training_health.peak_flops=0: must be a number > 0"),
+    ("callbacks.step_meter.peak_flops=0", "callbacks.step_meter.peak_flops=0: must be a number > 0"),
     ("trainer.precision=16-mixed", "trainer.precision=16-mixed: float16 needs a GPU"),
     ("trainer.precision=abc", "trainer: Precision 'abc' is invalid"),
 ])

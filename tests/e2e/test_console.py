@@ -34,14 +34,14 @@ COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",
             "python run.py ckpt_path=outputs/train/<run>/checkpoints/last.ckpt   # resume training",
             "python run.py -m model.heads=1,4,8,16", "python run.py hparams_search=optuna",
             "python run.py task=translate ckpt_path=PATH", "python run.py task=evaluate ckpt_path=PATH",
-            "python run.py task=score ckpt_path=PATH source=FILE target=FILE",
-            "python run.py task=average checkpoints=[a.ckpt,b.ckpt] | run_dir=DIR last_n=N",
-            "python run.py task=export ckpt_path=PATH format=hf|ct2", "python run.py task=push folder=DIR",
-            "python run.py task=report sweep_dir=outputs/ablation/heads_<date>"]
+            "python run.py task=score ckpt_path=PATH task.source=FILE task.target=FILE",
+            "python run.py task=average ckpt_path=[a.ckpt,b.ckpt] | task.run_dir=DIR task.last_n=N",
+            "python run.py task=export ckpt_path=PATH task.format=hf|ct2", "python run.py task=push task.folder=DIR",
+            "python run.py task=report task.sweep_dir=outputs/ablation/heads_<date>"]
 
 
 def test_help_is_a_short_usage_text_without_the_config():
-    """The common commands (as the README and conf/task/*.yaml write them), the config groups, Hydra's
+    """The common commands (as the guides in docs/ and conf/task/*.yaml write them), the config groups, Hydra's
     flags and where the whole config is: not Hydra's template with a 200-line config dump."""
     result = run_py("--help")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -15,7 +15,7 @@ from transformer_mt.tasks import run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RUN = ["logger=many", "trainer.max_epochs=2", "trainer.log_every_n_steps=2", "data.corpus.num_train=300",
-       "data.corpus.num_val=12", "data.corpus.num_test=7", "callbacks.training_health.peak_flops=1e12",
+       "data.corpus.num_val=12", "data.corpus.num_test=7", "callbacks.step_meter.peak_flops=1e12",
        "callbacks.dashboard.upload_best_checkpoint=true", "tags=[dashboard,toy]"]
 
 

@@ -8,7 +8,7 @@ import torch
 
 from tests.helpers import assert_clean_failure, run_py
 from transformer_mt.atomic import atomic_file
-from transformer_mt.training.checkpointing import AtomicCheckpointIO
+from transformer_mt.training.atomic_io import AtomicCheckpointIO
 
 TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
 

@@ -11,7 +11,7 @@ from transformer_mt.tasks import run
 pytestmark = pytest.mark.slow
 
 SMALL = ["data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=512"]
-EMA = [*SMALL, "callbacks=ema", "callbacks.ema.decay=0.9", "trainer.max_epochs=2", "task.average_last_n=2",
+EMA = [*SMALL, "callbacks=ema", "callbacks.ema.decay=0.9", "trainer.max_epochs=2", "task.last_n=2",
        "callbacks.last_checkpoint.every_n_steps=4"]
 
 
@@ -51,7 +51,7 @@ def test_early_stopping_ends_the_run_as_a_budget_does(tmp_path):
     the EMA as well: callbacks=[ema,early_stopping])."""
     metrics = run(compose_config(tmp_path, [
         *SMALL, "callbacks=[ema,early_stopping]", "callbacks.early_stopping.patience=1",
-        "callbacks.early_stopping.min_delta=1000", "trainer.max_epochs=10", "task.average_last_n=2"]))
+        "callbacks.early_stopping.min_delta=1000", "trainer.max_epochs=10", "task.last_n=2"]))
     assert metrics["epochs"] == 2 and 0 <= metrics["test/bleu"] <= 100
     assert sorted(p.name for p in (tmp_path / "checkpoints" / "epochs").iterdir()) == ["epoch000.ckpt", "epoch001.ckpt"]
     assert metrics["tested_checkpoint"] == str(tmp_path / "checkpoints" / "average.ckpt")

@@ -7,9 +7,10 @@ import torch
 from tests.helpers import compose_config
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.model import attention
-from transformer_mt.tasks import checks, run
-from transformer_mt.tasks.build import UpdatePlan, update_plan
-from transformer_mt.tasks.checks import check_packed
+from transformer_mt.tasks import run
+from transformer_mt.tasks.runs import config_checks as checks
+from transformer_mt.tasks.runs.build import UpdatePlan, update_plan
+from transformer_mt.tasks.runs.config_checks import check_packed
 
 SEEN: list[str] = []
 

@@ -132,7 +132,7 @@ def check_run_steps(steps: dict, markdown: str) -> None:
     for run in ("toy", "multi30k"):
         figures = steps[run]["figures"]
         assert 0 <= figures["test/bleu"] <= 100 and figures["steps"] > 0 and figures["tokens_per_sec"] > 0
-        assert figures["train/tflops (mean, 2nd half)"] > 0  # TrainingHealth, timed on the host clock
+        assert figures["train/tflops (mean, 2nd half)"] > 0  # StepMeter, timed on the host clock
     assert steps["multi30k"]["figures"]["steps"] == 6
     evaluated = steps["evaluate"]["figures"]  # task=evaluate on the run's tested checkpoint gives the run's BLEU
     assert evaluated["reproduced"] is True and evaluated["test/bleu"] == steps["multi30k"]["figures"]["test/bleu"]
@@ -227,7 +227,8 @@ def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outsi
     assert len(seen) == 1 and seen[0]["first"]["status"] == "failed"  # while it runs: what a stop would leave
     assert seen[0]["first"]["error"].startswith("cut short")
     assert record["status"] == "ok" and "error" not in record
-    gpu_run.save(tmp_path / "out", {"date": "2026-11-26", "smoke": True, "command": "run.sh"}, runner.steps)
+    results_files = load_script("experiments/gpu/results_files.py")
+    results_files.save(tmp_path / "out", {"date": "2026-11-26", "smoke": True, "command": "run.sh"}, runner.steps)
     assert json.loads((tmp_path / "out" / "results.json").read_text())["steps"]["first"]["status"] == "ok"
 
 
@@ -249,22 +250,22 @@ def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run(
 
 
 def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(monkeypatch):
-    gpu_run = load_script("experiments/gpu/run.py")
-    assert gpu_run.version("no-such-package-here") == (0, 0)
+    machine = load_script("experiments/gpu/machine.py")
+    assert machine.version("no-such-package-here") == (0, 0)
     for arrow, hub, folder in [((25, 0), (1, 33), "datasets-5"), ((25, 0), (0, 36), "datasets-4.4"),
                                ((23, 0), (1, 33), "datasets-4.4"), ((21, 0), (0, 30), "datasets-4.4"),
                                ((20, 0), (0, 30), "datasets-4.0"), ((25, 0), (2, 1), "datasets-5"),
                                ((23, 0), (2, 1), "datasets-4.0")]:
         versions = {"pyarrow": arrow, "huggingface_hub": hub}
-        monkeypatch.setattr(gpu_run, "version", versions.__getitem__)
-        assert gpu_run.datasets_folder() == folder, versions
+        monkeypatch.setattr(machine, "version", versions.__getitem__)
+        assert machine.datasets_folder() == folder, versions
 
 
 def test_decoding_on_cuda_finds_the_cuda_libraries_of_torchs_packages(monkeypatch, tmp_path):
-    gpu_run = load_script("experiments/gpu/run.py")
+    machine = load_script("experiments/gpu/machine.py")
     for name in ("cublas", "cudnn"):
         (tmp_path / "nvidia" / name / "lib").mkdir(parents=True)
-    monkeypatch.setattr(gpu_run.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
+    monkeypatch.setattr(machine.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/lib")
-    assert gpu_run.cuda_libraries()["LD_LIBRARY_PATH"].split(os.pathsep) == [
+    assert machine.cuda_libraries()["LD_LIBRARY_PATH"].split(os.pathsep) == [
         str(tmp_path / "nvidia/cublas/lib"), str(tmp_path / "nvidia/cudnn/lib"), "/opt/lib"]

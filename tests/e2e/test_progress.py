@@ -61,7 +61,8 @@ def input_file(tmp_path) -> Path:
 
 
 def test_translate_draws_a_bar_on_a_terminal_and_never_on_stdout(small_checkpoint, input_file, tmp_path):
-    args = ["task=translate", f"ckpt_path={small_checkpoint}", f"input={input_file}", "decoding.options.max_len_b=5"]
+    args = ["task=translate", f"ckpt_path={small_checkpoint}", f"task.input={input_file}",
+            "decoding.options.max_len_b=5"]
     status, stdout, screen = run_on_terminal([*args, f"hydra.run.dir={tmp_path}/a"])
     assert status == 0, screen[-2000:]
     assert "translating" in screen and "lines/s" in screen and "eta" in screen
@@ -72,7 +73,7 @@ def test_translate_draws_a_bar_on_a_terminal_and_never_on_stdout(small_checkpoin
 
     few = tmp_path / "few.txt"  # asked for, or refused, a bar does not wait for a second of work
     few.write_text("".join(input_file.read_text().splitlines(keepends=True)[:100]))
-    args = [*args[:2], f"input={few}", *args[3:]]
+    args = [*args[:2], f"task.input={few}", *args[3:]]
     asked = run_py(*args, f"hydra.run.dir={tmp_path}/c", "progress=true")  # drawn into the pipe too
     assert asked.returncode == 0 and "translating" in asked.stderr and "/100" in asked.stderr
     assert len(asked.stdout.splitlines()) == 100 and ESC not in asked.stdout
@@ -95,7 +96,7 @@ def test_data_preparation_shows_reading_tokenizer_training_and_encoding(tmp_path
 
 def test_averaging_shows_a_bar_when_asked(small_run, tmp_path):
     epoch = next((small_run[0] / "checkpoints" / "epochs").glob("epoch*.ckpt"))
-    result = run_py("task=average", f"checkpoints=[{epoch},{epoch}]", f"output={tmp_path}/avg.ckpt",
+    result = run_py("task=average", f"ckpt_path=[{epoch},{epoch}]", f"task.output={tmp_path}/avg.ckpt",
                     f"hydra.run.dir={tmp_path}/run", "progress=true")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "averaging" in result.stderr and "2/2" in result.stderr
@@ -104,7 +105,7 @@ def test_averaging_shows_a_bar_when_asked(small_run, tmp_path):
 
 def test_export_shows_a_spinner_when_asked(small_checkpoint, tmp_path):
     pytest.importorskip("transformers")
-    result = run_py("task=export", f"ckpt_path={small_checkpoint}", "format=hf", f"output={tmp_path}/hf",
+    result = run_py("task=export", f"ckpt_path={small_checkpoint}", "task.format=hf", f"task.output={tmp_path}/hf",
                     f"hydra.run.dir={tmp_path}/run", "progress=true")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "exporting to hf" in result.stderr and result.stdout.strip() == f"{tmp_path}/hf"

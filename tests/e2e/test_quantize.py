@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from tests.helpers import compose_config
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.tasks import run
-from transformer_mt.tasks.checkpoints import load_module
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,8 @@ def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, t
     assert evaluated["test/bleu"] >= 88.0 and abs(evaluated["test/bleu"] - metrics["test/bleu"]) <= 2.0
     int8_lines = (tmp_path / "eval" / "test.translations.txt").read_text().splitlines()
     (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
-    overrides = ["task=translate", f"ckpt_path={ckpt}", f"input={tmp_path}/in.txt", f"output={tmp_path}/out.txt",
+    overrides = ["task=translate", f"ckpt_path={ckpt}", f"task.input={tmp_path}/in.txt",
+                 f"task.output={tmp_path}/out.txt",
                  "quantize=int8"]
     run(compose_config(tmp_path / "translate", overrides))
     # the same int8 model; activations are quantized per batch, and the two tasks batch differently
@@ -62,4 +63,4 @@ def test_an_unknown_quantization_is_one_line(toy_run, tmp_path):
         run(compose_config(tmp_path / "run", ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt",
                                               "quantize=int4"]))
     assert isinstance(find_user_error(err.value), ConfigError), err.value
-    assert "quantize=int4: must be one of none, int8" in str(find_user_error(err.value))
+    assert "quantize='int4': must be none or int8" in str(find_user_error(err.value))

@@ -9,9 +9,9 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers import ROOT, compose_config, run_py
+from transformer_mt.checkpoints.averaging import epoch_checkpoints
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.tasks import run
-from transformer_mt.tasks.average import epoch_checkpoints
 
 PRESETS = sorted(str(p.relative_to(ROOT / "conf" / "experiment").with_suffix(""))
                  for p in (ROOT / "conf" / "experiment").rglob("*.yaml"))
@@ -45,7 +45,7 @@ def test_every_ablation_sweep_has_its_own_config_as_a_row(tmp_path, preset):
 def test_seeds_on_the_command_line_replace_the_presets(tmp_path):
     """`-m experiment=ablation/positions seed=7`: 2 rows x 1 seed (jobs run task=report: seconds)."""
     (tmp_path / "empty" / "0").mkdir(parents=True)
-    result = run_py("-m", "experiment=ablation/positions", "seed=7", "task=report", f"sweep_dir={tmp_path}/empty",
+    result = run_py("-m", "experiment=ablation/positions", "seed=7", "task=report", f"task.sweep_dir={tmp_path}/empty",
                     f"hydra.sweep.dir={tmp_path}/sweep")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
@@ -81,7 +81,7 @@ def test_multi30k_recipe_trains_averages_and_tests_the_average(tmp_path):
     assert metrics["num_parameters"] == 4 * 132_480 + 4 * 198_784 + 128 * vocab
     assert state["hyper_parameters"]["model"]["dropout"] == 0.2  # chosen on val (the README's study)
 
-    # fewer epochs than average_last_n (10): all of them are averaged, and the average is tested
+    # fewer epochs than last_n (10): all of them are averaged, and the average is tested
     epochs = epoch_checkpoints(out)
     assert len(epochs) == 3 and state["averaged_from"] == [str(p) for p in epochs]
     assert metrics["tested_checkpoint"] == str(out / "checkpoints" / "average.ckpt")
@@ -102,7 +102,7 @@ def test_a_step_budget_inside_an_epoch_validates_and_averages_the_final_weights(
     would stop without validating, and the last partial epoch would be trained for nothing)."""
     metrics = run(compose_config(tmp_path, ["data.corpus.num_train=400", "data.corpus.num_val=10",
                                             "data.corpus.num_test=5", "data.max_tokens=512",
-                                            "trainer.max_epochs=5", "trainer.max_steps=19", "task.average_last_n=2"]))
+                                            "trainer.max_epochs=5", "trainer.max_steps=19", "task.last_n=2"]))
     curve = (tmp_path / "plots" / "curves.csv").read_text().splitlines()
     validated = [int(line.split(",")[0]) for line in curve if ",val/loss," in line]
     per_epoch = validated[0]  # the first validation ends the first epoch
@@ -135,7 +135,7 @@ def test_the_papers_recipes_hold_its_settings(tmp_path, preset):
     assert (adam.lr, list(adam.betas), adam.eps) == (1.0, [0.9, 0.98], 1e-9)
     assert cfg.optim.scheduler._target_.endswith("noam") and cfg.optim.scheduler.warmup_steps == 4000
     assert cfg.tokens_per_update == PAPER_TOKENS_PER_UPDATE and cfg.trainer.max_steps == steps
-    assert cfg.task.average_last_n == averaged and cfg.callbacks.epoch_checkpoint.train_time_interval.minutes == 10
+    assert cfg.task.last_n == averaged and cfg.callbacks.epoch_checkpoint.train_time_interval.minutes == 10
     beam = cfg.decoding
     assert (beam.beam_size, beam.length_norm._target_, beam.length_norm.alpha) == (
         4, "transformer_mt.decoding.GnmtLength", 0.6)

@@ -70,7 +70,7 @@ def test_two_translations_started_together_get_a_folder_each_with_its_own_config
     (tmp_path / "in.txt").write_text("a man rides a bike .\n")
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PROJECT_ROOT": str(tmp_path)}
     runs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={SHIPPED}",
-                              f"input={tmp_path}/in.txt", f"output={tmp_path}/out{i}.txt"], cwd=ROOT, env=env,
+                              f"task.input={tmp_path}/in.txt", f"task.output={tmp_path}/out{i}.txt"], cwd=ROOT, env=env,
                              stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     for process in runs:
         assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
@@ -79,7 +79,7 @@ def test_two_translations_started_together_get_a_folder_each_with_its_own_config
     for i, process in enumerate(runs, 1):
         folder = next(f for f in folders if f.name.endswith(f"_{process.pid}"))
         assert f"output: {tmp_path}/out{i}.txt" in (folder / "config.yaml").read_text()
-        assert f"output={tmp_path}/out{i}.txt" in (folder / ".hydra" / "overrides.yaml").read_text()
+        assert f"task.output={tmp_path}/out{i}.txt" in (folder / ".hydra" / "overrides.yaml").read_text()
         assert (tmp_path / f"out{i}.txt").read_text().count("\n") == 1
 
 
@@ -109,7 +109,7 @@ def test_a_run_folder_that_cannot_be_written_is_one_line_before_any_work(read_on
     folder = read_only if where == "itself" else read_only / "run"
     (tmp_path / "in.txt").write_text("a man rides a bike .\n")
     result = run_py(*(["-m"] if where == "sweep" else []), "task=translate", f"ckpt_path={SHIPPED}",
-                    f"input={tmp_path}/in.txt", f"{key}={folder}")
+                    f"task.input={tmp_path}/in.txt", f"{key}={folder}")
     assert_clean_failure(result, f"error: cannot write the run folder {folder}: ")
     assert result.stderr.strip().endswith(f"(give the run another one: {key}=...)")
     assert not any(read_only.iterdir())

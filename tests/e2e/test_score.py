@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tests.helpers import ROOT, compose_config
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.checkpoints import load_module
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 SOURCES = ["A man is riding a bicycle down the street.", "Two dogs are playing in the snow.",
@@ -34,7 +34,7 @@ def numbers(rows: list[list[str]]) -> list[float]:
 def score(tmp_path: Path, *args: str) -> list[list[str]]:
     """`python run.py task=score ARGS` in this process: its output's lines, split at tabs."""
     out = tmp_path / "scores.txt"
-    overrides = ["task=score", f"ckpt_path={SHIPPED}", f"output={out}", "task.device=cpu", *args]
+    overrides = ["task=score", f"ckpt_path={SHIPPED}", f"task.output={out}", "trainer.accelerator=cpu", *args]
     run(compose_config(tmp_path / "run", overrides))
     return [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
 
@@ -46,12 +46,12 @@ def test_beam_search_outputs_score_what_beam_search_reported(tmp_path, norm):
     beam = ["decoding=beam", "decoding.beam_size=5", f"decoding.length_norm._target_=transformer_mt.decoding.{name}",
             alpha]
     source = write_lines(tmp_path / "src.en", SOURCES)
-    translate = ["task=translate", f"ckpt_path={SHIPPED}", f"input={source}", f"output={tmp_path}/beam.txt",
-                 "task.scores=true", "task.device=cpu", *beam]
+    translate = ["task=translate", f"ckpt_path={SHIPPED}", f"task.input={source}", f"task.output={tmp_path}/beam.txt",
+                 "task.scores=true", "trainer.accelerator=cpu", *beam]
     run(compose_config(tmp_path / "translate", translate))
     rows = [line.split("\t") for line in (tmp_path / "beam.txt").read_text(encoding="utf-8").splitlines()]
     target = write_lines(tmp_path / "hyp.de", [text for _, _, text in rows])
-    scored = score(tmp_path, f"source={source}", f"target={target}", "task.normalize=true", *beam)
+    scored = score(tmp_path, f"task.source={source}", f"task.target={target}", "task.normalize=true", *beam)
     assert len(scored) == len(SOURCES)
     for (_, reported, _), (total, normalized) in zip(rows, scored):
         assert abs(float(normalized) - float(reported)) <= 1e-4, (normalized, reported)
@@ -60,7 +60,8 @@ def test_beam_search_outputs_score_what_beam_search_reported(tmp_path, norm):
 
 def test_the_sum_is_the_model_log_softmax_of_the_target_and_eos(tmp_path):
     source, target = write_lines(tmp_path / "src.en", SOURCES[:2]), write_lines(tmp_path / "tgt.de", TARGETS[:2])
-    (total, average, tokens), _ = score(tmp_path, f"source={source}", f"target={target}", "task.token_scores=true")
+    (total, average, tokens), _ = score(tmp_path, f"task.source={source}", f"task.target={target}",
+                                        "task.token_scores=true")
     module = load_module(SHIPPED)
     src = torch.tensor(module.tokenizer.encode_sources(SOURCES[:1]))
     tgt = module.tokenizer.tgt.encode(TARGETS[:1])[0]
@@ -75,12 +76,12 @@ def test_the_sum_is_the_model_log_softmax_of_the_target_and_eos(tmp_path):
 def test_tsv_two_files_stdin_and_batches_give_the_same_scores(tmp_path, monkeypatch, capsys):
     source, target = write_lines(tmp_path / "src.en", SOURCES), write_lines(tmp_path / "tgt.de", TARGETS)
     table = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in zip(SOURCES, TARGETS)])
-    files = score(tmp_path, f"source={source}", f"target={target}")
-    assert score(tmp_path, f"input={table}") == files
-    one_a_batch = score(tmp_path, f"input={table}", "task.max_tokens=1")  # other batches, same order
+    files = score(tmp_path, f"task.source={source}", f"task.target={target}")
+    assert score(tmp_path, f"task.input={table}") == files
+    one_a_batch = score(tmp_path, f"task.input={table}", "task.max_tokens=1")  # other batches, same order
     assert numbers(one_a_batch) == pytest.approx(numbers(files), abs=1e-5)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(table.read_bytes())))
-    run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", "task.device=cpu"]))
+    run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", "trainer.accelerator=cpu"]))
     assert [line.split("\t") for line in capsys.readouterr().out.splitlines()] == files
 
 
@@ -89,12 +90,14 @@ def test_bad_input_is_named_before_the_model_loads(tmp_path):
     (tmp_path / "model.ckpt").write_bytes(b"x")
     source, short = write_lines(tmp_path / "src.en", SOURCES), write_lines(tmp_path / "tgt.de", TARGETS[:4])
     table = write_lines(tmp_path / "pairs.tsv", ["a cat\teine Katze", "a dog", "x\ty\tz"])
-    cases = [([f"source={source}", f"target={short}"], DataError,
+    cases = [([f"task.source={source}", f"task.target={short}"], DataError,
               f"{source} has 6 lines but {short} has 4: files must be aligned"),
-             ([f"source={source}", f"target={tmp_path}/nope.de"], DataError, f"{tmp_path}/nope.de: no such file"),
-             ([f"input={table}"], DataError, f"{table}:2: 0 tabs, expected one (source<TAB>target)"),
-             ([f"source={source}"], ConfigError, f"source={source}: target=FILE is needed too"),
-             ([f"input={table}", f"target={short}"], ConfigError, f"input={table} and source= / target= both given")]
+             ([f"task.source={source}", f"task.target={tmp_path}/nope.de"], DataError,
+              f"{tmp_path}/nope.de: no such file"),
+             ([f"task.input={table}"], DataError, f"{table}:2: 0 tabs, expected one (source<TAB>target)"),
+             ([f"task.source={source}"], ConfigError, f"task.source={source}: task.target=FILE is needed too"),
+             ([f"task.input={table}", f"task.target={short}"], ConfigError,
+              f"task.input={table} and task.source / task.target both given")]
     for args, error, message in cases:
         with pytest.raises(error) as err:
             run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={tmp_path}/model.ckpt", *args]))
@@ -106,6 +109,6 @@ def test_a_target_longer_than_the_model_is_one_line_naming_it(tmp_path):
     target = write_lines(tmp_path / "tgt.de", [TARGETS[0], "der " * 600, TARGETS[2]])
     with pytest.raises(DataError, match=rf"^{target}:2: the target has 601 tokens \(with EOS\), more than the "
                                         r"model takes, model.max_positions=512$"):  # one line, exit status 1
-        run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", f"source={source}",
-                                              f"target={target}", f"output={tmp_path}/scores.txt"]))
+        run(compose_config(tmp_path / "run", ["task=score", f"ckpt_path={SHIPPED}", f"task.source={source}",
+                                              f"task.target={target}", f"task.output={tmp_path}/scores.txt"]))
     assert not (tmp_path / "scores.txt").exists()

@@ -21,7 +21,7 @@ BEAM = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0
 def translate(tmp_path: Path, lines: list[str], *args: str) -> list[str]:
     source = tmp_path / "input.en"
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    result = run_py("task=translate", f"ckpt_path={SHIPPED}", f"input={source}", f"hydra.run.dir={tmp_path}/run",
+    result = run_py("task=translate", f"ckpt_path={SHIPPED}", f"task.input={source}", f"hydra.run.dir={tmp_path}/run",
                     *args)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout.splitlines()

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.helpers import interrupt_at, mark_at, run_py
-from transformer_mt.tasks.checkpoints import read_checkpoint
+from transformer_mt.checkpoints.loading import read_checkpoint
 
 pytestmark = pytest.mark.slow
 SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",

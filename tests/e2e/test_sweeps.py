@@ -135,7 +135,7 @@ def test_report_lists_every_job_with_the_failed_one_marked(tmp_path):
                     f"+callbacks.sabotage.marker={tmp_path}/m", "+callbacks.sabotage.fail_job=1")
     assert result.returncode != 0  # Hydra's basic sweeper reports the failure after running every job
     assert (sweep / "2" / "metrics.json").is_file()
-    report = run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}"]))
+    report = run(compose_config(tmp_path / "report_run", ["task=report", f"task.sweep_dir={sweep}"]))
     text = (sweep / "report.md").read_text()
     lines = text.split("## Jobs")[1].strip().splitlines()
     assert lines[0].split(" | ")[:4] == ["| job", "model.heads", "seed", "status"]

@@ -20,8 +20,8 @@ def test_file_in_file_out_matches_the_test_translations(toy_run, tmp_path):
     sources = ToyCorpus().load("test").src
     lines = sources[:40] + [""] + ["  " + sources[40] + "   "] + [""] + sources[41:300]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/in.txt",
-                 f"output={tmp_path}/out.txt", "task.max_tokens=8192"]
+    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/in.txt",
+                 f"task.output={tmp_path}/out.txt", "task.max_tokens=8192"]
     run(compose_config(tmp_path / "run", overrides))
     got = (tmp_path / "out.txt").read_text().split("\n")[:-1]
     expected = (out / "test.translations.txt").read_text().split("\n")[:-1]
@@ -71,8 +71,8 @@ def test_interactive_a_line_in_a_translation_out(toy_run, tmp_path):
 
 def test_missing_input_file_is_a_clean_error(toy_run, tmp_path):
     out, _ = toy_run
-    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"input={tmp_path}/nope.txt",
-                 f"output={tmp_path}/out.txt"]
+    overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/nope.txt",
+                 f"task.output={tmp_path}/out.txt"]
     with pytest.raises(Exception) as err:  # as run.py sees it: the user's error that it prints as one line
         run(compose_config(tmp_path / "run", overrides))
     assert isinstance(find_user_error(err.value), DataError), err.value

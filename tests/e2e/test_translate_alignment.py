@@ -21,7 +21,7 @@ def translate(toy_run, tmp_path, lines: list[str], *overrides: str) -> list[str]
     """task=translate task.alignment=true of `lines` (a file in, a file out), in this process."""
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
     run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={toy_run[0]}/checkpoints/best.ckpt",
-                                          f"input={tmp_path}/in.txt", f"output={tmp_path}/out.txt",
+                                          f"task.input={tmp_path}/in.txt", f"task.output={tmp_path}/out.txt",
                                           "task.alignment=true", *overrides]))
     return (tmp_path / "out.txt").read_text().split("\n")[:-1]
 

@@ -72,7 +72,7 @@ def test_binary_stdin_is_a_nul_byte_error(checkpoint, tmp_path, translate):
 
 
 def test_bad_stdin_with_output_file_leaves_no_file(checkpoint, tmp_path, translate):
-    result = translate(checkpoint, tmp_path, sentences(3) + b"\xc3\x28\n", f"output={tmp_path}/out.txt")
+    result = translate(checkpoint, tmp_path, sentences(3) + b"\xc3\x28\n", f"task.output={tmp_path}/out.txt")
     assert_clean_failure(result, "error: stdin:4: invalid UTF-8 (byte 0xc3)")
     assert not (tmp_path / "out.txt").exists()
 
@@ -91,8 +91,8 @@ def test_crlf_and_bom_on_stdin_translate_like_plain_lines(checkpoint, tmp_path, 
 
 
 def test_output_that_is_a_directory_fails_before_translating(checkpoint, tmp_path, translate):
-    result = translate(checkpoint, tmp_path, sentences(3), f"output={tmp_path}")
-    assert_clean_failure(result, f"error: output={tmp_path}: is a directory")
+    result = translate(checkpoint, tmp_path, sentences(3), f"task.output={tmp_path}")
+    assert_clean_failure(result, f"error: task.output={tmp_path}: is a directory")
     assert result.stdout == ""
 
 
@@ -103,13 +103,14 @@ def test_output_checks_come_before_the_model_is_loaded(tmp_path):
     (tmp_path / "in.txt").write_text("a cat\n")
     (tmp_path / "model.ckpt").write_bytes(b"x")
     (tmp_path / "file").write_text("not a folder")
-    base = ["task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"input={tmp_path}/in.txt"]
+    base = ["task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"task.input={tmp_path}/in.txt"]
     with pytest.raises(ConfigError) as err:
-        task.run(compose_config(tmp_path / "run", [*base, f"output={tmp_path}"]))
-    assert str(err.value) == f"output={tmp_path}: is a directory"
+        task.run(compose_config(tmp_path / "run", [*base, f"task.output={tmp_path}"]))
+    assert str(err.value) == f"task.output={tmp_path}: is a directory"
     with pytest.raises(ConfigError) as err:
-        task.run(compose_config(tmp_path / "run", [*base, f"output={tmp_path}/file/sub/out.txt"]))
-    assert str(err.value) == f"output={tmp_path}/file/sub/out.txt: cannot create it, {tmp_path}/file is not a directory"
+        task.run(compose_config(tmp_path / "run", [*base, f"task.output={tmp_path}/file/sub/out.txt"]))
+    assert str(err.value) == (f"task.output={tmp_path}/file/sub/out.txt: cannot create it, "
+                              f"{tmp_path}/file is not a directory")
 
 
 def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_path, translate):
@@ -124,8 +125,8 @@ def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_pa
 def test_an_input_that_is_a_directory_is_one_line_before_the_model_loads(tmp_path):
     """model.ckpt is no checkpoint: loading it would stop the run with another error."""
     (tmp_path / "model.ckpt").write_bytes(b"x")
-    result = run_py("task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"input={tmp_path}",
-                    f"output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
+    result = run_py("task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"task.input={tmp_path}",
+                    f"task.output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
     assert_clean_failure(result, f"error: {tmp_path}: is a directory")
     assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}: is a directory"
     assert result.stdout == "" and not (tmp_path / "out.txt").exists()
@@ -138,12 +139,12 @@ def test_an_unreadable_input_file_says_permission_denied(tmp_path):
     (tmp_path / "in.txt").chmod(0)
     with pytest.raises(DataError) as err:
         run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={tmp_path}/model.ckpt",
-                                              f"input={tmp_path}/in.txt"]))
+                                              f"task.input={tmp_path}/in.txt"]))
     assert str(err.value) == f"{tmp_path}/in.txt: permission denied"
 
 
 def test_a_fifo_input_is_read_as_it_comes(tmp_path):
-    """input= a named pipe (as /dev/stdin or <(command) give): read whole, translated line for line."""
+    """task.input= a named pipe (as /dev/stdin or <(command) give): read whole, translated line for line."""
     os.mkfifo(tmp_path / "in.fifo")
 
     def feed() -> None:
@@ -152,8 +153,8 @@ def test_a_fifo_input_is_read_as_it_comes(tmp_path):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"input={tmp_path}/in.fifo",
-                                          f"output={tmp_path}/out.txt"]))
+    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"task.input={tmp_path}/in.fifo",
+                                          f"task.output={tmp_path}/out.txt"]))
     writer.join(timeout=10)
     out = (tmp_path / "out.txt").read_text().split("\n")[:-1]
     assert len(out) == 3 and "Hund" in out[0] and out[1] == "" and "Hunde" in out[2], out

@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import ROOT, compose_config
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.long_lines import LongLines
+from transformer_mt.tasks.lines.long_lines import LongLines
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 LONG = " ".join(["A man is riding a bicycle down the street."] * 60)  # 601 tokens with EOS
@@ -29,8 +29,8 @@ def said(caplog) -> list[str]:
 def from_file(tmp_path, lines: list[str], *overrides: str) -> list[str]:
     """task=translate of `lines` (a file in, a file out) with the shipped model, in this process."""
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
-    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"input={tmp_path}/in.txt",
-                                          f"output={tmp_path}/out.txt", *FAST, *overrides]))
+    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"task.input={tmp_path}/in.txt",
+                                          f"task.output={tmp_path}/out.txt", *FAST, *overrides]))
     return (tmp_path / "out.txt").read_text().split("\n")[:-1]
 
 
@@ -102,5 +102,5 @@ def test_another_value_is_a_config_error_before_the_model_loads(tmp_path):
     (tmp_path / "in.txt").write_text("a cat\n")
     with pytest.raises(ConfigError) as err:
         run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={tmp_path}/model.ckpt",
-                                              f"input={tmp_path}/in.txt", "task.long_lines=drop"]))
+                                              f"task.input={tmp_path}/in.txt", "task.long_lines=drop"]))
     assert str(err.value) == "task.long_lines='drop': must be error, skip or truncate"

@@ -19,8 +19,8 @@ FORMAT = "(source<TAB>target prefix, task.prefix=true)"
 def translate(checkpoint, tmp_path, lines: list[str], *overrides: str) -> list[str]:
     """task=translate of `lines` (a file in, a file out), in this process; the output lines."""
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
-    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={checkpoint}", f"input={tmp_path}/in.txt",
-                                          f"output={tmp_path}/out.txt", "task.prefix=true", *overrides]))
+    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={checkpoint}", f"task.input={tmp_path}/in.txt",
+                                          f"task.output={tmp_path}/out.txt", "task.prefix=true", *overrides]))
     return (tmp_path / "out.txt").read_text().split("\n")[:-1]
 
 

@@ -17,7 +17,7 @@ from tests.helpers import compose_config, interrupt_at, mark_at, run_py
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
-from transformer_mt.training.checkpointing import AtomicCheckpointIO
+from transformer_mt.training.atomic_io import AtomicCheckpointIO
 
 pytestmark = pytest.mark.slow
 EVERY = 4  # last.ckpt every EVERY steps

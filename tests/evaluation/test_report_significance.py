@@ -98,7 +98,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 def report(sweep: Path, tmp_path: Path, *overrides: str) -> dict:
-    return run(compose_config(tmp_path / "report_run", ["task=report", f"sweep_dir={sweep}", *overrides]))
+    return run(compose_config(tmp_path / "report_run", ["task=report", f"task.sweep_dir={sweep}", *overrides]))
 
 
 def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path):
@@ -136,7 +136,7 @@ def test_a_job_resumed_into_its_folder_stays_in_its_row(sweep, tmp_path):
 
 def test_a_sweep_whose_config_leaves_the_key_null_says_so_and_base_row_names_the_base(sweep, tmp_path):
     """ablation/dk's base config has model.d_k null (d_model / heads) while its jobs say 32: no row has
-    the sweep's own settings. The report says so instead of testing nothing quietly, and base_row=1
+    the sweep's own settings. The report says so instead of testing nothing quietly, and task.base_row=1
     gives the same report as a config that names the base."""
     expected = report(sweep, tmp_path)
     expected_tests = (sweep / "significance.csv").read_text()
@@ -145,13 +145,14 @@ def test_a_sweep_whose_config_leaves_the_key_null_says_so_and_base_row_names_the
     text = (sweep / "report.md").read_text()
     assert result["differs"] == {} and read_csv(sweep / "significance.csv") == []
     assert ("**No base row**: no row has the sweep's own settings (model.heads=None), so there is no base row "
-            "and nothing is tested; name it with base_row=N (the row column).") in text
+            "and nothing is tested; name it with task.base_row=N (the row column).") in text
     assert "- row 1 (model.heads=8): not tested (no base row)." in text
-    assert report(sweep, tmp_path, "base_row=1")["differs"] == expected["differs"] == {0: "better *", 2: "-", 3: ""}
+    named = report(sweep, tmp_path, "task.base_row=1")
+    assert named["differs"] == expected["differs"] == {0: "better *", 2: "-", 3: ""}
     assert (sweep / "significance.csv").read_text() == expected_tests
     assert "No base row" not in (sweep / "report.md").read_text()
-    with pytest.raises(ConfigError, match=r"^base_row=4: must be a row number of this sweep, 0 to 3$"):
-        report(sweep, tmp_path, "base_row=4")
+    with pytest.raises(ConfigError, match=r"^task\.base_row=4: must be a row number of this sweep, 0 to 3$"):
+        report(sweep, tmp_path, "task.base_row=4")
 
 
 def test_a_row_with_the_base_rows_outputs_shows_no_p_values_and_says_why(sweep, tmp_path):
@@ -221,7 +222,7 @@ def test_the_difference_interval_is_that_of_the_bootstraps_own_resamples(metric,
 
 @pytest.mark.parametrize("metric, label, scorer", [("chrf", "chrF", CHRF), ("ter", "TER", TER)])
 def test_p_values_on_chrf_and_ter_are_sacrebleus_own(sweep, tmp_path, metric, label, scorer):
-    result = report(sweep, tmp_path, f"metric={metric}")
+    result = report(sweep, tmp_path, f"task.metric={metric}")
     assert result["metric"] == metric and result["differs"] == {0: "better *", 2: "-", 3: ""}
     rows = read_csv(sweep / "significance.csv")
     assert list(rows[0])[4:6] == [f"base {label}", label] and len(rows) == 4
@@ -243,7 +244,7 @@ def test_p_values_on_chrf_and_ter_are_sacrebleus_own(sweep, tmp_path, metric, la
 def test_ter_is_better_lower(sweep, tmp_path):
     """The row with fewer dropped words has the lower TER: better, with a negative difference; against
     that row as the base, the base's own setting is worse, with a positive one."""
-    result = report(sweep, tmp_path, "metric=ter")
+    result = report(sweep, tmp_path, "task.metric=ter")
     assert result["differs"] == {0: "better *", 2: "-", 3: ""}
     better = read_csv(sweep / "report.csv")[0]
     deltas = [TER().corpus_score(better_hyps(s), [REFS]).score - TER().corpus_score(base_hyps(s), [REFS]).score
@@ -251,17 +252,18 @@ def test_ter_is_better_lower(sweep, tmp_path):
     assert max(deltas) < 0 and better["Δ test TER"] == f"{statistics.mean(deltas):+.2f}"
     text = (sweep / "report.md").read_text()
     assert f"- row 0 (model.heads=4): better than the base: {better['Δ test TER']} test TER (lower is better)" in text
-    assert report(sweep, tmp_path, "metric=ter", "base_row=0")["differs"] == {1: "worse *", 2: "worse *", 3: ""}
+    against_better = report(sweep, tmp_path, "task.metric=ter", "task.base_row=0")
+    assert against_better["differs"] == {1: "worse *", 2: "worse *", 3: ""}
     assert float(read_csv(sweep / "report.csv")[1]["Δ test TER"]) > 1
     assert "- row 1 (model.heads=8): worse than the base: +" in (sweep / "report.md").read_text()
 
 
 def test_an_unknown_metric_is_refused_in_one_line(sweep, tmp_path):
-    with pytest.raises(ConfigError, match=r"^metric=meteor: must be one of bleu, chrf, ter, bleu_tok_lc$"):
-        report(sweep, tmp_path, "metric=meteor")
+    with pytest.raises(ConfigError, match=r"^task\.metric='meteor': must be bleu, chrf, ter or bleu_tok_lc$"):
+        report(sweep, tmp_path, "task.metric=meteor")
     # names are lowercase
-    with pytest.raises(ConfigError, match=r"^metric=BLEU: must be one of bleu, chrf, ter, bleu_tok_lc$"):
-        report(sweep, tmp_path, "metric=BLEU")
+    with pytest.raises(ConfigError, match=r"^task\.metric='BLEU': must be bleu, chrf, ter or bleu_tok_lc$"):
+        report(sweep, tmp_path, "task.metric=BLEU")
 
 
 def test_jobs_from_before_ter_show_a_dash(sweep, tmp_path):
@@ -302,7 +304,7 @@ def test_missing_translations_and_other_references_are_refused_in_one_line(sweep
 
 
 def test_tokenized_lowercased_bleu_is_tested_on_the_score_the_runs_report():
-    """metric=bleu_tok_lc: the paired tests score what metrics.json's bleu_tok_lc holds, and do not
+    """task.metric=bleu_tok_lc: the paired tests score what metrics.json's bleu_tok_lc holds, and do not
     see case (a system that only capitalizes the base differs on cased BLEU, not on this one)."""
     refs = [line.capitalize() for line in REFS]
     base, system = base_hyps(3), same_hyps(3)

@@ -13,6 +13,7 @@ import torch
 from hydra.utils import instantiate
 
 from tests.helpers import compose_config, run_py
+from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
@@ -20,7 +21,6 @@ from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.interop.marian import check_representable, generation_options
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks import run
-from transformer_mt.tasks.checkpoints import load_module
 
 transformers = pytest.importorskip("transformers", reason="the export extra: pip install -e '.[export]'")
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the export extra: pip install -e '.[export]'")
@@ -31,9 +31,9 @@ def toy(toy_run, tmp_path_factory):
     """The trained toy checkpoint, our module, the toy test set, and its hf / ct2 / ct2-int8 exports."""
     out = tmp_path_factory.mktemp("export")
     ckpt = toy_run[0] / "checkpoints" / "best.ckpt"
-    for fmt, extra in (("hf", []), ("ct2", []), ("ct2_int8", ["quantization=int8"])):
-        run(compose_config(out / f"run_{fmt}", ["task=export", f"ckpt_path={ckpt}", f"format={fmt[:3]}",
-                                                 f"output={out / fmt}", *extra]))
+    for fmt, extra in (("hf", []), ("ct2", []), ("ct2_int8", ["quantize=int8"])):
+        run(compose_config(out / f"run_{fmt}", ["task=export", f"ckpt_path={ckpt}", f"task.format={fmt[:3]}",
+                                                 f"task.output={out / fmt}", *extra]))
     cfg = compose_config(out / "data", [])
     test = instantiate(cfg.data.corpus).load("test")
     return {"dir": out, "ckpt": ckpt, "module": load_module(ckpt), "src": test.src, "ref": test.tgt}
@@ -126,7 +126,7 @@ def test_a_plain_generate_on_the_default_export_is_task_translates_greedy(toy, t
     assert [theirs[i] for i in ended] == [mine[i] for i in ended]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in sources), encoding="utf-8")
     run(compose_config(tmp_path / "translate", ["task=translate", f"ckpt_path={toy['ckpt']}",
-                                                f"input={tmp_path}/in.txt", f"output={tmp_path}/out.txt"]))
+                                                f"task.input={tmp_path}/in.txt", f"task.output={tmp_path}/out.txt"]))
     translated = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert translated == module.tokenizer.tgt.decode(mine)
     assert [texts[i] for i in ended] == [translated[i] for i in ended]
@@ -139,7 +139,7 @@ def test_an_export_with_beam_settings_writes_them_and_plain_generate_searches_so
     sentences ours ended before its limit (as the beam-4 test above)."""
     module, sources = toy["module"], toy["src"]
     beam = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0"]
-    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={toy['ckpt']}", f"output={tmp_path}/hf",
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={toy['ckpt']}", f"task.output={tmp_path}/hf",
                                              *beam]))
     config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert {k: config.get(k) for k in ("num_beams", "length_penalty", "early_stopping", "do_sample")} == {
@@ -161,7 +161,7 @@ def test_the_shipped_models_export_decodes_greedily_unless_told(tmp_path):
     shipped = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
     module = load_module(shipped)
     assert module.hparams.decoding["beam_size"] == 5  # what the export wrote before
-    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={shipped}", f"output={tmp_path}/hf"]))
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={shipped}", f"task.output={tmp_path}/hf"]))
     config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert config["num_beams"] == 1 and "length_penalty" not in config
     sources = ["A man in a blue shirt is standing on a ladder.", "Two dogs are playing in the snow.",
@@ -192,7 +192,7 @@ def test_a_length_norm_generate_cannot_express_is_refused_in_one_line(tmp_path):
     decoding = compose_config(tmp_path, ["decoding=beam", "decoding.length_norm._target_="
                                          "transformer_mt.decoding.GnmtLength"]).decoding
     with pytest.raises(ConfigError, match=r"^decoding.length_norm._target_=transformer_mt.decoding.GnmtLength: "
-                                          r"Hugging Face's generate divides .* format=hf needs "
+                                          r"Hugging Face's generate divides .* task.format=hf needs "
                                           r"decoding.length_norm._target_=transformer_mt.decoding.PowerLength$"):
         generation_options(decoding)
 
@@ -244,17 +244,19 @@ def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
                                             "trainer.limit_val_batches=1", "data.corpus.num_train=200",
                                             "data.corpus.num_val=4", "data.corpus.num_test=4"]))
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
-    result = run_py("task=export", f"ckpt_path={ckpt}", "format=hf", f"output={tmp_path}/hf",
+    result = run_py("task=export", f"ckpt_path={ckpt}", "task.format=hf", f"task.output={tmp_path}/hf",
                     f"hydra.run.dir={tmp_path}/export")  # as a user sees it: one line, exit status 1
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: model.norm_first=true: Marian models are")
     assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf.*"))
     export = ["task=export", f"ckpt_path={ckpt}"]
-    run(compose_config(tmp_path / "export2", [*export, "format=ct2", f"output={tmp_path}/ct2"]))
+    run(compose_config(tmp_path / "export2", [*export, "task.format=ct2", f"task.output={tmp_path}/ct2"]))
     assert (tmp_path / "ct2" / "model.bin").is_file()  # CTranslate2 has pre-norm Transformers
-    for args, message in ((["format=ct2", f"output={tmp_path}/ct2"], f"output={tmp_path}/ct2: already exists"),
-                          (["format=ct2", "quantization=int4", f"output={tmp_path}/q"], "quantization=int4: must be"),
-                          (["format=onnx"], "format=onnx: must be hf")):
+    for args, message in ((["task.format=ct2", f"task.output={tmp_path}/ct2"],
+                           f"task.output={tmp_path}/ct2: already exists"),
+                          (["task.format=ct2", "quantize=int4", f"task.output={tmp_path}/q"],
+                           "quantize=int4: task.format=ct2 takes"),
+                          (["task.format=onnx"], "task.format='onnx': must be hf")):
         with pytest.raises(ConfigError) as err:
             run(compose_config(tmp_path / "again", [*export, *args]))
         assert str(err.value).startswith(message), err.value
@@ -277,7 +279,7 @@ def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
                  "data.corpus.num_train=300", "data.corpus.num_val=4", "data.corpus.num_test=4"]
     run(compose_config(tmp_path / "train", overrides))
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
-    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={ckpt}", f"output={tmp_path}/hf"]))
+    run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={ckpt}", f"task.output={tmp_path}/hf"]))
     assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in (tmp_path / "hf").iterdir()}
     module = load_module(ckpt)
     assert module.tokenizer.src.kind == "sentencepiece"
@@ -302,13 +304,14 @@ def test_push_offline_fails_at_once_with_one_line(toy, tmp_path):
     from tests.helpers import ROOT
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=push", f"folder={toy['dir'] / 'hf'}",
-                             "repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push"], env=env,
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=push", f"task.folder={toy['dir'] / 'hf'}",
+                             "task.repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == ("error: task=push: HF_HUB_OFFLINE is set, so someone/toy-mt "
                                                       "cannot be reached; unset it to upload")
-    result = run_py("task=push", f"folder={tmp_path}", "repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push2")
+    result = run_py("task=push", f"task.folder={tmp_path}", "task.repo_id=someone/toy-mt",
+                    f"hydra.run.dir={tmp_path}/push2")
     assert result.returncode == 1 and "not a Hugging Face export" in result.stderr.strip().splitlines()[-1]
 
 

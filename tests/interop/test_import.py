@@ -119,7 +119,7 @@ def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_
     again = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={best}"]))
     assert again["test/bleu"] == metrics["test/bleu"] and again["test/chrf"] == metrics["test/chrf"]
     (tmp_path / "in.txt").write_text("every red city hears the happy sailor\n")
-    result = run_py("task=translate", f"ckpt_path={best}", f"input={tmp_path}/in.txt",
+    result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt",
                     f"hydra.run.dir={tmp_path}/translate")
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.splitlines()) == 1

@@ -1,11 +1,12 @@
-"""Attention's beam layout is explicit and checked; attention_maps records what each attention module computes."""
+"""Attention's beam layout is explicit (the cache, a search's decode state, says it) and checked;
+attention_maps records what each attention module computes."""
 
 import pytest
 import torch
 
 from tests.helpers import make_model
 from transformer_mt.model.attention import MultiHeadAttention
-from transformer_mt.model.cache import CrossAttentionCache
+from transformer_mt.model.cache import CrossAttentionCache, LayerCache
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.maps import attention_maps
 
@@ -22,30 +23,26 @@ def cross_attention() -> MultiHeadAttention:
 def test_cross_attention_rejects_a_query_batch_that_is_not_beams_x_the_memory_batch(queries, memories, beams):
     """6 query rows for 3 memory rows with beams=1 divides evenly, yet is wrong: it must not run."""
     with pytest.raises(ValueError) as err:
-        cross_attention()(torch.randn(queries, 2, 32), memory=torch.randn(memories, 5, 32), beams=beams)
+        cross_attention()(torch.randn(queries, 2, 32), memory=torch.randn(memories, 5, 32),
+                          cache=CrossAttentionCache(beams, store=False))
     message = str(err.value)
     assert f"{queries} query rows" in message and f"{memories} memory rows" in message and f"beams={beams}" in message
 
 
 def test_cross_attention_checks_the_layout_against_cached_memory_too():
-    attn, cache = cross_attention(), CrossAttentionCache()
-    attn(torch.randn(6, 1, 32), memory=torch.randn(3, 5, 32), cache=cache, beams=2)
+    attn, cache = cross_attention(), CrossAttentionCache(beams=2)
+    attn(torch.randn(6, 1, 32), memory=torch.randn(3, 5, 32), cache=cache)
     assert cache.keys.size(0) == 3
+    cache.beams = 1
     with pytest.raises(ValueError, match="6 query rows for 3 memory rows with beams=1"):
         attn(torch.randn(6, 1, 32), memory=None, cache=cache)
-
-
-def test_self_attention_takes_no_beams():
-    attn = MultiHeadAttention(32, 4, 8, dropout=0.0).eval()
-    with pytest.raises(ValueError, match="beams=2"):
-        attn(torch.randn(6, 2, 32), beams=2)
 
 
 @torch.no_grad()
 def test_beams_attend_the_shared_memory_row_as_a_copied_memory_would():
     attn, x, memory = cross_attention(), torch.randn(6, 4, 32), torch.randn(3, 5, 32)
     with attention_maps(attn) as maps:
-        shared = attn(x, memory=memory, beams=2)
+        shared = attn(x, memory=memory, cache=CrossAttentionCache(beams=2, store=False))
         copied = attn(x, memory=memory.repeat_interleave(2, dim=0))
     shared_w, copied_w = maps.cross
     torch.testing.assert_close(shared, copied, atol=1e-6, rtol=0)
@@ -61,12 +58,12 @@ def test_decode_needs_the_beams_of_its_layout():
     with pytest.raises(ValueError, match="6 query rows for 3 memory rows with beams=1"):
         model.decode(tgt, memory, src)  # beams of 2 that divide evenly: no longer inferred from the shapes
     with pytest.raises(ValueError, match="beams=3"):
-        model.decode(tgt, memory, src, beams=3)
-    cache = model.init_cache()
-    model.decode(tgt[:, :1], memory, src, cache=cache, beams=2)
+        model.decode(tgt, memory, src, cache=model.init_cache(beams=3, store=False))
+    cache = model.init_cache(beams=2)
+    model.decode(tgt[:, :1], memory, src, cache=cache)
     with pytest.raises(ValueError, match="beams=1"):
-        model.decode(tgt[:, 1:2], memory, src, cache=cache)
-    assert model.decode(tgt, memory, src, beams=2).shape == (6, 4, 50)
+        model.decode(tgt[:, 1:2], memory, src, cache=model.init_cache())
+    assert model.decode(tgt, memory, src, cache=model.init_cache(beams=2, store=False)).shape == (6, 4, 50)
 
 
 def padded(rows: int, length: int, real: list[int]) -> torch.Tensor:
@@ -100,18 +97,19 @@ def test_a_decoder_layer_records_both_attention_modules(norm_first, beams):
     torch.manual_seed(0)
     layer = DecoderLayer(**LAYER_ARGS, norm_first=norm_first).eval()
     x, memory, memory_mask = torch.randn(2 * beams, 3, 32), torch.randn(2, 5, 32), padded(2, 5, [5, 2])
+    state = LayerCache(None, CrossAttentionCache(beams, store=False))  # the layout only: nothing kept
     with attention_maps(layer) as maps:
-        out = layer(x, memory, memory_mask, beams=beams)
+        out = layer(x, memory, memory_mask, cache=state)
     with attention_maps(layer) as expected:  # the layer's two attention modules, called by hand
         h = layer.self_block(x, lambda y: layer.self_attn(y, is_causal=True))
-        layer.cross_block(h, lambda y: layer.cross_attn(y, memory, memory_mask, beams=beams))
+        layer.cross_block(h, lambda y: layer.cross_attn(y, memory, memory_mask, cache=state.cross_attn))
     assert torch.equal(maps.decoder_self[0], expected.decoder_self[0])
     assert torch.equal(maps.cross[0], expected.cross[0])
     assert torch.all(maps.decoder_self[0].triu(1) == 0)
     assert torch.all(maps.cross[0][beams:, ..., 2:] == 0)  # the second sentence's beams: 2 real source tokens
     for w in (maps.decoder_self[0], maps.cross[0]):
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
-    torch.testing.assert_close(layer(x, memory, memory_mask, beams=beams), out, atol=1e-5, rtol=0)
+    torch.testing.assert_close(layer(x, memory, memory_mask, cache=state), out, atol=1e-5, rtol=0)
 
 
 @torch.no_grad()

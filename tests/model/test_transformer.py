@@ -107,11 +107,11 @@ def test_beams_share_one_memory_row_as_extra_queries():
     src[1, 5:] = 0
     tgt = torch.randint(4, 50, (6, 5))
     memory = model.encode(src)
-    shared = model.decode(tgt, memory, src, beams=2)
+    shared = model.decode(tgt, memory, src, cache=model.init_cache(beams=2, store=False))
     copied = model.decode(tgt, memory.repeat_interleave(2, dim=0), src.repeat_interleave(2, dim=0))
     torch.testing.assert_close(shared, copied, atol=1e-5, rtol=0)
-    cache = model.init_cache()
-    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache, beams=2) for t in range(5)]
+    cache = model.init_cache(beams=2)
+    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, dim=1), copied, atol=1e-5, rtol=0)
     assert cache.layers[0].cross_attn.keys.size(0) == 3  # the memory's K, V were computed once per sentence
 

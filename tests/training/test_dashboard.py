@@ -10,9 +10,9 @@ from tests.helpers import compose_config, make_model
 from transformer_mt import plots
 from transformer_mt.model import TransformerConfig
 from transformer_mt.model.flops import forward_flops, training_flops
-from transformer_mt.tasks.build import architecture, wandb_names
+from transformer_mt.tasks.runs.build import architecture, wandb_names
 from transformer_mt.training.dashboard import cross_attention_maps
-from transformer_mt.training.health import known_peak_flops
+from transformer_mt.training.step_meter import known_peak_flops
 
 
 def test_flops_of_model_base_match_a_hand_computation(tmp_path):

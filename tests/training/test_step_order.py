@@ -29,7 +29,7 @@ def recorded(name: str, function):
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "not_fused"])
 def test_the_training_step_runs_in_the_written_order(tmp_path, monkeypatch, fused):
-    """The gradient norm (a callback, TrainingHealth) reads the gradients before the guard may drop
+    """The gradient norm (a callback, StepMeter) reads the gradients before the guard may drop
     them (the module's hook, after every callback's), and clipping comes after both: with a fused
     optimizer and without (where the guard drops a non-finite step's gradients itself)."""
     EVENTS.clear()

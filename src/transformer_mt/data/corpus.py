@@ -4,7 +4,7 @@ A corpus gives each split as `pairs(split)`: chunks of aligned (source, target) 
 checked and cleaned as they are iterated, so that memory never holds more than a chunk, whatever
 the corpus size. `load(split)` collects them (small corpora, tests).
 
-Cleaning rule (documented in the README): every line is stripped of leading and trailing
+Cleaning rule (documented in docs/data.md, "Text rule"): every line is stripped of leading and trailing
 whitespace and invisible format characters (Unicode category Cf: zero-width space, byte-order mark,
 soft hyphen, ...), so a line holding only those is empty, and runs of inner whitespace become one
 space. Format characters inside a line are kept: a zero-width joiner or non-joiner there shapes

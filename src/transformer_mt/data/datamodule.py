@@ -35,7 +35,7 @@ from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar, wanted
-from transformer_mt.validate import check, integer, number
+from transformer_mt.validate import BOOLEAN, check, integer, listing, number, one_of
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +98,8 @@ class TranslationDataModule(L.LightningDataModule):
         check("data.num_workers", num_workers, integer(0), "an integer >= 0")
         check("data.num_proc", num_proc, integer(1), "an integer >= 1")
         check("data.pad_to_multiple", pad_to_multiple, integer(1), "an integer >= 1")
-        check("data.packed", packed, lambda v: isinstance(v, bool), "true or false")
-        if split not in SPLITS:
-            raise ConfigError(f"data.split must be one of {list(SPLITS)}, got {split!r}")
+        check("data.packed", packed, *BOOLEAN)
+        check("data.split", split, one_of(*SPLITS), listing(SPLITS))
         self.corpus = corpus
         self.options = tokenizer if isinstance(tokenizer, TokenizerOptions) else TokenizerOptions(**tokenizer)
         self.cache_dir, self.run_dir = Path(cache_dir), Path(run_dir) if run_dir else None
@@ -207,7 +206,7 @@ class TranslationDataModule(L.LightningDataModule):
         """Build (or find) every split a run will read and check that each sentence fits its batch
         budget and, with `max_positions` (model.max_positions), the model, so that a bad validation or
         test line stops the run before training, not after. (Training pairs fit the model when
-        data.max_len does: tasks/checks.py checks that before any data work.)"""
+        data.max_len does: tasks/runs/config_checks.py checks that before any data work.)"""
         for split in dict.fromkeys(splits):
             self._load(split)
             sizes = self.datasets[split].sizes()

@@ -30,6 +30,7 @@ import sentencepiece as spm
 from transformer_mt.data.batching import flat_lists
 from transformer_mt.data.tokenizer import SentencePieceTokenizer
 from transformer_mt.errors import ConfigError
+from transformer_mt.validate import PROBABILITY, check
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment
 
@@ -99,8 +100,7 @@ class MergeDropout(Resegmenter):
     probability p, from draws keyed by `key` (the run's seed, the epoch, the side)."""
 
     def __init__(self, children: np.ndarray, p: float) -> None:
-        if not 0.0 <= p < 1.0:
-            raise ConfigError(f"data.tokenizer.dropout={p}: must be in [0, 1)")
+        check("data.tokenizer.dropout", p, *PROBABILITY)
         self.children, self.p = children, p
 
     def __call__(self, seqs: Sequences, rows: np.ndarray, key: int) -> Sequences:
@@ -154,8 +154,7 @@ class PieceSampling(Resegmenter):
     give back) keeps its ids; special ids at a row's end (the source's EOS) stay."""
 
     def __init__(self, tokenizer, alpha: float) -> None:
-        if not 0.0 <= alpha < 1.0:
-            raise ConfigError(f"data.tokenizer.dropout={alpha}: must be in [0, 1)")
+        check("data.tokenizer.dropout", alpha, *PROBABILITY)
         self.model, self.alpha = tokenizer.model, alpha
         self.unk = tokenizer.special_ids["unk_id"]
         self.specials = {i for i in tokenizer.special_ids.values() if i is not None} - {self.unk}

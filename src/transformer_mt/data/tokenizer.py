@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +48,13 @@ class TokenizerOptions:
     dropout: float = 0.0  # subword regularization of the training split, each epoch (data/dropout.py)
 
     def __post_init__(self) -> None:
-        if self.type not in ("bpe", "sentencepiece"):
-            raise ConfigError(f"data.tokenizer.type={self.type!r}: must be bpe or sentencepiece")
-        if self.model_type not in ("unigram", "bpe"):
-            raise ConfigError(f"data.tokenizer.model_type={self.model_type!r}: must be unigram or bpe")
-        if self.normalization not in ("nfkc", "none"):
-            raise ConfigError(f"data.tokenizer.normalization={self.normalization!r}: must be nfkc or none")
+        for key, choices in (("type", ("bpe", "sentencepiece")), ("model_type", ("unigram", "bpe")),
+                             ("normalization", ("nfkc", "none"))):
+            check(f"data.tokenizer.{key}", getattr(self, key), one_of(*choices), listing(choices))
         smallest = len(SPECIAL_TOKENS) + 1
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < smallest:
-            raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size}: must be an integer >= {smallest}")
-        if self.train_sample is not None and (isinstance(self.train_sample, bool) or not isinstance(
-                self.train_sample, int) or self.train_sample < 1):
-            raise ConfigError(f"data.tokenizer.train_sample={self.train_sample!r}: must be an integer >= 1 or null")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
-            raise ConfigError(f"data.tokenizer.dropout={self.dropout!r}: must be a number in [0, 1)")
+        check("data.tokenizer.vocab_size", self.vocab_size, integer(smallest), f"an integer >= {smallest}")
+        check("data.tokenizer.train_sample", self.train_sample, integer(1), "an integer >= 1 or null", nullable=True)
+        check("data.tokenizer.dropout", self.dropout, *PROBABILITY)
         if self.tgt_file and self.joint:
             raise ConfigError(f"data.tokenizer.tgt_file={self.tgt_file!r}: needs data.tokenizer.joint=false")
 

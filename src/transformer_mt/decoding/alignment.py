@@ -13,7 +13,7 @@ import torch
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.maps import attention_maps
-from transformer_mt.validate import integer
+from transformer_mt.validate import check, integer, one_of
 
 HEADS = ("mean", "max")
 
@@ -33,9 +33,8 @@ class CrossAttentionAligner:
         if not (integer(-num_layers)(self.layer) and self.layer < num_layers):
             raise ConfigError(f"task.alignment_layer={self.layer!r}: the model has {num_layers} decoder layers "
                               f"(0 to {num_layers - 1}, or -1 for the last)")
-        if not (self.heads in HEADS or integer(0)(self.heads) and self.heads < num_heads):
-            raise ConfigError(f"task.alignment_heads={self.heads!r}: must be mean, max or a head number "
-                              f"(0 to {num_heads - 1})")
+        check("task.alignment_heads", self.heads, lambda v: one_of(*HEADS)(v) or integer(0, num_heads - 1)(v),
+              f"mean, max or a head number (0 to {num_heads - 1})")
         return self
 
     def combine(self, weights: torch.Tensor) -> torch.Tensor:

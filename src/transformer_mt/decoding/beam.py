@@ -14,6 +14,7 @@ from transformer_mt.decoding.search import (
     check_interval,
 )
 from transformer_mt.errors import ConfigError
+from transformer_mt.validate import check, integer
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,9 @@ class BeamSearch:
 
     def __init__(self, beam_size: int = 4, length_norm: Callable[[int], float] | None = None, nbest: int = 1,
                  options: SearchOptions | None = None) -> None:
-        if beam_size < 1:
-            raise ConfigError(f"decoding.beam_size must be >= 1, got {beam_size}")
-        if not 1 <= nbest <= beam_size:
-            raise ConfigError(f"decoding.nbest must be between 1 and decoding.beam_size={beam_size}, got {nbest}")
+        check("decoding.beam_size", beam_size, integer(1), "an integer >= 1")
+        if not integer(1, beam_size)(nbest):
+            raise ConfigError(f"decoding.nbest={nbest!r}: must be between 1 and decoding.beam_size={beam_size}")
         self.beam_size, self.nbest = beam_size, nbest
         self.length_norm = length_norm or PowerLength()
         self.options = options or SearchOptions()

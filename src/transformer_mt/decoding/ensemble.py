@@ -79,17 +79,16 @@ class Ensemble:
         """(N, S) -> the members' memories side by side, (N, S, sum of their widths)."""
         return torch.cat([member.encode(src) for member in self.members], dim=-1)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: EnsembleCache | None = None,
-               beams: int = 1) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+               cache: EnsembleCache | None = None) -> torch.Tensor:
         """The averaged log-probabilities (N, T, V), fp32."""
         parts = memory.split(self.widths, dim=-1)
-        lprobs = [log_softmax(member.decode(tgt, part, src, cache=None if cache is None else cache.caches[i],
-                                            beams=beams))
+        lprobs = [log_softmax(member.decode(tgt, part, src, cache=None if cache is None else cache.caches[i]))
                   for i, (member, part) in enumerate(zip(self.members, parts))]
         return mean_of_probabilities(lprobs)
 
-    def init_cache(self, capacity: int | None = None) -> EnsembleCache:
-        return EnsembleCache([member.init_cache(capacity) for member in self.members])
+    def init_cache(self, capacity: int | None = None, beams: int = 1, store: bool = True) -> EnsembleCache:
+        return EnsembleCache([member.init_cache(capacity, beams, store) for member in self.members])
 
     def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced averaged log-probabilities (B, T, V), where a model's forward gives logits

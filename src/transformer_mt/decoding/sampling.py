@@ -3,7 +3,7 @@
 import torch
 
 from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, token_by_token
-from transformer_mt.errors import ConfigError
+from transformer_mt.validate import check, integer, number
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -50,12 +50,9 @@ class Sampling:
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, options: SearchOptions | None = None) -> None:
-        if temperature <= 0:
-            raise ConfigError(f"decoding.temperature must be > 0, got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ConfigError(f"decoding.top_p must be in (0, 1], got {top_p}")
-        if nbest < 1:
-            raise ConfigError(f"decoding.nbest must be >= 1, got {nbest}")
+        check("decoding.temperature", temperature, number(0.0, low_open=True), "a number > 0")
+        check("decoding.top_p", top_p, number(0.0, 1.0, low_open=True), "a number in (0, 1]")
+        check("decoding.nbest", nbest, integer(1), "an integer >= 1")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
         self.options = options or SearchOptions()
 

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import torch
 
+from transformer_mt.validate import check, integer
+
 
 class SearchModel(Protocol):
     """What a search needs from a model; `transformer_mt.model.Transformer` is one, and so are the
@@ -24,15 +26,15 @@ class SearchModel(Protocol):
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """(N, S) source ids -> memory."""
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None,
-               beams: int = 1) -> torch.Tensor:
-        """(N, T) prefixes -> logits (N, T, V), log-probabilities where `normalized`; with a cache,
-        T = 1 (the newest token). memory and src have N / beams rows: `beams` consecutive prefixes
-        (the beams of a sentence) share one (beams = 1: one memory row per prefix). Any other
-        layout is a ValueError."""
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        """(N, T) prefixes -> logits (N, T, V), log-probabilities where `normalized`; with a cache
+        that keeps what it decoded, T = 1 (the newest token). memory and src have N / beams rows,
+        `beams` the cache's (no cache: 1): `beams` consecutive prefixes (the beams of a sentence)
+        share one. Any other layout is a ValueError."""
 
-    def init_cache(self, capacity: int | None = None) -> "SearchCache":
-        """An empty incremental-decoding cache for up to `capacity` positions (None: any number)."""
+    def init_cache(self, capacity: int | None = None, beams: int = 1, store: bool = True) -> "SearchCache":
+        """An empty decode state: the layout (`beams` prefixes per memory row) and, with store,
+        an incremental-decoding cache for up to `capacity` positions (None: any number)."""
 
 
 class SearchCache(Protocol):
@@ -59,8 +61,7 @@ def check_interval(check_every: int | None, device: torch.device) -> int:
     look waits for the GPU's queue to drain; ended rows ride along, masked, until the next)."""
     if check_every is None:
         return 1 if device.type == "cpu" else CHECK_EVERY
-    if check_every < 1:
-        raise ValueError(f"check_every must be >= 1, got {check_every}")
+    check("decoding.options.check_every", check_every, integer(1), "an integer >= 1 or null")
     return check_every
 
 
@@ -185,16 +186,14 @@ class DecoderState:
 
     def __init__(self, model: SearchModel, src: torch.Tensor, use_cache: bool = True, beams: int = 1,
                  capacity: int | None = None) -> None:
-        self.model, self.src, self.beams = model, src, beams
+        self.model, self.src, self.use_cache = model, src, use_cache
         self.memory = model.encode(src)
-        self.cache = model.init_cache(capacity) if use_cache else None  # capacity: the search's most steps
+        self.cache = model.init_cache(capacity, beams, store=use_cache)  # capacity: the search's most steps
 
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         """prefix (N, t) starting with BOS -> log-probabilities (N, V) of token t+1, in fp32."""
-        if self.cache is not None:
-            logits = self.model.decode(prefix[:, -1:], self.memory, self.src, cache=self.cache, beams=self.beams)
-        else:
-            logits = self.model.decode(prefix, self.memory, self.src, beams=self.beams)
+        new = prefix[:, -1:] if self.use_cache else prefix  # without a kept cache, the whole prefix again
+        logits = self.model.decode(new, self.memory, self.src, cache=self.cache)
         last = logits[:, -1].float()
         return last.contiguous() if self.model.normalized else last.log_softmax(dim=-1)
 
@@ -202,8 +201,7 @@ class DecoderState:
         if memory_index is not None:
             self.memory = self.memory.index_select(0, memory_index)
             self.src = self.src.index_select(0, memory_index)
-        if self.cache is not None:
-            self.cache.select(index, memory_index)
+        self.cache.select(index, memory_index)
 
 
 def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ def build_spec(model, vocab):
     c = model.config
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "
-                          f"{c.d_model // c.heads} wide; format=ct2 needs model.d_k=null")
+                          f"{c.d_model // c.heads} wide; task.format=ct2 needs model.d_k=null")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "swish": common_spec.Activation.SWISH}[c.activation]
     spec = transformer_spec.TransformerSpec.from_config((c.num_encoder_layers, c.num_decoder_layers), c.heads,
@@ -98,7 +98,7 @@ def export_ct2(module, folder: Path, quantization: str = "none") -> None:
     from ctranslate2.converters.converter import Converter
 
     if quantization not in QUANTIZATIONS:
-        raise ConfigError(f"quantization={quantization}: must be one of {', '.join(QUANTIZATIONS)}")
+        raise ConfigError(f"quantize={quantization}: task.format=ct2 takes {', '.join(QUANTIZATIONS)}")
     spec = build_spec(module.model, module.tokenizer)
 
     class SpecConverter(Converter):

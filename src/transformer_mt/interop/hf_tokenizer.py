@@ -31,7 +31,7 @@ def save_hugging_face(source: TextTokenizer, target: TextTokenizer, folder: str 
     elif isinstance(source, SentencePieceTokenizer):
         save_sentencepiece(source, target, folder, max_positions)
     else:
-        raise ConfigError(f"format=hf: no Hugging Face tokenizer for a {type(source).__name__}")
+        raise ConfigError(f"task.format=hf: no Hugging Face tokenizer for a {type(source).__name__}")
 
 
 def save_bpe(source: BpeTokenizer, target: TextTokenizer, folder: str | Path, max_positions: int) -> None:
@@ -67,7 +67,7 @@ def save_marian_vocabulary(source: MarianVocabulary, target: TextTokenizer, fold
 def check_one_vocabulary(source: TextTokenizer, target: TextTokenizer) -> None:
     """Marian models have one vocabulary for both sides: ours must be joint."""
     if target is not source:
-        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; format=hf needs a joint one")
+        raise ConfigError("data.tokenizer.joint=false: Marian shares one vocabulary; task.format=hf needs a joint one")
 
 
 def our_hugging_face_settings(max_positions: int) -> dict:

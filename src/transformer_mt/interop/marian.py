@@ -27,18 +27,18 @@ def check_representable(config: TransformerConfig) -> None:
     """A model Marian cannot express is refused with the config key and value that stand in the way."""
     if config.norm_first:
         raise ConfigError("model.norm_first=true: Marian models are post-norm; only a post-norm model "
-                          "(model.norm_first=false) can be exported with format=hf")
+                          "(model.norm_first=false) can be exported with task.format=hf")
     if config.positional != "sinusoidal":
         raise ConfigError(f"model.positional={config.positional}: Marian models have sinusoidal positions; "
-                          "format=hf needs model.positional=sinusoidal")
+                          "task.format=hf needs model.positional=sinusoidal")
     if config.d_k * config.heads != config.d_model:
         raise ConfigError(f"model.d_k={config.d_k}: Marian's heads are d_model / heads = "
-                          f"{config.d_model // config.heads} wide; format=hf needs model.d_k=null")
+                          f"{config.d_model // config.heads} wide; task.format=hf needs model.d_k=null")
     if config.tie_embeddings != "all":
         raise ConfigError(f"model.tie_embeddings={config.tie_embeddings}: Marian shares one vocabulary between "
-                          "source, target and output layer; format=hf needs model.tie_embeddings=all")
+                          "source, target and output layer; task.format=hf needs model.tie_embeddings=all")
     if config.activation not in ("relu", "gelu", "swish"):
-        raise ConfigError(f"model.activation={config.activation}: format=hf supports relu, gelu and swish")
+        raise ConfigError(f"model.activation={config.activation}: task.format=hf supports relu, gelu and swish")
 
 
 def marian_order(d_model: int) -> torch.Tensor:
@@ -148,7 +148,7 @@ def search_generation(decoding: Mapping) -> dict:
         norm = decoding.get("length_norm") or {}
         if str(norm.get("_target_", "PowerLength")).rsplit(".", 1)[-1] != "PowerLength":
             raise ConfigError(f"decoding.length_norm._target_={norm.get('_target_')}: Hugging Face's generate "
-                              "divides a beam's log-probability by length ** length_penalty; format=hf needs "
+                              "divides a beam's log-probability by length ** length_penalty; task.format=hf needs "
                               "decoding.length_norm._target_=transformer_mt.decoding.PowerLength")
         # ours stops a sentence at beam_size finished hypotheses: early_stopping=True
         return {"num_beams": int(decoding.get("beam_size", 4)), "do_sample": False,
@@ -156,7 +156,7 @@ def search_generation(decoding: Mapping) -> dict:
     if search == "Sampling":  # top_k=0 written: Hugging Face's default is 50
         return {"num_beams": 1, "do_sample": True, "temperature": float(decoding.get("temperature", 1.0)),
                 "top_k": int(decoding.get("top_k", 0)), "top_p": float(decoding.get("top_p", 1.0))}
-    raise ConfigError(f"decoding._target_={decoding.get('_target_')}: format=hf carries greedy, beam or sample "
+    raise ConfigError(f"decoding._target_={decoding.get('_target_')}: task.format=hf carries greedy, beam or sample "
                       "decoding into generation_config.json")
 
 

@@ -97,14 +97,14 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | Varlen | None = None,
         is_causal: bool = False,
         cache: SelfAttentionCache | CrossAttentionCache | None = None,
-        beams: int = 1,
     ) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S). A `Varlen` mask: x (and
         memory) are packed streams (N, D) of the sequences it lays out (`packed`).
 
-        Cross-attention's memory has B / beams rows: `beams` consecutive rows of x (the beams of a
-        sentence) share one, attended as extra query positions so that the memory's K, V are never
-        copied per beam. A query batch that is not exactly beams x the memory's is a ValueError.
+        Cross-attention's memory has B / beams rows, `beams` from its CrossAttentionCache (no
+        cache: 1): `beams` consecutive rows of x (the beams of a sentence) share one, attended as
+        extra query positions so that the memory's K, V are never copied per beam. A query batch
+        that is not exactly beams x the memory's is a ValueError.
 
         With a cache, self-attention appends this step's K, V to its SelfAttentionCache and attends
         to every position so far; cross-attention projects the memory into its CrossAttentionCache
@@ -112,13 +112,13 @@ class MultiHeadAttention(nn.Module):
         """
         if isinstance(mask, Varlen):
             return self.packed(x, memory, mask, is_causal)
+        beams = 1
         if self.cross:
             q = self._split(self.q_proj(x))
             k, v = self._memory_kv(memory, cache)
+            beams = cache.beams if cache is not None else 1
             _check_beams(q.size(0), k.size(0), beams)
         else:
-            if beams != 1:
-                raise ValueError(f"beams={beams} applies to cross-attention only; self-attention takes beams=1")
             q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
             if cache is not None:
                 k, v = cache.append(k, v)
@@ -154,7 +154,7 @@ class MultiHeadAttention(nn.Module):
     def _memory_kv(self, memory: torch.Tensor | None,
                    cache: CrossAttentionCache | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention's K, V: from the cache once computed, else projected from the memory (and cached)."""
-        if cache is None:
+        if cache is None or not cache.store:
             return self.project_memory(memory)
         if cache.keys is None:
             cache.keys, cache.values = self.project_memory(memory)
@@ -187,7 +187,7 @@ def uses_varlen_kernel(q: torch.Tensor, dropout: float) -> bool:
     """Whether `packed_attention` runs torch's variable-length kernel: on a GPU, in fp16 / bf16,
     without attention dropout (the kernel has none), where torch has it as we call it. Elsewhere
     it runs the exact reference (`reference_attention`), slower than padding: a run on a GPU
-    refuses that (tasks/checks.py, `check_packed`)."""
+    refuses that (tasks/runs/config_checks.py, `check_packed`)."""
     return (varlen_attn is not None and q.device.type in VARLEN_DEVICES and q.dtype in VARLEN_DTYPES
             and dropout == 0.0)
 

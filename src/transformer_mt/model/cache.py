@@ -1,11 +1,15 @@
 """The incremental-decoding cache, as typed objects that own their buffer layout.
 
-    cache = model.init_cache(capacity)          # DecoderCache: one LayerCache per decoder layer
+    cache = model.init_cache(capacity, beams)   # DecoderCache: one LayerCache per decoder layer
     logits = model.decode(token, memory, src, cache=cache)   # appends this step's K, V
     cache.select(index, memory_index)           # beams move between rows, in place
 
-Self-attention keeps every decoded position's keys and values (`SelfAttentionCache`);
-cross-attention keeps the encoder memory's, projected once per source batch (`CrossAttentionCache`).
+The cache is a search's per-call decode state, the one object a decode call carries through the
+layers: the beam layout (`beams` consecutive query rows share one memory row), and what is kept
+between steps. Self-attention keeps every decoded position's keys and values
+(`SelfAttentionCache`); cross-attention keeps the encoder memory's, projected once per source batch
+(`CrossAttentionCache`). With store=False nothing is kept (each call decodes its whole prefix again,
+for tests and benchmarks) and the cache only says the layout.
 """
 
 from dataclasses import dataclass, field
@@ -71,9 +75,11 @@ class SelfAttentionCache:
 
 class CrossAttentionCache:
     """One cross-attention layer's keys and values of the encoder memory, (B / beams, H, S, d_k):
-    projected at the first step, reused at every later one."""
+    projected at the first step, reused at every later one (with store=False: projected at every
+    call, never kept). `beams` query rows share one memory row."""
 
-    def __init__(self) -> None:
+    def __init__(self, beams: int = 1, store: bool = True) -> None:
+        self.beams, self.store = beams, store
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
 
@@ -85,27 +91,32 @@ class CrossAttentionCache:
 
 @dataclass
 class LayerCache:
-    """What one decoder layer keeps between decoding steps."""
+    """What one decoder layer keeps between decoding steps (self_attn None: nothing, store=False)."""
 
-    self_attn: SelfAttentionCache
+    self_attn: SelfAttentionCache | None
     cross_attn: CrossAttentionCache = field(default_factory=CrossAttentionCache)
 
 
 class DecoderCache:
-    """The whole decoder's cache: one LayerCache per layer, all at the same length."""
+    """The whole decoder's cache: one LayerCache per layer, all at the same length, and the beam
+    layout. store=False keeps nothing: every call decodes its whole prefix."""
 
-    def __init__(self, num_layers: int, capacity: int | None = None) -> None:
-        self.layers = [LayerCache(SelfAttentionCache(capacity)) for _ in range(num_layers)]
+    def __init__(self, num_layers: int, capacity: int | None = None, beams: int = 1, store: bool = True) -> None:
+        self.beams, self.store = beams, store
+        self.layers = [LayerCache(SelfAttentionCache(capacity) if store else None, CrossAttentionCache(beams, store))
+                       for _ in range(num_layers)]
 
     @property
     def length(self) -> int:
-        """Positions decoded so far (a Python int)."""
-        return self.layers[0].self_attn.length
+        """Positions decoded so far (a Python int; 0 when nothing is kept)."""
+        first = self.layers[0].self_attn
+        return first.length if first is not None else 0
 
     def select(self, index: torch.Tensor, memory_index: torch.Tensor | None = None) -> None:
         """Rows `index` of the decoded positions and rows `memory_index` of the memory's K, V
         (None: the memory's stay as they are), in place."""
         for layer in self.layers:
-            layer.self_attn.select(index)
+            if layer.self_attn is not None:
+                layer.self_attn.select(index)
             if memory_index is not None:
                 layer.cross_attn.select(memory_index)

@@ -7,6 +7,9 @@ from torch import nn
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.packing import Packed
+from transformer_mt.validate import check, listing, one_of
+
+POSITIONS = ("sinusoidal", "learned")  # model.positional
 
 
 class TokenEmbedding(nn.Embedding):
@@ -35,8 +38,7 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, kind: str, max_positions: int, d_model: int) -> None:
         super().__init__()
-        if kind not in ("sinusoidal", "learned"):
-            raise ConfigError(f"model.positional must be 'sinusoidal' or 'learned', got {kind!r}")
+        check("model.positional", kind, one_of(*POSITIONS), listing(POSITIONS))
         self.kind = kind
         self.max_positions = max_positions
         if kind == "sinusoidal":

@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.cache import LayerCache
 from transformer_mt.packing import Varlen
+from transformer_mt.validate import check, listing, one_of
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -19,8 +19,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str, activation_dropout: float) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        check("model.activation", activation, one_of(*ACTIVATIONS), listing(ACTIVATIONS))
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
@@ -78,13 +77,13 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | Varlen,
-                cache: LayerCache | None = None, beams: int = 1, self_mask: Varlen | None = None) -> torch.Tensor:
+                cache: LayerCache | None = None, self_mask: Varlen | None = None) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D). Self-attention is causal, except for the one new position of
-        a decoding step, which attends to the cached ones. memory has B / beams rows: `beams`
-        consecutive rows of x share one (see MultiHeadAttention). Packed: x (Nt, D), memory (Ns, D),
+        a decoding step, which attends to the cached ones. memory has B / beams rows, `beams` the
+        cache's: `beams` consecutive rows of x share one (see MultiHeadAttention). Packed: x (Nt, D), memory (Ns, D),
         self_mask the target's Varlen layout and memory_mask the target's over the source's."""
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
-        causal = cache is None or x.size(1) > 1
+        causal = self_cache is None or x.size(1) > 1
         x = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask, is_causal=causal, cache=self_cache))
-        x = self.cross_block(x, lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache, beams=beams))
+        x = self.cross_block(x, lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache))
         return self.ffn_block(x, self.ffn)

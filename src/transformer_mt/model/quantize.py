@@ -6,14 +6,14 @@ import torch
 from torch import nn
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.validate import check, listing, one_of
 
 QUANTIZE = ("none", "int8")
 
 
 def check_quantize(value: str) -> str:
     """`value` if it names a supported quantization, else one line naming the key."""
-    if value not in QUANTIZE:
-        raise ConfigError(f"quantize={value}: must be one of {', '.join(QUANTIZE)}")
+    check("quantize", value, one_of(*QUANTIZE), listing(QUANTIZE))
     return value
 
 

@@ -20,7 +20,9 @@ from transformer_mt.model.cache import DecoderCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.packing import Packing, Varlen
-from transformer_mt.validate import PROBABILITY, check, integer
+from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
+
+TIES = ("all", "decoder", "none")  # model.tie_embeddings
 
 
 @dataclass
@@ -59,8 +61,7 @@ class TransformerConfig:
                     f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}; set model.d_k"
                 )
             self.d_k = self.d_model // self.heads
-        if self.tie_embeddings not in ("all", "decoder", "none"):
-            raise ConfigError(f"model.tie_embeddings must be all | decoder | none, got {self.tie_embeddings!r}")
+        check("model.tie_embeddings", self.tie_embeddings, one_of(*TIES), listing(TIES))
         if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
             raise ConfigError(
                 "model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes); with separate "
@@ -144,21 +145,21 @@ class Transformer(nn.Module):
         return self.encoder_norm(x)
 
     # --------------------------------------------------------------------------------- decoder
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
-               beams: int = 1) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+               cache: DecoderCache | None = None) -> torch.Tensor:
         """tgt (B, T) -> logits (B, T, V), attending to `memory` where `src` is not padding.
 
-        With a cache (from `init_cache`), tgt holds only the newest token of each sequence: K and V
-        of earlier steps come from the cache, and the new ones are written into it. memory and src
-        have B / beams rows: `beams` consecutive rows of tgt (the beams of a sentence) share one;
-        any other layout is a ValueError.
+        With a cache (from `init_cache`) that keeps K and V, tgt holds only the newest token of each
+        sequence: K and V of earlier steps come from the cache, and the new ones are written into
+        it. memory and src have B / beams rows, `beams` the cache's (no cache: 1): `beams`
+        consecutive rows of tgt (the beams of a sentence) share one; any other layout is a ValueError.
         """
         if cache is not None and cache.length and tgt.size(1) != 1:
             raise ValueError("incremental decoding takes one new token per step")
-        return self.output_proj(self._decoder(tgt, memory, src, cache, beams))
+        return self.output_proj(self._decoder(tgt, memory, src, cache))
 
     def _decoder(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
-                 beams: int = 1, packing: Packing | None = None, run: Callable = run_layer) -> torch.Tensor:
+                 packing: Packing | None = None, run: Callable = run_layer) -> torch.Tensor:
         """The decoder stack: (B, T, D) states the output layer turns into logits (packed: (Nt, D)).
 
         Self-attention is causal with no mask (`is_causal`, which FlashAttention runs): targets are
@@ -172,7 +173,7 @@ class Transformer(nn.Module):
         offset = 0 if cache is None else cache.length  # a Python int: no host sync
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset, packed=packed))
         for i, layer in enumerate(self.decoder_layers):
-            x = run(layer, x, memory, memory_mask, cache=None if cache is None else cache.layers[i], beams=beams,
+            x = run(layer, x, memory, memory_mask, cache=None if cache is None else cache.layers[i],
                     self_mask=self_mask)
         return self.decoder_norm(x)
 
@@ -191,12 +192,13 @@ class Transformer(nn.Module):
         return self._decoder(tgt_in, memory, src, packing=packing, run=runners.decoder)
 
     # ------------------------------------------------------------------- incremental decoding
-    def init_cache(self, capacity: int | None = None) -> DecoderCache:
-        """An empty cache for `decode`: self-attention K, V go into buffers allocated at the first
-        step for `capacity` positions (a search's most steps; None: they grow as needed) and written
-        in place each step; cross-attention K, V are projected at the first step. A search moves
-        beams with `cache.select(index, memory_index)`."""
-        return DecoderCache(len(self.decoder_layers), capacity)
+    def init_cache(self, capacity: int | None = None, beams: int = 1, store: bool = True) -> DecoderCache:
+        """An empty cache for `decode`, the search's decode state: `beams` prefixes per memory row;
+        self-attention K, V go into buffers allocated at the first step for `capacity` positions (a
+        search's most steps; None: they grow as needed) and written in place each step;
+        cross-attention K, V are projected at the first step. store=False keeps nothing (every call
+        decodes its whole prefix). A search moves beams with `cache.select(index, memory_index)`."""
+        return DecoderCache(len(self.decoder_layers), capacity, beams, store)
 
     def hparams(self) -> dict:
         return asdict(self.config)

@@ -15,9 +15,11 @@ from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.errors import find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
-from transformer_mt.tasks.lightning_logs import route_lightning_logs
+from transformer_mt.renamed import refuse_old_config_keys
+from transformer_mt.tasks.runs.lightning_logs import route_lightning_logs
+from transformer_mt.validate import check, one_of
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +63,11 @@ def run(cfg: DictConfig):
     lines going through the job's logging once, float32 matmuls at `float32_matmul_precision`
     while it runs)."""
     route_lightning_logs()
+    refuse_old_config_keys(cfg)
     save_resolved_config(cfg)
     precision = cfg.get("float32_matmul_precision", "highest")
-    if precision not in ("highest", "high", "medium"):
-        raise ConfigError(f"float32_matmul_precision={precision!r}: must be highest, high (TF32 on a GPU) or medium")
+    check("float32_matmul_precision", precision, one_of("highest", "high", "medium"),
+          "highest, high (TF32 on a GPU) or medium")
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:

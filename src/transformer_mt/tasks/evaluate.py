@@ -13,11 +13,11 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus, load_module
 from transformer_mt.config import overridden_keys
-from transformer_mt.tasks.build import build_trainer
-from transformer_mt.tasks.checkpoints import checkpoint_paths, describe_corpus, load_module
-from transformer_mt.tasks.checks import check_config
-from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.build import build_trainer
+from transformer_mt.tasks.runs.config_checks import check_config
+from transformer_mt.tasks.runs.outputs import print_summary, tokenized_bleu_extra, write_results
 
 log = logging.getLogger(__name__)
 

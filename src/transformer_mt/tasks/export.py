@@ -1,9 +1,9 @@
 """task=export: a checkpoint as a Hugging Face Marian folder or a CTranslate2 model directory.
 
-    python run.py task=export ckpt_path=PATH format=hf [output=DIR] [decoding=beam ...]
-    python run.py task=export ckpt_path=PATH format=ct2 quantization=int8 [output=DIR]
+    python run.py task=export ckpt_path=PATH task.format=hf [task.output=DIR] [decoding=beam ...]
+    python run.py task=export ckpt_path=PATH task.format=ct2 quantize=int8 [task.output=DIR]
 
-format=hf writes this command's `decoding` (greedy by default, as task=translate's; not the
+task.format=hf writes this command's `decoding` (greedy by default, as task=translate's; not the
 checkpoint's training-time one) into generation_config.json: a plain `model.generate` searches as
 `task=translate` with the same `decoding` (interop/marian.py: generation_options).
 
@@ -19,9 +19,10 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_dir
+from transformer_mt.checkpoints.loading import checkpoint_path, load_module
 from transformer_mt.errors import ConfigError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.checkpoints import checkpoint_path, load_module
+from transformer_mt.validate import check, one_of
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +30,17 @@ NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}
 
 
 def run(cfg: DictConfig) -> dict:
-    fmt = cfg.get("format")
-    if fmt not in NEEDS:
-        raise ConfigError(f"format={fmt}: must be hf (Hugging Face Marian) or ct2 (CTranslate2)")
+    fmt, quantize = cfg.task.get("format"), str(cfg.get("quantize") or "none")
+    check("task.format", fmt, one_of(*NEEDS), "hf (Hugging Face Marian) or ct2 (CTranslate2)")
+    if fmt == "hf" and quantize != "none":
+        raise ConfigError(f"quantize={quantize}: task.format=hf exports the model's float weights (quantize=none); "
+                          "quantized exports are task.format=ct2")
     if importlib.util.find_spec(NEEDS[fmt]) is None:
-        raise ConfigError(f"format={fmt} needs the {NEEDS[fmt]} package: pip install -e '.[export]'")
+        raise ConfigError(f"task.format={fmt} needs the {NEEDS[fmt]} package: pip install -e '.[export]'")
     path = checkpoint_path(cfg)
-    output = Path(cfg.output) if cfg.get("output") else Path(cfg.paths.output_dir) / fmt
+    output = Path(cfg.task.output) if cfg.task.get("output") else Path(cfg.paths.output_dir) / fmt
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise ConfigError(f"output={output}: already exists; name a new folder")
+        raise ConfigError(f"task.output={output}: already exists; name a new folder")
     decoding = cfg.get("decoding") if fmt == "hf" else None
     if decoding is not None:
         from transformer_mt.interop.marian import generation_options
@@ -55,7 +58,7 @@ def run(cfg: DictConfig) -> dict:
             from transformer_mt.interop.ctranslate2 import export_ct2
 
             with atomic_dir(output) as tmp:
-                export_ct2(module, tmp, str(cfg.get("quantization") or "none"))
+                export_ct2(module, tmp, quantize)
     log.info("exported %s as %s to %s", path, fmt, output)
     print(output)
     return {"output": str(output), "format": fmt}

@@ -1,19 +1,19 @@
 """task=report: the jobs of a multirun as a table like the paper's Table 3, with seeds and
 significance, and plots.
 
-    python run.py task=report sweep_dir=outputs/ablation/heads_<date> [metric=bleu|chrf|ter|bleu_tok_lc]
+    python run.py task=report task.sweep_dir=outputs/ablation/heads_<date> [task.metric=bleu|chrf|ter|bleu_tok_lc]
 
 Reads every job directory of the sweep (`0/`, `1/`, ...: its `.hydra/overrides.yaml` and
 `metrics.json`). A *row* is one setting of the varied keys other than `seed`; its jobs are its
 seeds. The base row is the one whose settings equal the sweep's own config (`multirun.yaml`), or
-the row numbered `base_row=N` (the table's row column) when the config does not name it (a key left
-null there, such as `model.d_k`). Without a base row the report has no tests and says why.
+the row numbered `task.base_row=N` (the table's row column) when the config does not name it (a key
+left null there, such as `model.d_k`). Without a base row the report has no tests and says why.
 Writes into the sweep directory:
 - `report.md`: per row the seeds that finished, the mean and standard deviation over seeds of the
   val BLEU, test BLEU, chrF and TER, val perplexity and training time (a finished job without a
-  value, such as a run from before TER: a dash), and the difference in test `metric` (bleu, chrf,
-  ter or bleu_tok_lc, BLEU on 13a-tokenized lowercased text; TER: lower is better) to the base row
-  with sacreBLEU's paired tests (bootstrap and approximate randomization, seed against the same
+  value, such as a run from before TER: a dash), and the difference in test `task.metric` (bleu,
+  chrf, ter or bleu_tok_lc, BLEU on 13a-tokenized lowercased text; TER: lower is better) to the base
+  row with sacreBLEU's paired tests (bootstrap and approximate randomization, seed against the same
   seed: evaluation/significance.py), a sentence per row saying whether it differs from the base,
   the tests per seed, and every job with its status;
 - `report.csv` (the rows), `jobs.csv` (the jobs), `significance.csv` (the tests per seed);
@@ -30,13 +30,13 @@ whose files are missing or whose references are not the base's stops the report 
 """
 
 import csv
-import json
 import logging
 import statistics
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
@@ -51,31 +51,42 @@ from transformer_mt.evaluation.significance import (
     paired_test,
 )
 from transformer_mt.markdown import markdown_table
-from transformer_mt.multirun import FAILURE_FILE
+from transformer_mt.tasks.runs.sweep import SEED, Job, Row, Sweep, read_sweep
 from transformer_mt.training.curves import read_curves
+from transformer_mt.validate import check, integer, listing, one_of
 
 log = logging.getLogger(__name__)
 
-SEED = "seed"
-RESUME = "ckpt_path"  # not a setting: a job resumed into its own folder is the job it continues
-COLUMNS = [  # header, metrics.json key, format
-    ("params (M)", "num_parameters", lambda v: f"{v / 1e6:.2f}"),
-    ("train (min)", "train_seconds", lambda v: f"{v / 60:.1f}"),
-    ("steps", "steps", str),
-    ("val PPL", "val/ppl", lambda v: f"{v:.2f}"),
-    ("val BLEU", "val/bleu_best", lambda v: f"{v:.2f}"),
-    ("test BLEU", "test/bleu", lambda v: f"{v:.2f}"),
-    ("test chrF", "test/chrf", lambda v: f"{v:.2f}"),
-    ("test TER", "test/ter", lambda v: f"{v:.2f}"),
-]
-SPREAD = [  # header, metrics.json key, scale: mean +- std over a row's seeds
-    ("val BLEU", "val/bleu_best", 1.0),
-    ("test BLEU", "test/bleu", 1.0),
-    ("test chrF", "test/chrf", 1.0),
-    ("test TER", "test/ter", 1.0),
-    ("val PPL", "val/ppl", 1.0),
-    ("train (min)", "train_seconds", 1 / 60),
-]
+
+@dataclass(frozen=True)
+class MetricColumn:
+    """A figure of the jobs' metrics.json as a column of the report: a job shows its value; a row
+    the mean ± std over its seeds (`per_seed`), else its first finished seed's value (the same for
+    every seed, as the parameter count)."""
+
+    header: str
+    key: str  # in metrics.json
+    unit: float = 1.0  # shown as value / unit (seconds as minutes: 60)
+    decimals: int | None = 2  # a job's value to these decimals; None: as metrics.json has it
+    per_seed: bool = True
+    job_column: int = 0  # its place in the jobs table (the rows table keeps METRIC_COLUMNS' order)
+
+    def shown(self, value: float) -> str:
+        """One job's value as its cell."""
+        return str(value) if self.decimals is None else f"{value / self.unit:.{self.decimals}f}"
+
+
+METRIC_COLUMNS = (  # the one list of the report's metrics: the rows table's columns in this order
+    MetricColumn("params (M)", "num_parameters", unit=1e6, per_seed=False, job_column=0),
+    MetricColumn("steps", "steps", decimals=None, per_seed=False, job_column=2),
+    MetricColumn("val BLEU", "val/bleu_best", job_column=4),
+    MetricColumn("test BLEU", "test/bleu", job_column=5),
+    MetricColumn("test chrF", "test/chrf", job_column=6),
+    MetricColumn("test TER", "test/ter", job_column=7),
+    MetricColumn("val PPL", "val/ppl", job_column=3),
+    MetricColumn("train (min)", "train_seconds", unit=60, decimals=1, job_column=1),
+)
+JOB_COLUMNS = sorted(METRIC_COLUMNS, key=lambda column: column.job_column)
 
 IDENTICAL_NOTE = ("p-values are shown as - where the two systems' outputs are identical (or differ only where the "
                   "metric does not look, every sentence scoring alike): sacreBLEU's tests then return their "
@@ -84,71 +95,28 @@ IDENTICAL_NOTE = ("p-values are shown as - where the two systems' outputs are id
 
 
 def check_metric(metric: object) -> str:
-    """The metric the tests compare (the `metric` key): bleu, chrf, ter or bleu_tok_lc."""
-    if not isinstance(metric, str) or metric not in METRICS:
-        raise ConfigError(f"metric={metric}: must be one of {', '.join(METRICS)}")
+    """The metric the tests compare (`task.metric`): bleu, chrf, ter or bleu_tok_lc."""
+    check("task.metric", metric, one_of(*METRICS), listing(METRICS))
     return str(metric)
 
 
-def read_job(folder: Path) -> dict:
-    """One job: its overrides as {key: value}, status, and metrics (empty unless done)."""
-    overrides_file = folder / ".hydra" / "overrides.yaml"
-    overrides = OmegaConf.load(overrides_file) if overrides_file.is_file() else []
-    settings = dict(o.split("=", 1) for o in overrides if "=" in o and not o.startswith(("~", f"{RESUME}=")))
-    metrics_file, failure_file = folder / "metrics.json", folder / FAILURE_FILE
-    job = {"job": int(folder.name), "folder": folder, "settings": settings, "seed": settings.get(SEED)}
-    if metrics_file.is_file():
-        return {**job, "status": "done", "metrics": json.loads(metrics_file.read_text(encoding="utf-8"))}
-    status = f"failed: {failure_file.read_text(encoding='utf-8').strip()}" if failure_file.is_file() \
-        else "running or killed"
-    return {**job, "status": status, "metrics": {}}
-
-
-def read_sweep(sweep_dir: Path) -> tuple[list[dict], list[str], dict]:
-    """The jobs (by number), the keys other than `seed` whose values differ between them, and the
-    base row's values of those keys (from the sweep's own config)."""
-    if not sweep_dir.is_dir():
-        raise ConfigError(f"sweep_dir={sweep_dir}: no such directory")
-    jobs = [read_job(f) for f in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()),
-                                        key=lambda p: int(p.name))]
-    if not jobs:
-        raise ConfigError(f"sweep_dir={sweep_dir}: no job directories (0/, 1/, ...) in it")
-    keys = list(dict.fromkeys(k for job in jobs for k in job["settings"] if k != SEED))
-    varied = [k for k in keys if len({job["settings"].get(k) for job in jobs}) > 1]
-    sweep_config = OmegaConf.load(sweep_dir / "multirun.yaml") if (sweep_dir / "multirun.yaml").is_file() else None
-    base = {}
-    if sweep_config is not None:
-        for key in varied:
-            value = OmegaConf.select(sweep_config, key, default=None, throw_on_resolution_failure=False)
-            base[key] = None if value is None else str(value)
-    return jobs, varied, base
-
-
-def group_rows(jobs: list[dict], varied: list[str], base: dict, base_row: int | None = None) -> list[dict]:
-    """The rows: one per setting of the varied keys, with its jobs (seeds) in job order; the base
-    row (number `base_row`, else the one whose settings equal `base`) has is_base."""
-    groups: dict[tuple, dict] = {}
-    for job in jobs:
-        key = tuple(job["settings"].get(k) for k in varied)
-        groups.setdefault(key, {"settings": dict(zip(varied, key)), "jobs": []})["jobs"].append(job)
-    rows = list(groups.values())
-    if base_row is not None and not (isinstance(base_row, int) and 0 <= base_row < len(rows)):
-        raise ConfigError(f"base_row={base_row}: must be a row number of this sweep, 0 to {len(rows) - 1}")
+def group_rows(sweep: Sweep, base_row: int | None = None) -> list[Row]:
+    """The sweep's rows; the base row is number `base_row`, else the one whose settings equal the
+    sweep's own."""
+    rows = sweep.rows()
+    check("task.base_row", base_row, integer(0, len(rows) - 1), f"a row number of this sweep, 0 to {len(rows) - 1}",
+          nullable=True)
     for index, row in enumerate(rows):
-        row["is_base"] = index == base_row if base_row is not None else (
-            bool(base) and all(row["settings"][k] == base.get(k) for k in varied))
+        row.is_base = index == base_row if base_row is not None else (
+            bool(sweep.own) and all(row.settings[k] == sweep.own.get(k) for k in sweep.varied))
     return rows
 
 
-def no_base(varied: list[str], base: dict) -> str:
+def no_base(sweep: Sweep) -> str:
     """Why there are no tests: no row has the sweep's own settings."""
-    own = ", ".join(f"{k}={base.get(k)}" for k in varied) or "none"
+    own = ", ".join(f"{k}={sweep.own.get(k)}" for k in sweep.varied) or "none"
     return (f"no row has the sweep's own settings ({own}), so there is no base row and nothing is tested; "
-            "name it with base_row=N (the row column)")
-
-
-def done(row: dict) -> list[dict]:
-    return [job for job in row["jobs"] if job["status"] == "done"]
+            "name it with task.base_row=N (the row column)")
 
 
 def spread(values: list[float]) -> str:
@@ -160,55 +128,43 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def row_spread(finished: list[dict], key: str, scale: float) -> str:
-    """The spread of `key` over a row's finished jobs: a dash when none of them has it (a run from
-    before the metric existed), the count when only some have it, empty when no job finished."""
-    values = [job["metrics"][key] * scale for job in finished if isinstance(job["metrics"].get(key), int | float)]
+def row_cell(row: Row, column: MetricColumn) -> str:
+    """A row's cell: the spread over its finished jobs (a dash when none of them has the metric, a
+    run from before it existed; the count when only some have it; empty when no job finished), or
+    the first finished job's value."""
+    finished = row.finished()
+    if not column.per_seed:
+        first = finished[0].metrics if finished else {}
+        return column.shown(first[column.key]) if column.key in first else ""
+    values = [value / column.unit for value in row.values(column.key)]
     if finished and not values:
         return "-"
     counted = f" ({len(values)} of {len(finished)} seeds)" if len(values) < len(finished) else ""
     return spread(values) + counted
 
 
-def outputs(job: dict) -> tuple[list[str], list[str]]:
-    """A finished job's test translations and references, each line a sentence."""
-    texts = []
-    for key, what in (("translations", "test translations"), ("references", "test references")):
-        named = job["metrics"].get(key)
-        if not named:
-            raise ConfigError(f"{job['folder']}/metrics.json: no {key!r} ({what}), which the significance tests "
-                              "need (a run from before references were kept: evaluate it again)")
-        path = Path(named)
-        if not path.is_file() and (job["folder"] / path.name).is_file():  # the sweep folder was moved
-            path = job["folder"] / path.name
-        if not path.is_file():
-            raise ConfigError(f"job {job['job']}: its {what} {named} are missing; the significance tests need them")
-        texts.append(path.read_text(encoding="utf-8").splitlines())
-    return texts[0], texts[1]
-
-
-def compare(row: dict, base_row: dict, metric: str = "bleu") -> list[tuple[dict, PairedResult]]:
+def compare(row: Row, base_row: Row, metric: str = "bleu") -> list[tuple[Job, PairedResult]]:
     """Each finished job of `row` against the base row's job of the same seed (sacreBLEU's tests on
     `metric`)."""
-    base_jobs = {job["seed"]: job for job in done(base_row)}
+    base_jobs = {job.seed: job for job in base_row.finished()}
     results = []
-    for job in done(row):
-        other = base_jobs.get(job["seed"])
+    for job in row.finished():
+        other = base_jobs.get(job.seed)
         if other is None:
             continue
-        base_hyps, base_refs = outputs(other)
-        hyps, refs = outputs(job)
+        base_hyps, base_refs = other.test_outputs()
+        hyps, refs = job.test_outputs()
         if refs != base_refs:
-            raise ConfigError(f"job {job['job']} was scored on other references than the base row's job "
-                              f"{other['job']} (seed {job['seed']}): different test sets cannot be compared")
+            raise ConfigError(f"job {job.number} was scored on other references than the base row's job "
+                              f"{other.number} (seed {job.seed}): different test sets cannot be compared")
         results.append((job, paired_test(base_hyps, hyps, refs, metric=metric)))
     return results
 
 
-def verdict(row: dict, tests: list[tuple[dict, PairedResult]] | None) -> tuple[str, str]:
+def verdict(row: Row, tests: list[tuple[Job, PairedResult]] | None) -> tuple[str, str]:
     """(mark, sentence): whether the row differs from the base, by the rule in the docstring
     (tests None: the sweep has no base row)."""
-    if row["is_base"]:
+    if row.is_base:
         return "base", "the base row"
     if tests is None:
         return "", "not tested (no base row)"
@@ -229,19 +185,13 @@ def verdict(row: dict, tests: list[tuple[dict, PairedResult]] | None) -> tuple[s
                  f"the same sign, for {every}) does not hold")
 
 
-def row_table(rows: list[dict], tests: dict[int, list], metric: str = "bleu") -> list[dict[str, str]]:
-    """One line per row: settings, seeds, the spread of each metric over seeds, the test against the
-    base (on `metric`)."""
+def row_table(rows: list[Row], tests: dict[int, list], metric: str = "bleu") -> list[dict[str, str]]:
+    """One line per row: settings, seeds, each metric column, the test against the base (on `metric`)."""
     table = []
     for index, row in enumerate(rows):
-        finished = done(row)
-        line = {"row": f"{index}{' (base)' if row['is_base'] else ''}", **row["settings"],
-                "seeds": f"{len(finished)}/{len(row['jobs'])}"}
-        first = finished[0]["metrics"] if finished else {}
-        line["params (M)"] = f"{first['num_parameters'] / 1e6:.2f}" if "num_parameters" in first else ""
-        line["steps"] = str(first.get("steps", ""))
-        for header, key, scale in SPREAD:
-            line[header] = row_spread(finished, key, scale)
+        line = {"row": f"{index}{' (base)' if row.is_base else ''}", **row.settings,
+                "seeds": f"{len(row.finished())}/{len(row.jobs)}"}
+        line.update({column.header: row_cell(row, column) for column in METRIC_COLUMNS})
         results = [result for _, result in tests.get(index, [])]
         line[f"Δ test {METRICS[metric][0]}"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
         line["max p (bootstrap / AR)"] = "" if not results else "- / -" if any(r.identical for r in results) else (
@@ -251,32 +201,32 @@ def row_table(rows: list[dict], tests: dict[int, list], metric: str = "bleu") ->
     return table
 
 
-def test_table(rows: list[dict], tests: dict[int, list]) -> list[dict[str, str]]:
+def test_table(rows: list[Row], tests: dict[int, list]) -> list[dict[str, str]]:
     """One line per seed pair tested: the row, the seed, both scores, the difference, its 95% CI, p-values."""
     table = []
     for index, pairs in tests.items():
         for job, r in pairs:
             label = METRICS[r.metric][0]
-            table.append({"row": str(index), **rows[index]["settings"], "seed": str(job["seed"]),
-                          "job": str(job["job"]), f"base {label}": f"{r.baseline:.2f}", label: f"{r.system:.2f}",
+            table.append({"row": str(index), **rows[index].settings, "seed": str(job.seed),
+                          "job": str(job.number), f"base {label}": f"{r.baseline:.2f}", label: f"{r.system:.2f}",
                           "Δ": f"{r.delta:+.2f}", "95% CI of Δ": f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
                           "p bootstrap": "-" if r.identical else f"{r.p_bootstrap:.4f}",
                           "p AR": "-" if r.identical else f"{r.p_randomization:.4f}"})
     return table
 
 
-def job_table(jobs: list[dict], varied: list[str], rows: list[dict]) -> list[dict[str, str]]:
-    """Table rows as strings: job, varied settings, seed, status, metric columns; the base row's jobs marked."""
-    base_jobs = {job["job"] for row in rows if row["is_base"] for job in row["jobs"]}
+def job_table(sweep: Sweep, rows: list[Row]) -> list[dict[str, str]]:
+    """One line per job: job, varied settings, seed, status, metric columns; the base row's jobs marked."""
+    base_jobs = {job.number for row in rows if row.is_base for job in row.jobs}
     out = []
-    for job in jobs:
-        line = {"job": f"{job['job']}{' (base)' if job['job'] in base_jobs else ''}"}
-        line.update({k: job["settings"].get(k, "") for k in varied})
-        line["seed"] = job["seed"] or ""
-        line["status"] = job["status"]
-        for header, key, fmt in COLUMNS:
-            value = job["metrics"].get(key)
-            line[header] = fmt(value) if isinstance(value, int | float) else "-" if job["status"] == "done" else ""
+    for job in sweep.jobs:
+        line = {"job": f"{job.number}{' (base)' if job.number in base_jobs else ''}"}
+        line.update({k: job.settings.get(k, "") for k in sweep.varied})
+        line["seed"] = job.seed or ""
+        line["status"] = job.status
+        for column in JOB_COLUMNS:
+            value = job.metrics.get(column.key)
+            line[column.header] = column.shown(value) if isinstance(value, int | float) else "-" if job.done else ""
         out.append(line)
     return out
 
@@ -287,21 +237,21 @@ def table_lines(table: list[dict[str, str]]) -> list[str]:
     return markdown_table(header, [[line[h] for h in header] for line in table]).split("\n")
 
 
-def write_markdown(path: Path, title: str, rows: list[dict], tables: dict[str, list[dict[str, str]]],
+def write_markdown(path: Path, title: str, rows: list[Row], tables: dict[str, list[dict[str, str]]],
                    tests: dict[int, list], missing_base: str | None, metric: str = "bleu") -> None:
     lines = [f"# {title}", "", *table_lines(tables["rows"]), ""]
     if missing_base:
         lines += [f"**No base row**: {missing_base}.", ""]
     lower = ", lower is better," if metric in LOWER_IS_BETTER else ""
     lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs; -: not in the "
-              f"jobs' metrics.json). The tests compare test {METRICS[metric][0]}{lower} (metric={metric}). "
+              f"jobs' metrics.json). The tests compare test {METRICS[metric][0]}{lower} (task.metric={metric}). "
               f"A row differs from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap "
               f"and paired approximate randomization tests of its test translations against the base row's "
               f"(same seed) both give p < {LEVEL}, and the differences have the same sign.", ""]
     if any(result.identical for pairs in tests.values() for _, result in pairs):
         lines += [IDENTICAL_NOTE, ""]
     for index, row in enumerate(rows):
-        name = ", ".join(f"{k}={v}" for k, v in row["settings"].items()) or "the only setting"
+        name = ", ".join(f"{k}={v}" for k, v in row.settings.items()) or "the only setting"
         lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index))[1]}.")
     if tables["tests"]:
         lines += ["", "## The tests, seed against seed", "", *table_lines(tables["tests"])]
@@ -317,7 +267,7 @@ def write_csv(path: Path, table: list[dict[str, str]]) -> None:
         writer.writerows(table)
 
 
-def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> None:
+def write_plot(path: Path, title: str, rows: list[Row], varied: list[str]) -> None:
     """Val and test BLEU per row: each seed a dot, mean +- std as an error bar; the base row shaded."""
     import matplotlib.pyplot as plt
 
@@ -327,7 +277,7 @@ def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> N
                                                             ("test/bleu", "test BLEU", "s"))):
         means, stds, xs = [], [], []
         for x, row in enumerate(rows):
-            values = [job["metrics"][key] for job in done(row) if isinstance(job["metrics"].get(key), int | float)]
+            values = row.values(key)
             if not values:
                 continue
             ax.scatter([x + offset] * len(values), values, s=14, alpha=0.45, marker=marker, color=f"C{offset > 0:d}")
@@ -337,10 +287,10 @@ def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> N
         ax.errorbar(xs, means, yerr=stds, fmt=marker + "-", capsize=4, color=f"C{offset > 0:d}",
                     label=f"{name} (mean ± std)")
     for x, row in enumerate(rows):
-        if row["is_base"]:
+        if row.is_base:
             ax.axvspan(x - 0.4, x + 0.4, color="0.9", zorder=0)
-    labels = [", ".join(str(v) for v in row["settings"].values()) or "all" for row in rows]
-    labels = [f"{label}\n(base)" if row["is_base"] else label for label, row in zip(labels, rows)]
+    labels = [", ".join(str(v) for v in row.settings.values()) or "all" for row in rows]
+    labels = [f"{label}\n(base)" if row.is_base else label for label, row in zip(labels, rows)]
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_xlabel(", ".join(varied) or "row")
     ax.set_ylabel("BLEU")
@@ -351,44 +301,45 @@ def write_plot(path: Path, title: str, rows: list[dict], varied: list[str]) -> N
     plots.save(fig, path, dpi=120)
 
 
-def write_curves(path: Path, title: str, jobs: list[dict], varied: list[str]) -> int:
+def write_curves(path: Path, title: str, sweep: Sweep) -> int:
     """The learning curves of every job that has them in one figure; returns how many jobs had them."""
     runs = {}
-    for job in jobs:
-        curves = job["folder"] / "plots" / "curves.csv"
+    for job in sweep.jobs:
+        curves = job.folder / "plots" / "curves.csv"
         if curves.is_file():
-            label = ", ".join(f"{k}={job['settings'].get(k, '')}" for k in [*varied, SEED] if k in job["settings"])
-            runs[label or f"job {job['job']}"] = read_curves(curves)
+            label = ", ".join(f"{k}={job.settings.get(k, '')}" for k in [*sweep.varied, SEED] if k in job.settings)
+            runs[label or f"job {job.number}"] = read_curves(curves)
     if runs:
         plots.save(plots.curves_figure(runs, title), path)
     return len(runs)
 
 
 def run(cfg: DictConfig) -> dict:
-    if not cfg.get("sweep_dir"):
-        raise ConfigError("task=report needs sweep_dir=PATH (a multirun directory with job folders 0/, 1/, ...)")
-    metric = check_metric(cfg.get("metric", "bleu"))
-    sweep_dir = Path(cfg.sweep_dir)
-    jobs, varied, base = read_sweep(sweep_dir)
-    rows = group_rows(jobs, varied, base, cfg.get("base_row"))
-    base_row = next((row for row in rows if row["is_base"]), None)
+    options = cfg.task
+    if not options.get("sweep_dir"):
+        raise ConfigError("task=report needs task.sweep_dir=PATH (a multirun directory with job folders 0/, 1/, ...)")
+    metric = check_metric(options.get("metric", "bleu"))
+    sweep = read_sweep(Path(options.sweep_dir))
+    rows = group_rows(sweep, options.get("base_row"))
+    base_row = next((row for row in rows if row.is_base), None)
     tests = {index: compare(row, base_row, metric) for index, row in enumerate(rows)
-             if base_row is not None and not row["is_base"]}
-    missing_base = no_base(varied, base) if base_row is None and len(rows) > 1 else None
+             if base_row is not None and not row.is_base}
+    missing_base = no_base(sweep) if base_row is None and len(rows) > 1 else None
     if missing_base:
         log.warning("%s", missing_base)
     tables = {"rows": row_table(rows, tests, metric), "tests": test_table(rows, tests),
-              "jobs": job_table(jobs, varied, rows)}
-    title = f"{sweep_dir.name}: {', '.join(varied) or 'one setting'}"
-    write_markdown(sweep_dir / "report.md", title, rows, tables, tests, missing_base, metric)
-    write_csv(sweep_dir / "report.csv", tables["rows"])
-    write_csv(sweep_dir / "jobs.csv", tables["jobs"])
-    write_csv(sweep_dir / "significance.csv", tables["tests"])
-    write_plot(sweep_dir / "report.png", title, rows, varied)
-    curves = write_curves(sweep_dir / "curves.png", title, jobs, varied)
-    print((sweep_dir / "report.md").read_text(encoding="utf-8"))
+              "jobs": job_table(sweep, rows)}
+    folder = sweep.folder
+    title = f"{folder.name}: {', '.join(sweep.varied) or 'one setting'}"
+    write_markdown(folder / "report.md", title, rows, tables, tests, missing_base, metric)
+    write_csv(folder / "report.csv", tables["rows"])
+    write_csv(folder / "jobs.csv", tables["jobs"])
+    write_csv(folder / "significance.csv", tables["tests"])
+    write_plot(folder / "report.png", title, rows, sweep.varied)
+    curves = write_curves(folder / "curves.png", title, sweep)
+    print((folder / "report.md").read_text(encoding="utf-8"))
     log.info("report of %d jobs in %d rows written to %s/report.{md,csv,png}, learning curves of %d jobs to "
-             "curves.png", len(jobs), len(rows), sweep_dir, curves)
-    return {"jobs": len(jobs), "done": sum(job["status"] == "done" for job in jobs), "rows": len(rows),
+             "curves.png", len(sweep.jobs), len(rows), folder, curves)
+    return {"jobs": len(sweep.jobs), "done": sum(job.done for job in sweep.jobs), "rows": len(rows),
             "metric": metric, "differs": {index: verdict(rows[index], pairs)[0] for index, pairs in tests.items()},
-            "curves": curves, "report": str(sweep_dir)}
+            "curves": curves, "report": str(folder)}

@@ -20,16 +20,16 @@ from collections.abc import Callable
 import torch
 from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.loading import checkpoint_paths, load_module, task_device
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.encoding import encode_pairs
 from transformer_mt.data.text import clean
 from transformer_mt.errors import DataError
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.checkpoints import checkpoint_paths, load_module
-from transformer_mt.tasks.pairs import Pairs, read_pairs
-from transformer_mt.tasks.translate import check_output, open_output, pick_device
+from transformer_mt.tasks.lines.pairs import Pairs, read_pairs
+from transformer_mt.tasks.lines.writing import check_output, open_output
 from transformer_mt.training import TranslationModule
-from transformer_mt.validate import check, integer
+from transformer_mt.validate import BOOLEAN, check, integer
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +101,15 @@ def run(cfg: DictConfig) -> None:
     options = cfg.task
     check("task.max_tokens", options.max_tokens, integer(1), "an integer >= 1")
     for key in ("normalize", "token_scores"):
-        check(f"task.{key}", options[key], lambda value: isinstance(value, bool), "true or false")
+        check(f"task.{key}", options[key], *BOOLEAN)
     paths = checkpoint_paths(cfg)
-    check_output(cfg.get("output"))
-    pairs = read_pairs(cfg)  # read and checked whole: a bad line stops the run before the model loads
-    module = load_module(paths, cfg.decoding, cfg.quantize).to(pick_device(options.device))
+    check_output(options.get("output"))
+    pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads
+    module = load_module(paths, cfg.decoding, cfg.quantize).to(task_device(cfg.trainer))
     src, tgt = encode_checked(module, pairs)
     norm = normalizer(module.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
         scores = token_logprobs(module, src, tgt, options.max_tokens, bar)
-    with open_output(cfg.get("output")) as out:
+    with open_output(options.get("output")) as out:
         out.writelines(score_line(row, norm, options.token_scores) for row in scores)
     log.info("scored %d pairs", len(scores))

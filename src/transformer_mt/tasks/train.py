@@ -1,7 +1,7 @@
 """task=train: fit with validation BLEU, keep the best checkpoint, test it, write metrics.json.
 
-Before any data work the config is checked (tasks/checks.py), the Trainer is built and what the
-run starts from is settled (tasks/build.py), so a wrong key, a missing GPU, an impossible
+Before any data work the config is checked (tasks/runs/config_checks.py), the Trainer is built and what the
+run starts from is settled (tasks/runs/build.py), so a wrong key, a missing GPU, an impossible
 precision or a checkpoint that cannot be resumed stops the run at once. Every split the run will
 read is then prepared and checked, so a bad test sentence stops it before training, not after.
 SIGTERM or Ctrl-C stop training after the running batch, with checkpoints/last.ckpt written and one
@@ -22,10 +22,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_average
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.average import epoch_checkpoints, write_average
-from transformer_mt.tasks.build import (
+from transformer_mt.tasks.runs.build import (
     build_datamodule,
     build_module,
     build_trainer,
@@ -34,21 +35,24 @@ from transformer_mt.tasks.build import (
     settle,
     update_plan,
 )
-from transformer_mt.tasks.checkpoints import read_checkpoint
-from transformer_mt.tasks.checks import check_config, check_dashboard_layer, check_max_len, check_packed
-from transformer_mt.tasks.outputs import print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
+from transformer_mt.tasks.runs.outputs import print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.training import TranslationModule
-from transformer_mt.training.checkpointing import LastCheckpoint
-from transformer_mt.training.interrupt import CTRL_C_EXIT_STATUS, CtrlC, ctrl_c_handled, ctrl_c_waits_for_the_batch
-from transformer_mt.training.throughput import Throughput
+from transformer_mt.training.last_checkpoint import (
+    CTRL_C_EXIT_STATUS,
+    SIGTERM_EXIT_STATUS,
+    CtrlC,
+    LastCheckpoint,
+    ctrl_c_stops,
+    resume_hint,
+)
+from transformer_mt.training.step_meter import StepMeter
+from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
-SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM stopped
-
-
 def run(cfg: DictConfig) -> dict:
-    with ctrl_c_handled():
+    with ctrl_c_stops():
         try:
             return train(cfg)
         except CtrlC:  # while the run was being built: nothing to save yet
@@ -78,7 +82,8 @@ def train(cfg: DictConfig) -> dict:
         started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
         train_seconds = training_time(trainer, time.perf_counter() - started)
-        tokens_per_sec = next(c for c in trainer.callbacks if isinstance(c, Throughput)).tokens_per_sec()
+        meter = next((c for c in trainer.callbacks if isinstance(c, StepMeter)), None)
+        tokens_per_sec = meter.tokens_per_sec() if meter else None
         best = best_checkpoint(trainer)
         tested = average_at_end(cfg, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
@@ -118,7 +123,7 @@ def warn_more_processes_than_cores(trainer: L.Trainer) -> None:
 
 
 def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: ModelCheckpoint | None,
-               tested: str | None, tokens_per_sec: float, train_seconds: float) -> dict:
+               tested: str | None, tokens_per_sec: float | None, train_seconds: float) -> dict:
     """What metrics.json says of the run besides the test scores: the last validation, the best and
     the tested checkpoint, size, speed, length, the update plan and the decoding."""
     return {
@@ -127,7 +132,7 @@ def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: 
         "best_checkpoint": best.best_model_path if best else None,
         "tested_checkpoint": tested,
         "num_parameters": module.model.num_parameters(),
-        "tokens_per_sec": tokens_per_sec * trainer.world_size,
+        "tokens_per_sec": tokens_per_sec * trainer.world_size if tokens_per_sec is not None else None,
         "train_seconds": round(train_seconds, 1),
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
@@ -139,14 +144,11 @@ def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: 
 
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule: L.LightningDataModule, resume: Path | None) -> None:
-    """trainer.fit, resuming from `resume` if given; Ctrl-C stops it after the running batch, with
-    checkpoints/last.ckpt written (CtrlC raised by LastCheckpoint, or here if training had ended)."""
+    """trainer.fit, resuming from `resume` if given; Ctrl-C and SIGTERM stop it after the running
+    batch, with checkpoints/last.ckpt written (training/last_checkpoint.py)."""
     with warnings.catch_warnings():  # our batch sampler resumes mid-epoch (the datamodule's state)
         warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-        with ctrl_c_waits_for_the_batch() as ctrl_c:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-        if ctrl_c.pressed:
-            raise CtrlC
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
 
 
 def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint | None:
@@ -164,9 +166,8 @@ def stopped(trainer: L.Trainer, by: str, status: int) -> NoReturn:
     with `status`."""
     last = next((c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
     if trainer.is_global_zero:
-        held = (f"{last} holds step {read_checkpoint(last)['global_step']}: resume with ckpt_path={last}"
-                if last is not None and last.is_file() else "no checkpoint was written")
-        print(f"stopped by {by} at step {trainer.global_step}; {held}", file=sys.stderr)
+        step = read_checkpoint(last)["global_step"] if last is not None and last.is_file() else None
+        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last, step)}", file=sys.stderr)
     sys.exit(status)
 
 
@@ -189,23 +190,22 @@ def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule) -
 
 
 def check_averaging(cfg: DictConfig) -> None:
-    """task.average_last_n needs the epoch checkpoints it averages: one line before any work."""
-    n = cfg.task.get("average_last_n") or 0
-    if not isinstance(n, int) or n < 0:
-        raise ConfigError(f"task.average_last_n={n}: must be a whole number >= 0 (0: no averaging)")
+    """task.last_n needs the epoch checkpoints it averages: one line before any work."""
+    n = cfg.task.get("last_n") or 0
+    check("task.last_n", n, integer(0), "an integer >= 0 (0: no averaging)")
     if not n:
         return
     epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
     keep = epochs.get("save_top_k") if epochs else None
     if not isinstance(keep, int) or (keep != -1 and keep < n):
-        raise ConfigError(f"task.average_last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
+        raise ConfigError(f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
                           " which must be on and keep at least that many (save_top_k: -1 or >= N)")
 
 
 def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:
-    """With task.average_last_n=N: checkpoints/average.ckpt, the mean of the last N epoch
+    """With task.last_n=N: checkpoints/average.ckpt, the mean of the last N epoch
     checkpoints (fewer, with a warning, if fewer were written), written by rank 0; its path."""
-    n = cfg.task.get("average_last_n") or 0
+    n = cfg.task.get("last_n") or 0
     if not n:
         return None
     run_dir = Path(cfg.paths.output_dir)
@@ -213,9 +213,9 @@ def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     if trainer.is_global_zero:
         paths = epoch_checkpoints(run_dir)[-n:]
         if not paths:
-            raise ConfigError(f"task.average_last_n={n}: no epoch checkpoints in {run_dir}/checkpoints/epochs")
+            raise ConfigError(f"task.last_n={n}: no epoch checkpoints in {run_dir}/checkpoints/epochs")
         if len(paths) < n:
-            log.warning("task.average_last_n=%d, but the run wrote %d epoch checkpoints: averaging those", n,
+            log.warning("task.last_n=%d, but the run wrote %d epoch checkpoints: averaging those", n,
                         len(paths))
         write_average(paths, output, cfg.get("progress"))
     trainer.strategy.barrier()

@@ -1,13 +1,13 @@
-"""task=translate: translate lines from stdin or `input=FILE` to stdout or `output=FILE`.
+"""task=translate: translate lines from stdin or `task.input=FILE` to stdout or `task.output=FILE`.
 
 Lines come out in input order, one per input line (or `decoding.nbest` per line, as
 `line<TAB>score<TAB>translation`, also with task.scores=true). Empty lines give empty lines.
 ckpt_path=[a.ckpt,b.ckpt,...] translates with an ensemble (decoding/ensemble.py: the members'
 probabilities averaged at every step, with this command's decoding; they share one tokenizer).
 task.prefix=true reads `source<TAB>target prefix` lines, and every output starts with the prefix
-(tasks/prefix.py); task.alignment=true adds `<TAB>alignment` after each translation, Pharaoh pairs
-from the cross-attention (tasks/alignments.py). A line longer than the model takes stops the run,
-or with task.long_lines=skip / truncate gets an empty output / is cut to fit (tasks/long_lines.py).
+(tasks/lines/prefix.py); task.alignment=true adds `<TAB>alignment` after each translation, Pharaoh pairs
+from the cross-attention (tasks/lines/pharaoh.py). A line longer than the model takes stops the run,
+or with task.long_lines=skip / truncate gets an empty output / is cut to fit (tasks/lines/long_lines.py).
 Input that is not a terminal (a file, a pipe) is read and checked whole before anything is
 translated, so a bad line (invalid UTF-8, a NUL byte) stops the run with nothing written; from a
 terminal, or with an explicit `task.buffer_size`, lines are translated `task.buffer_size` (or 1) at
@@ -15,27 +15,22 @@ a time as they arrive. Batches are made by `task.max_tokens`.
 """
 
 import logging
-import os
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
 import torch
 from omegaconf import DictConfig
 
-from transformer_mt.atomic import atomic_file
+from transformer_mt.checkpoints.loading import checkpoint_paths, load_module, task_device
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
-from transformer_mt.data.corpus import read_lines
-from transformer_mt.data.text import clean, decode_text, text_lines
-from transformer_mt.errors import ConfigError
+from transformer_mt.data.text import clean
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.alignments import Alignments
-from transformer_mt.tasks.checkpoints import checkpoint_paths, load_module
-from transformer_mt.tasks.long_lines import LongLines
-from transformer_mt.tasks.prefix import prefix_ids, spell, split_prefixes
+from transformer_mt.tasks.lines.long_lines import LongLines
+from transformer_mt.tasks.lines.pharaoh import Alignments
+from transformer_mt.tasks.lines.prefix import prefix_ids, spell, split_prefixes
+from transformer_mt.tasks.lines.reading import input_chunks
+from transformer_mt.tasks.lines.writing import check_output, open_output
 from transformer_mt.training import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -59,7 +54,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line (task.prefix; "":
-    none), which every output of the line starts with (tasks/prefix.py). `bar` advances by the
+    none), which every output of the line starts with (tasks/lines/prefix.py). `bar` advances by the
     lines of each batch as it is translated. Errors name `name:LINE`, LINE counted from
     `first_line`. The module's Translator decodes (one model or an ensemble, the int8 rule)."""
     cleaned, _ = clean(lines)
@@ -96,7 +91,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
 def fitted_sources(module: TranslationModule, lines: list[str], max_positions: int, places: list[str],
                    long_lines: LongLines) -> list[list[int] | None]:
     """The ids (EOS last) of each cleaned, non-empty line as the model will see them, by the rule for
-    lines longer than it takes (tasks/long_lines.py: None for a skipped line)."""
+    lines longer than it takes (tasks/lines/long_lines.py: None for a skipped line)."""
     if not lines:
         return []
     src = module.tokenizer.encode_sources(lines)
@@ -127,80 +122,8 @@ def translate_batch(module: TranslationModule, src: torch.Tensor, lines: list[st
     return out
 
 
-def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
-    """Lists of up to `size` lines (decoded, without line endings) as they arrive."""
-    chunk, number = [], 0
-    for raw in iter(stream.readline, b""):
-        number += 1
-        chunk.extend(text_lines(decode_text(raw, name, first_line=number)))  # one line: raw is not empty
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def read_all(stream: BinaryIO, name: str) -> list[str]:
-    """Every line of `stream`, all checked (as files are) before any is translated."""
-    return text_lines(decode_text(stream.read(), name))
-
-
-def in_chunks(lines: list[str], size: int = 1000) -> Iterator[list[str]]:
-    """`lines` in lists of up to `size` (the translation loop's unit)."""
-    return (lines[i : i + size] for i in range(0, len(lines), size))
-
-
-def input_chunks(cfg: DictConfig) -> tuple[Iterator[list[str]], int | None]:
-    """The input in chunks to translate, and its number of lines when known. A file, or stdin that
-    is not a terminal (without an explicit task.buffer_size), is read and checked whole first: a bad
-    line stops the run before any output. From a terminal, or with task.buffer_size, lines are
-    translated as they arrive (their number is not known)."""
-    if cfg.get("input"):
-        lines = read_lines(cfg.input)
-        return in_chunks(lines), len(lines)
-    size = cfg.task.buffer_size
-    if size is not None and size < 1:
-        raise ConfigError(f"task.buffer_size must be >= 1, got {size}")
-    if size is None and not sys.stdin.isatty():
-        lines = read_all(sys.stdin.buffer, "stdin")
-        return in_chunks(lines), len(lines)
-    return read_chunks(sys.stdin.buffer, size or 1, "stdin"), None
-
-
-def check_output(path: str | None) -> None:
-    """A ConfigError naming output= when `path` cannot become a file: checked before translating."""
-    if path is None:
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"output={path}: is a directory")
-    parent = target.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"output={path}: cannot create it, {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"output={path}: cannot write in {parent} (permission denied)")
-
-
-@contextmanager
-def open_output(path: str | None):
-    """stdout, or a file that appears only once it is complete."""
-    if path is None:
-        yield sys.stdout
-        return
-    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        yield f
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def split_chunks(chunks: Iterator[list[str]], name: str, whole: bool) -> Iterator[tuple[list[str], list[str]]]:
-    """task.prefix: each chunk's sources and target prefixes (tasks/prefix.py). `whole` (input read
+    """task.prefix: each chunk's sources and target prefixes (tasks/lines/prefix.py). `whole` (input read
     and checked whole): every line is split now, so that a bad one stops the run before any output;
     else each chunk as it comes."""
     def split() -> Iterator[tuple[list[str], list[str]]]:
@@ -223,21 +146,21 @@ def write(out: TextIO, line_no: int, nbest: NBest, with_scores: bool) -> None:
 def run(cfg: DictConfig) -> None:
     options = cfg.task
     paths = checkpoint_paths(cfg)
-    check_output(cfg.get("output"))
+    check_output(options.get("output"))
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
-    name = str(cfg.input) if cfg.get("input") else "stdin"
+    name = str(options.input) if options.get("input") else "stdin"
     if options.get("prefix"):
         pairs = split_chunks(chunks, name, whole=total is not None)
     else:
         pairs = ((chunk, None) for chunk in chunks)
-    module = load_module(paths, cfg.decoding, cfg.quantize).to(pick_device(options.device))
+    module = load_module(paths, cfg.decoding, cfg.quantize).to(task_device(cfg.trainer))
     alignments = Alignments.from_options(options, module.model)  # of the first member
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
     setting = cfg.get("progress") if total is not None else False
-    with open_output(cfg.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
+    with open_output(options.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for sources, prefixes in pairs:
             for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
                                          name=name, prefixes=prefixes, alignments=alignments,

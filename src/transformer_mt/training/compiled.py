@@ -10,6 +10,7 @@ from torch._dynamo.exc import FailOnRecompileLimitHit
 from transformer_mt.errors import ConfigError, UserError
 from transformer_mt.model.transformer import Runners
 from transformer_mt.training.loss import chunk_loss
+from transformer_mt.validate import check
 
 
 def compiled_encoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
@@ -66,8 +67,7 @@ def compiled_step(backend: bool | str) -> CompiledStep | None:
     failure at the recompile limit (fullgraph) stops the run with one line (`RecompileLimitHit`)."""
     if backend is False:
         return None
-    if not isinstance(backend, str | bool):
-        raise ConfigError(f"module.compile={backend!r}: must be true, false or a torch.compile backend name")
+    check("module.compile", backend, lambda v: isinstance(v, str | bool), "true, false or a torch.compile backend name")
     backend = "inductor" if backend is True else backend
     if backend not in torch.compiler.list_backends(exclude_tags=()):
         raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "

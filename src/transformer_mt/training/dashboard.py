@@ -16,11 +16,11 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 
 from transformer_mt import plots
 from transformer_mt.data.batching import Collator
-from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import sentence_bleu
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.maps import attention_maps
 from transformer_mt.training.results import Row
+from transformer_mt.validate import check, integer, one_of
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +79,10 @@ class TranslationDashboard(Callback):
     def __init__(self, plot_dir: str, num_sentences: int = 8, num_attention: int = 2, attention_layer: int = -1,
                  attention_heads: str = "mean", every_n_validations: int = 1, test_table: bool = True,
                  upload_best_checkpoint: bool = False) -> None:
-        if attention_heads not in ("mean", "all"):
-            raise ConfigError(f"callbacks.dashboard.attention_heads={attention_heads!r}: must be mean or all")
+        check("callbacks.dashboard.attention_heads", attention_heads, one_of("mean", "all"), "mean or all")
         for key, value in (("num_sentences", num_sentences), ("num_attention", num_attention)):
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"callbacks.dashboard.{key}={value!r}: must be an integer >= 0")
-        if not isinstance(every_n_validations, int) or every_n_validations < 1:
-            raise ConfigError(f"callbacks.dashboard.every_n_validations={every_n_validations!r}: must be an "
-                              "integer >= 1")
+            check(f"callbacks.dashboard.{key}", value, integer(0), "an integer >= 0")
+        check("callbacks.dashboard.every_n_validations", every_n_validations, integer(1), "an integer >= 1")
         self.plot_dir = Path(plot_dir)
         self.num_sentences, self.num_attention = num_sentences, min(num_attention, num_sentences)
         self.attention_layer, self.attention_heads = attention_layer, attention_heads

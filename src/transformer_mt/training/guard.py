@@ -24,7 +24,7 @@ class Counts:
     skipped: torch.Tensor | float  # non-finite steps since the last check
     last_loss: torch.Tensor | float  # the loss of the last non-finite step
     last_step: torch.Tensor | float  # its step (-1: none yet)
-    stop_loss: torch.Tensor | float  # the loss of the step that made max_steps in a row
+    stop_loss: torch.Tensor | float  # the loss of the step that made max_nonfinite_steps in a row
     stop_step: torch.Tensor | float  # that step (-1: not reached)
 
     @classmethod
@@ -51,7 +51,7 @@ def honours_found_inf(optimizer: torch.optim.Optimizer) -> bool:
 
 class NonFiniteGuard(Callback):
     """Skips every optimizer step with a NaN or inf loss (on any rank, in any accumulated batch),
-    while the step counter and the schedule advance as Lightning counts them. After `max_steps`
+    while the step counter and the schedule advance as Lightning counts them. After `max_nonfinite_steps`
     such steps in a row training stops with TrainingDiverged. A checkpoint is never written with
     NaN / inf weights.
 
@@ -59,13 +59,13 @@ class NonFiniteGuard(Callback):
     module's on_before_optimizer_step, after every callback has seen the gradients. With a fused
     optimizer (the presets' Adam) it stays on the device: the flag is handed to the optimizer as
     `found_inf`, which makes its step a no-op, and the counts are read on logging steps and before
-    a checkpoint is written, so a run stops at the first of those after its `max_steps`-th bad
+    a checkpoint is written, so a run stops at the first of those after its `max_nonfinite_steps`-th bad
     step in a row (the steps in between change nothing either). Any other optimizer gets the flag
     read on the host every step and the step's gradients dropped.
     """
 
-    def __init__(self, max_steps: int = 3) -> None:
-        self.max_steps = max_steps
+    def __init__(self, max_nonfinite_steps: int = 3) -> None:
+        self.max_nonfinite_steps = max_nonfinite_steps
         self.counts: Counts | None = None  # on the device, from the start of training
         self._bad: torch.Tensor | None = None  # this step's flag: any accumulated loss not finite
         self._bad_loss: torch.Tensor | None = None  # that loss
@@ -96,7 +96,7 @@ class NonFiniteGuard(Callback):
         c.skipped = c.skipped + bad
         c.last_loss = torch.where(bad, self._bad_loss.double(), c.last_loss)
         c.last_step = torch.where(bad, step, c.last_step)
-        reached = (c.in_a_row >= self.max_steps) & (c.stop_step < 0)
+        reached = (c.in_a_row >= self.max_nonfinite_steps) & (c.stop_step < 0)
         c.stop_loss = torch.where(reached, c.last_loss, c.stop_loss)
         c.stop_step = torch.where(reached, step, c.stop_step)
         self._bad = self._bad_loss = None
@@ -120,7 +120,7 @@ class NonFiniteGuard(Callback):
 
     def check(self) -> None:
         """Read the counts on the host: warn about the steps skipped since the last check, and
-        stop the run if `max_steps` came in a row."""
+        stop the run if `max_nonfinite_steps` came in a row."""
         if self.counts is None:
             return
         now = self.counts.read()
@@ -134,9 +134,11 @@ class NonFiniteGuard(Callback):
             step = int(now.stop_step)
             raise TrainingDiverged(
                 f"train: loss {now.stop_loss} at step {step} (lr {self._lrs.get(step, float('nan')):.3g}), "
-                f"{self.max_steps} steps in a row (module.max_nonfinite_steps={self.max_steps}); training stopped, "
+                f"{self.max_nonfinite_steps} steps in a row (module.max_nonfinite_steps={self.max_nonfinite_steps}); "
+                "training stopped, "
                 "the checkpoints written before are kept")
         self._lrs.clear()
+
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         if trainer.training:
             self.check()

@@ -11,7 +11,6 @@ import math
 
 import lightning as L
 import torch
-import torch.distributed as dist
 from hydra.utils import instantiate
 
 from transformer_mt.config import plain
@@ -23,10 +22,9 @@ from transformer_mt.model.quantize import check_quantize
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
-from transformer_mt.training.results import EvalResults, Row
+from transformer_mt.training.results import EvalResults, Evaluation, Row
 from transformer_mt.training.rng import RngState
 from transformer_mt.training.steps import logged_step
-from transformer_mt.training.throughput import Throughput
 from transformer_mt.training.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -89,13 +87,13 @@ class TranslationModule(L.LightningModule):
         self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, self.quantize)
         self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
         self._rows: list[Row] = []
-        self._stats = torch.zeros(3, dtype=torch.float64)  # loss sum, nll sum, tokens
+        self.evaluation = Evaluation(torch.device("cpu"))  # the one running (validation, test)
         self.compiled = compiled_step(compile)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
 
     def configure_callbacks(self) -> list[L.Callback]:
         """What every run of this module needs, whatever `callbacks=` says."""
-        return [RngState(), self.guard, Throughput()]
+        return [RngState(), self.guard]
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
@@ -150,7 +148,7 @@ class TranslationModule(L.LightningModule):
         loss_sum, nll_sum, ntokens = self.losses(batch, self.compiled)
         loss, nll = loss_sum / ntokens, nll_sum / ntokens
         if logged_step(self.trainer, self.trainer.global_step + 1):
-            self.log("train/loss", loss)  # on the progress bar: training/progress.py
+            self.log("train/loss", loss)  # on the progress bar: training/logging_steps_bar.py
             self.log("train/nll", nll)
             self.log("train/ppl", torch.exp(nll.detach()))
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
@@ -185,25 +183,18 @@ class TranslationModule(L.LightningModule):
         self.end_evaluation("test")
 
     def start_evaluation(self) -> None:
-        self._rows, self._stats = [], torch.zeros(3, dtype=torch.float64, device=self.device)
+        self.evaluation = Evaluation(self.device)
 
     def evaluate_batch(self, batch: dict, search) -> None:
         """Add the batch's loss sums (on the device) and its translations to this evaluation."""
         loss_sum, nll_sum, ntokens = self.losses(batch)
-        self._stats += torch.stack([loss_sum.double(), nll_sum.double(), ntokens.double()])
         hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
-        self._rows.extend(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps))
+        self.evaluation.add(loss_sum, nll_sum, ntokens,
+                            list(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
 
     def end_evaluation(self, stage: str) -> None:
         """Sum the loss statistics and gather the translations of every rank, then score them once."""
-        stats, rows = self._stats, self._rows
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(stats)
-            gathered = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, rows)
-            rows = [Row(*row) for part in gathered for row in part]
-        rows = sorted({row.id: row for row in rows}.values())
-        loss_sum, nll_sum, ntokens = stats.tolist()
+        loss_sum, nll_sum, ntokens, rows = self.evaluation.gathered()
         hypotheses, references = [r.hypothesis for r in rows], [r.reference for r in rows]
         scores = corpus_scores(hypotheses, references)
         metrics = {

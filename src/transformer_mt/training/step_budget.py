@@ -7,7 +7,7 @@ from lightning.pytorch.callbacks import Callback
 class StepBudget(Callback):
     """Stops at `trainer.max_steps` through `trainer.should_stop`, as Lightning's `Timer` stops at
     `trainer.max_time`: a run whose last step falls inside an epoch then validates its final weights
-    (and the epoch checkpoint callback keeps them, for `task.average_last_n`). Left alone, Lightning
+    (and the epoch checkpoint callback keeps them, for `task.last_n`). Left alone, Lightning
     ends such a run without validating, so its last partial epoch would be trained and never used."""
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:

@@ -5,7 +5,7 @@ An optimizer step runs (Lightning's automatic optimization; each number is one p
     1. loss           TranslationModule.training_step (the loss's values logged on logging steps)
     2. backward       NonFiniteGuard.on_before_backward notes, on the device, whether the loss is finite
                       (with gradient accumulation 1 and 2 repeat for each batch of the step)
-    3. gradient norm  the callbacks' on_before_optimizer_step: TrainingHealth logs train/grad_norm,
+    3. gradient norm  the callbacks' on_before_optimizer_step: StepMeter logs train/grad_norm,
                       before clipping, on logging steps
     4. found_inf      TranslationModule.on_before_optimizer_step: NonFiniteGuard.decide hands a
                       fused optimizer `found_inf` (its step becomes a no-op on the device), or, for

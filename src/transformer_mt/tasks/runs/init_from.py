@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.checkpoints.loading import checkpoint_tokenizer, read_checkpoint
 from transformer_mt.config import overridden_keys
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.checkpoints import checkpoint_tokenizer, read_checkpoint
 
 TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
 
@@ -43,7 +43,7 @@ def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabular
 
 def run_checkpoint(run_dir: Path) -> Path:
     """The checkpoint a run folder stands for: the one its test used (metrics.json's
-    tested_checkpoint: average.ckpt with task.average_last_n, else best.ckpt), else best.ckpt."""
+    tested_checkpoint: average.ckpt with task.last_n, else best.ckpt), else best.ckpt."""
     metrics = run_dir / "metrics.json"
     tested = json.loads(metrics.read_text()).get("tested_checkpoint") if metrics.is_file() else None
     candidates = [run_dir / "checkpoints" / Path(tested).name] if tested else []

@@ -6,9 +6,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.upgrades import upgrade
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.upgrades import upgrade
 
 
 def describe_corpus(data: dict) -> str:
@@ -19,21 +19,18 @@ def describe_corpus(data: dict) -> str:
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
-    """cfg.ckpt_path, checked to exist."""
-    if not cfg.get("ckpt_path"):
-        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
-    if not isinstance(plain(cfg.ckpt_path), str):
-        raise ConfigError(f"ckpt_path={plain(cfg.ckpt_path)}: this task takes one checkpoint (an ensemble, "
-                          "ckpt_path=[a.ckpt,b.ckpt], is for task=translate, task=score and task=evaluate)")
-    path = Path(cfg.ckpt_path)
-    if not path.is_file():
-        raise ConfigError(f"ckpt_path={path}: no such file")
-    return path
+    """cfg.ckpt_path, one checkpoint, checked to exist."""
+    given = plain(cfg.get("ckpt_path"))
+    if given and not isinstance(given, str):
+        raise ConfigError(f"ckpt_path={given}: this task takes one checkpoint (a list, ckpt_path=[a.ckpt,b.ckpt], "
+                          "is an ensemble for task=translate, task=score and task=evaluate, or what task=average "
+                          "averages)")
+    return checkpoint_paths(cfg)[0]
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:
-    """cfg.ckpt_path as a list: one checkpoint, or the members of an ensemble (ckpt_path=[a,b,...]),
-    each checked to exist."""
+    """cfg.ckpt_path as a list: one checkpoint, or several (ckpt_path=[a,b,...]: an ensemble's
+    members, or the checkpoints task=average averages), each checked to exist."""
     given = plain(cfg.get("ckpt_path"))
     if not given:
         raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
@@ -44,9 +41,29 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     return paths
 
 
+def task_device(trainer: DictConfig) -> torch.device:
+    """Where task=translate and task=score run: trainer.accelerator (auto: a GPU if there is one,
+    else the CPU | cpu | gpu) and, on a GPU, trainer.devices=[N] for GPU N (one device)."""
+    accelerator, devices = str(trainer.get("accelerator", "auto")), plain(trainer.get("devices", 1))
+    if accelerator not in ("auto", "cpu", "gpu", "cuda"):
+        raise ConfigError(f"trainer.accelerator={accelerator}: translating and scoring run on auto, cpu or gpu")
+    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator={accelerator}: no CUDA GPU is available")
+    if isinstance(devices, list):
+        if len(devices) != 1:
+            raise ConfigError(f"trainer.devices={devices}: translating and scoring run on one GPU, "
+                              "trainer.devices=[N]")
+        return torch.device("cuda", int(devices[0]))
+    if devices not in (1, "1", "auto"):
+        raise ConfigError(f"trainer.devices={devices}: translating and scoring run on one GPU, trainer.devices=[N]")
+    return torch.device("cuda")
+
+
 def read_checkpoint(path: Path) -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU), in today's layout whatever
-    version wrote it (tasks/upgrades.py). Memory-mapped: tensors are read only when used, so looking
+    version wrote it (checkpoints/upgrades.py). Memory-mapped: tensors are read only when used, so looking
     at a checkpoint's tokenizer or metrics costs little."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -72,7 +89,7 @@ def load_module(path: Path | list[Path], decoding: dict | DictConfig | None = No
     """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
     weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
     searches with that strategy instead of its own, with `quantize` (int8 | none) with that instead
-    of its own. Checkpoints of earlier versions load too (tasks/upgrades.py). Several paths: an
+    of its own. Checkpoints of earlier versions load too (checkpoints/upgrades.py). Several paths: an
     ensemble, the first checkpoint's module with the others' models as its other members; members
     must share their vocabularies (two that do not are one line naming both files)."""
     from transformer_mt.data.tokenizer import Vocabularies

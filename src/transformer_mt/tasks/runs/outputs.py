@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.errors import ConfigError
 from transformer_mt.training.results import EvalResults, Row
+from transformer_mt.validate import check, one_of
 
 
 def finite_or_none(value):
@@ -61,9 +61,8 @@ def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = T
     compound, `<split>/bleu_tok_compound` (the paper's: tokenized, compounds split); and its signature."""
     from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
 
-    if mode not in TOKENIZED_BLEU:
-        raise ConfigError(f"task.tokenized_bleu={mode!r}: must be false, true (13a-tokenized, lowercased) or "
-                          "compound (the paper's: tokenized, hyphenated compounds split)")
+    check("task.tokenized_bleu", mode, one_of(*TOKENIZED_BLEU), "false, true (13a-tokenized, lowercased) or "
+          "compound (the paper's: tokenized, hyphenated compounds split)")
     hyps, refs = [r.hypothesis for r in rows], [r.reference for r in rows]
     if mode == "compound":
         scores = compound_split_bleu(hyps, refs)

@@ -8,7 +8,7 @@
 A run starts from nothing (random weights, vocabularies trained on its data or read from the
 cache or `data.tokenizer.file`), from a model to fine-tune (`model.init_from`: one of our
 checkpoints or runs, or a Marian folder: its architecture, vocabulary and weights; see
-tasks/init_from.py) or from a checkpoint it resumes (`ckpt_path`: its vocabularies; its
+tasks/runs/init_from.py) or from a checkpoint it resumes (`ckpt_path`: its vocabularies; its
 weights, optimizer and position are restored by `trainer.fit(ckpt_path=...)`). Each part is
 constructed once with everything it needs; nothing is assigned to, re-set on or loaded into it
 afterwards, and `cfg` is never changed.
@@ -34,16 +34,17 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
+from transformer_mt.checkpoints.loading import checkpoint_path, checkpoint_tokenizer, describe_corpus, read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.model import TransformerConfig
-from transformer_mt.tasks.checkpoints import checkpoint_path, checkpoint_tokenizer, describe_corpus, read_checkpoint
-from transformer_mt.tasks.checks import check_model
-from transformer_mt.tasks.init_from import check_overrides, read_init_from
-from transformer_mt.tasks.wandb_online import start_online
+from transformer_mt.tasks.runs.config_checks import check_model
+from transformer_mt.tasks.runs.init_from import check_overrides, read_init_from
+from transformer_mt.tasks.runs.wandb_online import start_online
 from transformer_mt.training import TranslationModule
+from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +195,7 @@ def update_plan(cfg: DictConfig, where: Placement | None) -> UpdatePlan | None:
     tokens = cfg.get("tokens_per_update")
     if tokens is None:
         return None
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
-        raise ConfigError(f"tokens_per_update={tokens!r}: must be an integer >= 1 or null")
+    check("tokens_per_update", tokens, integer(1), "an integer >= 1 or null")
     if cfg.trainer.get("accumulate_grad_batches", 1) != 1:
         raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
                           f"trainer.accumulate_grad_batches at 1 (it is {cfg.trainer.accumulate_grad_batches})")

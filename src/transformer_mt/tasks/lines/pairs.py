@@ -1,5 +1,5 @@
-"""task=score's input: sentence pairs from two aligned files (`source=`, `target=`), one TSV file
-(`input=`, source<TAB>target a line) or stdin (TSV), read and checked whole before anything is
+"""task=score's input: sentence pairs from two aligned files (`task.source`, `task.target`), one TSV file
+(`task.input`, source<TAB>target a line) or stdin (TSV), read and checked whole before anything is
 scored. Errors name the key, or the file and line."""
 
 import sys
@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.tasks.translate import read_all
+from transformer_mt.tasks.lines.reading import read_all
 
 
 @dataclass
@@ -49,20 +49,20 @@ def tsv_pairs(lines: list[str], name: str) -> Pairs:
     return Pairs(src, tgt, name, name)
 
 
-def read_pairs(cfg: DictConfig) -> Pairs:
-    """The pairs `source=` / `target=`, `input=` or stdin (not a terminal) give."""
-    source, target, table = cfg.get("source"), cfg.get("target"), cfg.get("input")
+def read_pairs(options: DictConfig) -> Pairs:
+    """The pairs task.source / task.target, task.input or stdin (not a terminal) give."""
+    source, target, table = options.get("source"), options.get("target"), options.get("input")
     if table and (source or target):
-        raise ConfigError(f"input={table} and source= / target= both given: use input=FILE.tsv or "
-                          "source=FILE target=FILE")
+        raise ConfigError(f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv "
+                          "or task.source=FILE task.target=FILE")
     if source or target:
         if not (source and target):
             given, missing = ("source", "target") if source else ("target", "source")
-            raise ConfigError(f"{given}={source or target}: {missing}=FILE is needed too")
+            raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
         return aligned_files(str(source), str(target))
     if table:
         return tsv_pairs(read_lines(table), str(table))
     if sys.stdin.isatty():
-        raise ConfigError("task=score needs source=FILE target=FILE, input=FILE.tsv, or source<TAB>target lines "
-                          "on stdin")
+        raise ConfigError("task=score needs task.source=FILE task.target=FILE, task.input=FILE.tsv, or "
+                          "source<TAB>target lines on stdin")
     return tsv_pairs(read_all(sys.stdin.buffer, "stdin"), "stdin")

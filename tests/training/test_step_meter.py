@@ -1,4 +1,4 @@
-"""The step timers of TrainingHealth: the host clock on a CPU, CUDA events on a GPU (their logic
+"""The step meter's timers: the host clock on a CPU, CUDA events on a GPU (their logic
 checked with fake events, so it runs without CUDA), read only on logged steps."""
 
 import time
@@ -8,8 +8,8 @@ import torch
 
 from tests.helpers import compose_config
 from transformer_mt.tasks.train import run
-from transformer_mt.training import health
-from transformer_mt.training.health import CudaTimer, HostTimer, timer_for
+from transformer_mt.training import step_meter
+from transformer_mt.training.step_meter import CudaTimer, HostTimer, timer_for
 
 
 def test_host_timer_measures_a_sleep():
@@ -76,7 +76,7 @@ def test_the_step_timer_is_read_once_per_logged_step_also_with_gradient_accumula
     """8 optimizer steps of two batches each, logged every 2 steps: 4 reads of the timer (on a GPU,
     4 waits for the device), none on the batch after a logging step (whose global step is still
     the logged one)."""
-    monkeypatch.setattr(health, "timer_for", lambda device: CountingTimer())
+    monkeypatch.setattr(step_meter, "timer_for", lambda device: CountingTimer())
     CountingTimer.reads = []
     metrics = run(compose_config(tmp_path, [
         "trainer.max_steps=8", "trainer.accumulate_grad_batches=2", "trainer.log_every_n_steps=2",

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from transformer_mt.errors import ConfigError
-from transformer_mt.training.checkpointing import AtomicCheckpointIO, LastCheckpoint
+from transformer_mt.training.atomic_io import AtomicCheckpointIO
+from transformer_mt.training.last_checkpoint import LastCheckpoint
 
 
 class BreaksWhilePickled:
@@ -43,7 +44,7 @@ def test_the_temporary_file_is_beside_the_checkpoint_not_in_tmpdir(tmp_path, mon
 @pytest.mark.parametrize("kwargs, key", [({"every_n_steps": 0}, "every_n_steps"),
                                          ({"every_n_minutes": -1}, "every_n_minutes")])
 def test_last_checkpoint_triggers_are_checked(tmp_path, kwargs, key):
-    with pytest.raises(ConfigError, match=f"callbacks.last_checkpoint.{key} must be"):
+    with pytest.raises(ConfigError, match=rf"^callbacks\.last_checkpoint\.{key}=-?\d+: must be "):
         LastCheckpoint(str(tmp_path), **kwargs)
 
 
@@ -61,7 +62,7 @@ class FakeTrainer:
 
 def test_last_checkpoint_is_written_every_n_steps_every_m_minutes_and_on_sigterm(tmp_path, monkeypatch):
     clock = {"now": 0.0}
-    monkeypatch.setattr("transformer_mt.training.checkpointing.time.monotonic", lambda: clock["now"])
+    monkeypatch.setattr("transformer_mt.training.last_checkpoint.time.monotonic", lambda: clock["now"])
     callback, trainer = LastCheckpoint(str(tmp_path), every_n_steps=5, every_n_minutes=10), FakeTrainer()
     callback.on_train_start(trainer, None)
 

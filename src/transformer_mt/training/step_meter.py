@@ -1,7 +1,12 @@
-"""Training health for the loggers: gradient norm before clipping, padding, model FLOPs
-utilization (MFU) and GPU memory, logged by a Lightning callback at the trainer's log interval
-(and computed only on the batches whose values are logged). A step is timed on the device that
-runs it: CUDA events on a GPU (read only when the figure is logged), the host clock on a CPU."""
+"""The step meter: one callback that times each logged training step once and logs what the step
+achieved: train/tokens_per_sec, train/tflops, train/mfu, train/padding, train/grad_norm and, on
+CUDA, train/gpu_mem_gb.
+
+A batch is timed from its start to the end of its optimizer step by `timer_for` its device: CUDA
+events on a GPU (recorded on the stream, so the host never waits), the host clock on a CPU. The
+figures are computed, and the timer read (on a GPU: one wait for the device), only on the batch that
+made a logged step (training/steps.py: StepWatch), so gradient accumulation adds no host sync.
+"""
 
 import time
 from collections.abc import Callable
@@ -11,9 +16,9 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.model.flops import training_flops
 from transformer_mt.training.steps import StepWatch, logged_step
+from transformer_mt.validate import check, number
 
 # Dense bf16 / fp16 tensor-core peak FLOP/s per GPU (vendor data sheets), and the fp32 peak without
 # tensor cores; looked up by a name contained in torch.cuda.get_device_name(), first match wins.
@@ -85,23 +90,26 @@ def timer_for(device: torch.device) -> HostTimer | CudaTimer:
     return CudaTimer() if device.type == "cuda" else HostTimer()
 
 
-class TrainingHealth(Callback):
-    """Logs train/grad_norm (total 2-norm before clipping), train/padding (the padded fraction of
-    the batch's source and target slots), train/tflops (model TFLOP/s of this process, from the
-    architecture: transformer_mt.model.flops), train/mfu (that over the device's peak) and, on
-    CUDA, train/gpu_mem_gb (max allocated). A batch is timed from its start to the end of its
-    optimizer step with `timer_for` the device (CUDA events on a GPU, read only on logged steps).
+class StepMeter(Callback):
+    """Logs, on logging steps: train/tokens_per_sec (the real source + target tokens of the batches
+    since the previous logging step over the wall-clock time they took, loading included,
+    validation not), train/tflops (model TFLOP/s of the logged step, from the architecture:
+    transformer_mt.model.flops), train/mfu (that over the device's peak), train/padding (the padded
+    fraction of the batch's slots), train/grad_norm (total 2-norm before clipping) and, on CUDA,
+    train/gpu_mem_gb (max allocated). `tokens_per_sec()`: this process's mean over the run so far.
 
     peak_flops: the peak FLOP/s of one device at the run's precision; None looks the GPU up in
     PEAK_FLOPS (no MFU on a CPU or an unknown GPU unless it is given).
     """
 
     def __init__(self, peak_flops: float | None = None) -> None:
-        if peak_flops is not None and not (isinstance(peak_flops, int | float) and peak_flops > 0):
-            raise ConfigError(f"callbacks.training_health.peak_flops={peak_flops!r}: must be a number > 0 or null")
+        check("callbacks.step_meter.peak_flops", peak_flops, number(0.0, low_open=True), "a number > 0 or null",
+              nullable=True)
         self.peak_flops = float(peak_flops) if peak_flops is not None else None
         self.timer: HostTimer | CudaTimer = HostTimer()
         self.watch = StepWatch()
+        self.tokens, self.seconds = 0, 0.0  # of the run so far
+        self._tokens, self._started = 0, None  # of the interval since the last logging step
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.timer = timer_for(trainer.strategy.root_device)
@@ -121,21 +129,47 @@ class TrainingHealth(Callback):
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict,
                              batch_idx: int) -> None:
         self.watch.start(trainer)
+        if self._started is None:
+            self._started = time.perf_counter()
         self.timer.start()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict,
                            batch_idx: int) -> None:
         self.timer.stop()
+        self._tokens += batch["num_tokens"]
         if not self.watch.logged(trainer):  # with accumulation, only the batch that made the logged step
             return
-        seconds = max(self.timer.seconds(), 1e-9)
+        step_seconds = max(self.timer.seconds(), 1e-9)  # on a GPU the one wait: the device is done after it
+        tokens, seconds = self.close_interval()
+        pl_module.log("train/tokens_per_sec", tokens / max(seconds, 1e-9))
         rows = batch["id"].numel()  # sentence pairs, padded or packed
         src_tokens, tgt_tokens = batch["num_src_tokens"], batch["num_tokens"] - batch["num_src_tokens"]
-        slots = batch["src"].numel() + batch["tgt_in"].numel()
-        pl_module.log("train/padding", 1.0 - batch["num_tokens"] / slots)
+        pl_module.log("train/padding", 1.0 - batch["num_tokens"] / (batch["src"].numel() + batch["tgt_in"].numel()))
         flops = training_flops(pl_module.model.config, src_tokens, tgt_tokens, src_tokens / rows, tgt_tokens / rows)
-        pl_module.log("train/tflops", flops / seconds / 1e12)
+        pl_module.log("train/tflops", flops / step_seconds / 1e12)
         if self.peak_flops:
-            pl_module.log("train/mfu", flops / seconds / self.peak_flops)
+            pl_module.log("train/mfu", flops / step_seconds / self.peak_flops)
         if trainer.strategy.root_device.type == "cuda":
             pl_module.log("train/gpu_mem_gb", torch.cuda.max_memory_allocated(trainer.strategy.root_device) / 2**30)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.close_interval(pl_module.device)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.close_interval(pl_module.device)
+
+    def close_interval(self, device: torch.device | None = None) -> tuple[int, float]:
+        """End the interval since the last logging step: its tokens and seconds. `device`: wait for
+        its work first (outside a step: before validation, at the end); None: it is done already."""
+        if self._started is None:
+            return 0, 0.0
+        if device is not None and device.type == "cuda":
+            torch.cuda.synchronize(device)
+        tokens, seconds = self._tokens, time.perf_counter() - self._started
+        self.tokens, self.seconds = self.tokens + tokens, self.seconds + seconds
+        self._tokens, self._started = 0, None
+        return tokens, seconds
+
+    def tokens_per_sec(self) -> float:
+        """Mean training throughput of this process since training started."""
+        return self.tokens / self.seconds if self.seconds else 0.0

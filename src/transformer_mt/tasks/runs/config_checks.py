@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import TransformerConfig, attention
-from transformer_mt.validate import PROBABILITY, integer, number
+from transformer_mt.validate import PROBABILITY, check, integer, number
 
 _ABSENT = object()
 
@@ -48,10 +48,8 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
         if key.split(".")[0] not in groups:
             continue
         value = OmegaConf.select(cfg, key, default=_ABSENT)
-        if value is _ABSENT or (value is None and nullable):
-            continue
-        if not ok(value):
-            raise ConfigError(f"{key}={value!r}: must be {what}")
+        if value is not _ABSENT:
+            check(key, value, ok, what, nullable)
     if "trainer" in groups:
         check_device(cfg.trainer, bool(OmegaConf.select(cfg, "optim.optimizer.fused", default=False)))
 

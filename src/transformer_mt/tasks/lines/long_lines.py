@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.errors import DataError
+from transformer_mt.validate import check, listing, one_of
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,7 @@ class LongLines:
     def from_options(cls, options: DictConfig) -> "LongLines":
         """The rule task.long_lines names; any other value is a ConfigError naming the key."""
         mode = options.get("long_lines") or "error"
-        if mode not in MODES:
-            raise ConfigError(f"task.long_lines={mode!r}: must be {', '.join(MODES[:-1])} or {MODES[-1]}")
+        check("task.long_lines", mode, one_of(*MODES), listing(MODES))
         return cls(str(mode))
 
     def fit(self, sources: list[list[int]], limit: int, eos: int, places: list[str]) -> list[list[int] | None]:

@@ -1,4 +1,6 @@
-"""Which kernel runs each kind of attention: a diagnostic for speed work.
+"""Which kernel runs each kind of attention: a diagnostic of the speed benchmarks (attention_speed.py,
+loop_speed.py), not part of the model. Imported by its siblings (their folder on sys.path) and by
+tests/benchmarks.
 
 `attention_calls` runs the model once on a batch and keeps, for each kind of attention (encoder
 self-attention, decoder self-attention, cross-attention), the arguments its first layer passes to

@@ -1,0 +1,142 @@
+"""Where a training step's time goes, by torch.profiler (loop_speed.py --profile-steps): each
+profiled op, or each kernel it launched, sorted into matmul, attention, loss, elementwise,
+optimizer, other and idle; on a GPU CUDA kernel time, on a CPU CPU op self time."""
+
+import contextlib
+import time
+from unittest import mock
+
+import torch
+
+CATEGORIES = ("matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle")
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
+              "aten::linear", "aten::_scaled_mm", "aten::mv", "aten::addmv", "aten::dot"}
+
+
+def category(event, kernel: str = "") -> str:
+    """Where a profiled op (or a kernel it launched) belongs: the innermost range or op that says
+    (loss, attention, a forward or backward pass, torch's Optimizer ranges), else the op itself."""
+    if kernel.startswith(("Memcpy", "Memset")):
+        return "other"
+    node = event
+    while node is not None:
+        name = node.name.lower()
+        if name == "loss" or "outputlayerloss" in name:
+            return "loss"
+        if "attention" in name or "attn" in name:
+            return "attention"
+        if name == "forward" or name.startswith("autograd::engine::evaluate_function"):
+            break  # the forward or a backward op: not the optimizer's, whatever encloses it
+        if name.startswith("optimizer."):
+            return "optimizer"
+        node = node.cpu_parent
+    if event.name in MATMUL_OPS or any(marker in f"{event.name} {kernel}".lower() for marker in ("gemm", "triton_tem")):
+        return "matmul"
+    return "elementwise" if kernel or event.name.startswith(("aten::", "triton_")) else "other"
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def time_per_category(events, cuda: bool, wall_us: float) -> dict:
+    """Microseconds per category of profiled `events`: CUDA kernel time on a GPU (each kernel in its
+    launching op's category; idle = wall - the union of the kernels' intervals), CPU op self time
+    on a CPU (idle = wall - their sum)."""
+    from torch.autograd import DeviceType
+
+    totals = dict.fromkeys(CATEGORIES, 0.0)
+    if cuda:  # kernels, copies, memsets; not the device spans of record_function ranges (as torch's tables)
+        device = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+        for event in events:
+            if event.device_type == DeviceType.CPU:
+                for kernel in event.kernels:
+                    totals[category(event, kernel.name)] += kernel.duration
+        attributed = sum(totals.values())
+        totals["other"] += max(0.0, sum(e.time_range.elapsed_us() for e in device) - attributed)
+        busy = busy_us([(e.time_range.start, e.time_range.end) for e in device])
+    else:
+        for event in events:
+            if event.device_type == DeviceType.CPU and not event.is_user_annotation and not event.is_async:
+                totals[category(event)] += event.self_cpu_time_total
+        busy = sum(totals.values())
+    totals["idle"] = max(0.0, wall_us - busy)
+    return {"busy_us": busy, **totals}
+
+
+def profile_ranges():
+    """Ranges the profile sorts by: `loss` around the module's output_layer_loss, `forward` around
+    its training_step (patched in this process only, while the block runs)."""
+    from torch.profiler import record_function
+
+    from transformer_mt.training import module
+
+    loss_fn, step_fn = module.output_layer_loss, module.TranslationModule.training_step
+
+    def loss(*args, **kwargs):
+        with record_function("loss"):
+            return loss_fn(*args, **kwargs)
+
+    def training_step(self, *args, **kwargs):
+        with record_function("forward"):
+            return step_fn(self, *args, **kwargs)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(module, "output_layer_loss", loss))
+    stack.enter_context(mock.patch.object(module.TranslationModule, "training_step", training_step))
+    return stack
+
+
+def profile_callback(device: torch.device, first: int, count: int, out: dict):
+    """A Lightning callback that runs steps first .. first + count - 1 under torch.profiler and puts
+    their time per category into `out`."""
+    from lightning.pytorch.callbacks import Callback
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    class ProfileSteps(Callback):
+        profiler = None
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            if trainer.global_step == first:
+                self.profiler = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])])
+                self.profiler.start()
+                sync()
+                self.started = time.perf_counter()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            if self.profiler is None or trainer.global_step - 1 != first + count - 1:
+                return
+            sync()
+            wall_us = 1e6 * (time.perf_counter() - self.started)
+            self.profiler.stop()
+            totals = time_per_category(self.profiler.events(), cuda, wall_us)
+            busy = totals.pop("busy_us")
+            out.update({"steps": count, "basis": "CUDA kernel time" if cuda else "CPU op self time",
+                        "wall_ms_per_step": wall_us / count / 1000, "busy_ms_per_step": busy / count / 1000,
+                        "ms_per_step": {k: v / count / 1000 for k, v in totals.items()},
+                        "share": {k: v / wall_us for k, v in totals.items()}})
+            self.profiler = None
+
+    return ProfileSteps()
+
+
+def profile_markdown(profile: dict) -> str:
+    """The profile of --profile-steps as a Markdown table."""
+    steps = f"{profile['steps']} step" + ("s" if profile["steps"] != 1 else "")
+    lines = [f"Profile of {steps} ({profile['basis']}): {profile['wall_ms_per_step']:.1f} ms a step, "
+             f"{profile['busy_ms_per_step']:.1f} ms busy", "", "| category | ms per step | share |",
+             "| --- | ---: | ---: |"]
+    lines += [f"| {k} | {v:.2f} | {profile['share'][k]:.1%} |" for k, v in profile["ms_per_step"].items()]
+    return "\n".join(lines)
