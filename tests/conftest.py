@@ -66,7 +66,7 @@ def shared_run(tmp_path_factory, name: str, overrides: list[str]) -> tuple[Path,
 
 @pytest.fixture(scope="session")
 def toy_run(tmp_path_factory) -> tuple[Path, dict]:
-    """The default job, exactly `python run.py` (2-3 minutes on 2 cores): its run directory and metrics."""
+    """The default job, exactly `python run.py` (about 2 minutes on 2 cores): its run directory and metrics."""
     return shared_run(tmp_path_factory, "toy_run", [])
 
 

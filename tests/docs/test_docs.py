@@ -224,3 +224,10 @@ def test_readme_is_a_landing_page_whose_links_lead_to_the_guides():
     section = README.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     assert "task." in section and "trainer.accelerator" in section and "exit status 1" in section  # the rule
     assert "| `input=` | `task.input=` |" in (DOCS / "configuration.md").read_text()  # the table
+
+
+def test_the_data_guide_lists_every_data_preset():
+    """docs/data.md's table of presets names every conf/data/*.yaml (`data=NAME`)."""
+    text = (DOCS / "data.md").read_text()
+    missing = [p.stem for p in sorted((ROOT / "conf" / "data").glob("*.yaml")) if f"`data={p.stem}`" not in text]
+    assert not missing, missing

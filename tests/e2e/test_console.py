@@ -19,7 +19,7 @@ def test_help_offers_only_groups_and_options_that_can_be_picked(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     groups = config_groups(result.stdout)
     top = {"callbacks", "data", "debug", "decoding", "experiment", "hparams_search", "logger", "model", "optim",
-           "paths", "task", "trainer"}
+           "paths", "schedule", "task", "trainer"}
     # experiment/paper: wmt14_en_de_base is picked as experiment=paper/wmt14_en_de_base; no other nesting
     assert {group.split("/")[0] for group in groups} == top
     assert all(group.startswith("experiment/") for group in groups if "/" in group), sorted(groups)
@@ -66,4 +66,5 @@ def test_lightning_log_lines_appear_once_and_without_tips(tmp_path):
     assert sum("GPU available: " in line for line in lines) == 1
     assert not [line for line in lines if line.startswith("INFO: ")]  # Lightning's own console handler
     assert "Tip:" not in result.stderr and "litlogger" not in result.stderr
+    assert "is deprecated" not in result.stderr  # torch's, inside Lightning: nothing a user can do about it
     assert "Seed set to 1234" in (tmp_path / "run" / "run.log").read_text()  # kept in the run's log

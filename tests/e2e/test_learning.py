@@ -1,5 +1,6 @@
 """The default job learns the toy task, and task=evaluate reproduces its test BLEU exactly."""
 
+import csv
 import json
 
 import pytest
@@ -16,7 +17,20 @@ def test_tiny_model_learns_the_toy_task(toy_run):
     assert metrics["test/bleu"] >= 90.0
     assert metrics["val/bleu_best"] >= 90.0
     assert (out / "checkpoints" / "best.ckpt").is_file() and (out / "checkpoints" / "last.ckpt").is_file()
-    assert len(list((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))) == 20
+    assert len(list((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))) == 10
+
+
+def test_the_default_jobs_learning_rate_peaks_within_the_run(toy_run):
+    """data=toy's schedule (conf/schedule/toy.yaml) fits the default job: the learning rate rises to
+    its peak at the warm-up's end, inside the run, then decays (with the paper's 4,000-step warm-up
+    the toy job's 3,020 steps all sat inside the warm-up)."""
+    out, metrics = toy_run
+    rows = [row for row in csv.DictReader((out / "csv" / "metrics.csv").open()) if row.get("train/lr")]
+    steps, lrs = [int(row["step"]) for row in rows], [float(row["train/lr"]) for row in rows]
+    peak = lrs.index(max(lrs))
+    assert metrics["steps"] == 1510 and 0 < peak < len(lrs) - 1
+    assert abs(steps[peak] - 800) <= 20  # logged every 20 steps
+    assert lrs[-1] < 0.75 * max(lrs) and lrs[0] < 0.1 * max(lrs)
 
 
 def test_evaluate_reproduces_the_test_bleu_exactly(toy_run, tmp_path):

@@ -57,6 +57,8 @@ def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_w
 
     resumed = run_py(*TOY, "trainer.max_epochs=4", cache, f"hydra.run.dir={folder}", f"ckpt_path={last}")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Previous log files" not in resumed.stderr  # Lightning's claim: the earlier curves are kept
+    assert (folder / "csv" / "metrics.part1.csv").is_file()
     assert '"epochs": 4' in (folder / "metrics.json").read_text()
     assert not lock.exists()
 

@@ -314,3 +314,37 @@ def test_tokenized_lowercased_bleu_is_tested_on_the_score_the_runs_report():
     upper = [line.upper() for line in base]
     assert paired_test(base, upper, refs, n_bootstrap=40, n_randomization=100, metric="bleu_tok_lc").identical
     assert not paired_test(base, upper, refs, n_bootstrap=40, n_randomization=100).identical
+
+
+@pytest.mark.parametrize(("metric", "keys", "ylabel"), [
+    ("bleu", ["val/bleu_best", "test/bleu"], "BLEU (higher is better)"),
+    ("chrf", ["val/chrf", "test/chrf"], "chrF (higher is better)"),
+    ("ter", ["val/ter", "test/ter"], "TER (lower is better)")])
+def test_the_plot_shows_the_metric_asked_for_and_which_way_is_better(sweep, tmp_path, metric, keys, ylabel):
+    """report.png draws task.metric's scores (each row's seeds), not BLEU whatever was asked."""
+    for job in sweep.iterdir():
+        if (job / "metrics.json").is_file():
+            metrics = json.loads((job / "metrics.json").read_text())
+            metrics.update({"val/chrf": metrics["test/chrf"] - 1.0, "val/ter": metrics["test/ter"] + 1.0})
+            (job / "metrics.json").write_text(json.dumps(metrics))
+    drawn = report(sweep, tmp_path, f"task.metric={metric}")["plot"]
+    assert drawn["ylabel"] == ylabel and list(drawn["series"]) == keys
+    test_values = drawn["series"][keys[1]]
+    expected = [sorted(json.loads((sweep / str(n) / "metrics.json").read_text())[keys[1]] for n in (2 * r, 2 * r + 1))
+                for r in range(3)]
+    assert [sorted(values) for values in test_values[:3]] == expected and test_values[3] == []  # row 3: none done
+    assert (sweep / "report.png").stat().st_size > 0
+
+
+def test_a_job_without_a_seed_override_shows_the_seed_its_config_had(tmp_path):
+    sweep = tmp_path / "sweep"
+    for number, heads in enumerate((8, 4)):
+        write_job(sweep, number, heads, 1, base_hyps(1) if heads == 8 else better_hyps(1))
+        overrides = sweep / str(number) / ".hydra" / "overrides.yaml"
+        OmegaConf.save(OmegaConf.create([f"model.heads={heads}"]), overrides)  # no seed= override
+        OmegaConf.save(OmegaConf.create({"seed": 1234, "model": {"heads": heads}}), overrides.with_name("config.yaml"))
+    OmegaConf.save(OmegaConf.create({"model": {"heads": 8}, "seed": 1234}), sweep / "multirun.yaml")
+    report(sweep, tmp_path)
+    assert [line["seed"] for line in read_csv(sweep / "jobs.csv")] == ["1234", "1234"]
+    assert [line["seed"] for line in read_csv(sweep / "significance.csv")] == ["1234"]
+    assert "None" not in (sweep / "report.md").read_text()

@@ -1,6 +1,7 @@
 """Reading checkpoints: finding one, loading it as plain data, its vocabularies, a ready module
 built from it, and a description of the data it was trained on."""
 
+import zipfile
 from pathlib import Path
 
 import torch
@@ -61,23 +62,38 @@ def task_device(trainer: DictConfig) -> torch.device:
     return torch.device("cuda")
 
 
-def read_checkpoint(path: Path) -> dict:
+def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU), in today's layout whatever
-    version wrote it (checkpoints/upgrades.py). Memory-mapped: tensors are read only when used, so looking
-    at a checkpoint's tokenizer or metrics costs little."""
+    version wrote it (checkpoints/upgrades.py). Memory-mapped: tensors are read only when used, so
+    looking at a checkpoint's tokenizer or metrics costs little. Errors name `key`, the config key
+    that gave the path."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # a truncated or foreign file: say which one
-        reason = err.__class__.__name__
-        raise ConfigError(f"ckpt_path={path}: not a readable transformer-mt checkpoint ({reason})") from err
+    except Exception as err:  # a truncated or foreign file: say which one, and how it is damaged
+        raise ConfigError(f"{key}={path}: not a readable transformer-mt checkpoint ({damage(path, err)})") from err
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict) \
             or "model" not in (checkpoint.get("hyper_parameters") or {}):
-        raise ConfigError(f"ckpt_path={path}: not a transformer-mt checkpoint (it has no state_dict and model "
+        raise ConfigError(f"{key}={path}: not a transformer-mt checkpoint (it has no state_dict and model "
                           "hyper-parameters)")
     try:
         return upgrade(checkpoint)
     except ValueError as err:
-        raise ConfigError(f"ckpt_path={path}: {err}") from None
+        raise ConfigError(f"{key}={path}: {err}") from None
+
+
+def damage(path: Path, err: Exception) -> str:
+    """Why torch could not read `path`, in words: empty, cut short (a checkpoint is a zip file whose
+    directory is at its end), or torch's error."""
+    size = path.stat().st_size if path.is_file() else None
+    if size == 0:
+        return "the file is empty, 0 bytes"
+    if size is not None and not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            zip_start = f.read(4) == b"PK\x03\x04"
+        if zip_start:
+            return f"it is cut short: {size:,} bytes, without the end of a checkpoint"
+        return f"{size:,} bytes that are not a torch checkpoint"
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"
 
 
 def checkpoint_tokenizer(checkpoint: dict) -> dict | None:

@@ -158,8 +158,8 @@ class TranslationDataModule(L.LightningDataModule):
                 with self._bar("train: reading", pairs) as bar:
                     train = sample_pairs(counted(pairs, bar), self.options.train_sample)
                 sampled = f" (a sample of {train.stats['pairs']})" if len(train) < train.stats["pairs"] else ""
-                log.info("training %s vocabularies (%s, vocab_size=%d) on %d pairs%s", "a joint" if self.options.joint
-                         else "separate", self.options.type, self.options.vocab_size, len(train), sampled)
+                log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
+                         else "separate vocabularies", self.options.type, self.options.vocab_size, len(train), sampled)
             with ProgressBar("training the tokenizer", None, "", self.progress):
                 vocab = build_vocabularies(train.src, train.tgt, self.options)
             with atomic_dir(folder) as tmp:
@@ -298,6 +298,14 @@ class TranslationDataModule(L.LightningDataModule):
             dropout = self._dropout(table) if split == "train" and self.options.dropout > 0 else None
             self.datasets[split] = TranslationDataset(table, dropout)
 
+    def dropout_note(self) -> str:
+        """What the log says of subword regularization when it is on (nothing when off)."""
+        if self.options.dropout <= 0:
+            return ""
+        kind = "BPE-dropout" if self.options.type == "bpe" else "sentencepiece sampling"
+        return (f"; {kind} {self.options.dropout} (data.tokenizer.dropout): the training split is "
+                "re-segmented every epoch")
+
     def _dropout(self, table: datasets.Dataset) -> EpochDropout:
         """Subword regularization (data/dropout.py) for the training split `table`: no sampled row
         longer than its longest."""
@@ -321,8 +329,9 @@ class TranslationDataModule(L.LightningDataModule):
             if self._resume_state is not None:
                 sampler.load_state_dict(self._resume_state)
                 self._resume_state = None
-            log.info("train: %d batches per epoch and process, %.1f%% padding (data.max_tokens=%d)",
-                     len(sampler), 100 * sampler.padding_fraction(), self.max_tokens)
+            padding = "packed, no padding" if self.packed else f"{100 * sampler.padding_fraction():.1f}% padding"
+            log.info("train: %d batches per epoch and process, %s (data.max_tokens=%d)%s", len(sampler), padding,
+                     self.max_tokens, self.dropout_note())
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple,

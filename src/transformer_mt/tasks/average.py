@@ -34,7 +34,7 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
         raise ConfigError(f"task.{'last_n' if options.last_n else 'best_n'}={n}, but {folder} has only {len(found)}")
     if options.last_n:
         return found[-n:]
-    scored = [(read_checkpoint(p).get("val_bleu"), p) for p in found]
+    scored = [(read_checkpoint(p, key="task.run_dir").get("val_bleu"), p) for p in found]
     unscored = [p for s, p in scored if s is None]
     if unscored:
         raise ConfigError(f"{unscored[0]}: no val_bleu recorded, so task.best_n cannot rank it")

@@ -17,7 +17,8 @@ Writes into the sweep directory:
   seed: evaluation/significance.py), a sentence per row saying whether it differs from the base,
   the tests per seed, and every job with its status;
 - `report.csv` (the rows), `jobs.csv` (the jobs), `significance.csv` (the tests per seed);
-- `report.png` (val and test BLEU per row, mean +- std with each seed as a dot, the base marked)
+- `report.png` (val and test scores of `task.metric` per row, mean +- std with each seed as a dot, the
+  base marked, the axis saying whether higher or lower is better)
   and `curves.png` (train loss, val loss and val BLEU against the step, one line per job).
 
 A job without metrics is listed as failed (with the reason from its `error.txt`) or as running /
@@ -207,7 +208,7 @@ def test_table(rows: list[Row], tests: dict[int, list]) -> list[dict[str, str]]:
     for index, pairs in tests.items():
         for job, r in pairs:
             label = METRICS[r.metric][0]
-            table.append({"row": str(index), **rows[index].settings, "seed": str(job.seed),
+            table.append({"row": str(index), **rows[index].settings, "seed": job.seed or "",
                           "job": str(job.number), f"base {label}": f"{r.baseline:.2f}", label: f"{r.system:.2f}",
                           "Δ": f"{r.delta:+.2f}", "95% CI of Δ": f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
                           "p bootstrap": "-" if r.identical else f"{r.p_bootstrap:.4f}",
@@ -267,17 +268,30 @@ def write_csv(path: Path, table: list[dict[str, str]]) -> None:
         writer.writerows(table)
 
 
-def write_plot(path: Path, title: str, rows: list[Row], varied: list[str]) -> None:
-    """Val and test BLEU per row: each seed a dot, mean +- std as an error bar; the base row shaded."""
+def plotted(metric: str) -> tuple[list[tuple[str, str]], str]:
+    """The series report.png draws for `metric` (metrics.json key, legend name) and its axis label,
+    which says in which direction the metric is better."""
+    label = METRICS[metric][0]
+    series = {"bleu": [("val/bleu_best", "val BLEU (best)")],
+              "chrf": [("val/chrf", "val chrF (last validation)")],
+              "ter": [("val/ter", "val TER (last validation)")]}.get(metric, [])  # bleu_tok_lc: test only
+    better = "lower" if metric in LOWER_IS_BETTER else "higher"
+    return [*series, (f"test/{metric}", f"test {label}")], f"{label} ({better} is better)"
+
+
+def write_plot(path: Path, title: str, rows: list[Row], varied: list[str], metric: str = "bleu") -> dict:
+    """The val and test scores of `metric` per row: each seed a dot, mean +- std as an error bar;
+    the base row shaded. Returns what it drew: the y label and each series' values per row."""
     import matplotlib.pyplot as plt
 
+    series, ylabel = plotted(metric)
+    drawn: dict[str, list[list[float]]] = {key: [row.values(key) for row in rows] for key, _ in series}
     width = max(5.0, 1.2 * len(rows))
     fig, ax = plt.subplots(figsize=(width, 3.8))
-    for offset, (key, name, marker) in zip((-0.12, 0.12), (("val/bleu_best", "val BLEU", "o"),
-                                                            ("test/bleu", "test BLEU", "s"))):
+    offsets = (-0.12, 0.12) if len(series) == 2 else (0.0,)
+    for offset, (key, name), marker in zip(offsets, series, "os"):
         means, stds, xs = [], [], []
-        for x, row in enumerate(rows):
-            values = row.values(key)
+        for x, values in enumerate(drawn[key]):
             if not values:
                 continue
             ax.scatter([x + offset] * len(values), values, s=14, alpha=0.45, marker=marker, color=f"C{offset > 0:d}")
@@ -293,12 +307,13 @@ def write_plot(path: Path, title: str, rows: list[Row], varied: list[str]) -> No
     labels = [f"{label}\n(base)" if row.is_base else label for label, row in zip(labels, rows)]
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_xlabel(", ".join(varied) or "row")
-    ax.set_ylabel("BLEU")
+    ax.set_ylabel(ylabel)
     ax.set_title("\n".join(textwrap.wrap(title, int(11 * width))), fontsize=10)  # about 11 characters an inch
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     plots.save(fig, path, dpi=120)
+    return {"ylabel": ylabel, "series": drawn}
 
 
 def write_curves(path: Path, title: str, sweep: Sweep) -> int:
@@ -335,11 +350,11 @@ def run(cfg: DictConfig) -> dict:
     write_csv(folder / "report.csv", tables["rows"])
     write_csv(folder / "jobs.csv", tables["jobs"])
     write_csv(folder / "significance.csv", tables["tests"])
-    write_plot(folder / "report.png", title, rows, sweep.varied)
+    drawn = write_plot(folder / "report.png", title, rows, sweep.varied, metric)
     curves = write_curves(folder / "curves.png", title, sweep)
     print((folder / "report.md").read_text(encoding="utf-8"))
     log.info("report of %d jobs in %d rows written to %s/report.{md,csv,png}, learning curves of %d jobs to "
              "curves.png", len(sweep.jobs), len(rows), folder, curves)
     return {"jobs": len(sweep.jobs), "done": sum(job.done for job in sweep.jobs), "rows": len(rows),
             "metric": metric, "differs": {index: verdict(rows[index], pairs)[0] for index, pairs in tests.items()},
-            "curves": curves, "report": str(folder)}
+            "curves": curves, "report": str(folder), "plot": drawn}

@@ -37,6 +37,7 @@ from transformer_mt.tasks.runs.build import (
 )
 from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
 from transformer_mt.tasks.runs.outputs import print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.resume import check_resume
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.last_checkpoint import (
     CTRL_C_EXIT_STATUS,
@@ -71,6 +72,8 @@ def train(cfg: DictConfig) -> dict:
     warn_more_processes_than_cores(trainer)
     L.seed_everything(cfg.seed, workers=True)
     start = settle(cfg)
+    if start.resume is not None:
+        check_resume(start.config, read_checkpoint(start.resume), start.resume, trainer)
     check_dashboard_layer(cfg, start.architecture)
     check_max_len(start.config.data, start.architecture)
     datamodule = build_datamodule(start, plan)

@@ -9,6 +9,12 @@ from transformer_mt.training.steps import StepWatch
 TRAIN_KEYS = ("train/loss", "train/lr")  # shown beside the bar during training
 
 
+def shown(key: str, value: float) -> float | str:
+    """A value as the bar shows it: the learning rate in scientific notation (the bar's own 3
+    decimals would show a Transformer's 0.0007 as 0.001, and any warm-up start as 0.000)."""
+    return f"{value:.2e}" if key.endswith("/lr") else value
+
+
 class LoggingStepsProgressBar(RichProgressBar):
     """Lightning's rich progress bar, showing train/loss and train/lr as of the last logging step.
 
@@ -28,5 +34,5 @@ class LoggingStepsProgressBar(RichProgressBar):
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict:
         if trainer.training and self.watch.logged(trainer):
             logged = trainer.callback_metrics
-            self._train = {key: float(logged[key]) for key in TRAIN_KEYS if key in logged}
+            self._train = {key: shown(key, float(logged[key])) for key in TRAIN_KEYS if key in logged}
         return {**super().get_metrics(trainer, pl_module), **self._train}

@@ -192,6 +192,13 @@ class TranslationModule(L.LightningModule):
         self.evaluation.add(loss_sum, nll_sum, ntokens,
                             list(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
 
+    def split_name(self, stage: str) -> str:
+        """The split an evaluation scored, for the log: validation's `val`; the test stage's is the
+        datamodule's `data.split` (task=evaluate data.split=val logs `val:`, as its metrics.json
+        names it)."""
+        split = getattr(self.trainer.datamodule, "split", "test") if stage == "test" else stage
+        return split if isinstance(split, str) else stage
+
     def end_evaluation(self, stage: str) -> None:
         """Sum the loss statistics and gather the translations of every rank, then score them once."""
         loss_sum, nll_sum, ntokens, rows = self.evaluation.gathered()
@@ -210,7 +217,7 @@ class TranslationModule(L.LightningModule):
         self.results[stage] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"],
                                           scores["ter_signature"])
         if not self.trainer.sanity_checking and self.trainer.is_global_zero:
-            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", stage, scores["bleu"], scores["chrf"],
-                     scores["ter"], metrics[f"{stage}/loss"])
+            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", self.split_name(stage), scores["bleu"],
+                     scores["chrf"], scores["ter"], metrics[f"{stage}/loss"])
             for row in rows[: self.hparams.num_samples]:
                 log.info("  src: %s\n  ref: %s\n  hyp: %s", row.source, row.reference, row.hypothesis)

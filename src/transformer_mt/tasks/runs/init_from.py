@@ -32,7 +32,7 @@ def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabular
     if not checkpoint_file.is_file():
         raise ConfigError(f"model.init_from={path}: no such file or folder (a checkpoint, a run folder or a "
                           "Marian folder)")
-    checkpoint = read_checkpoint(checkpoint_file)
+    checkpoint = read_checkpoint(checkpoint_file, key="model.init_from")
     tokenizer = checkpoint_tokenizer(checkpoint)
     if tokenizer is None:
         raise ConfigError(f"model.init_from={checkpoint_file}: the checkpoint has no tokenizer")

@@ -5,14 +5,19 @@ also propagate to the root logger, whose handlers Hydra set up (the console and 
 line appeared twice on the console. Where the root logger has handlers, the console handlers
 Lightning installed are removed, so its records are written once, by the job's handlers, and are
 kept in run.log. Lightning's tips advertising its hosted services ("💡 Tip: ... litlogger") are
-dropped.
+dropped, and so are two warnings no user can act on: torch's deprecation of a pytree check inside
+Lightning (printed by every run), and, on a resume, the CSV logger's claim that the earlier log
+files will be deleted (train.py keeps them: metrics.partN.csv).
 """
 
 import logging
+import warnings
 
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 TIP = "💡 Tip:"
+NOT_ACTIONABLE = (r".*isinstance\(treespec, LeafSpec\)` is deprecated",
+                  r"Experiment logs directory .* exists and is not empty\. Previous log files")
 
 
 def drop_tips(record: logging.LogRecord) -> bool:
@@ -32,3 +37,5 @@ def route_lightning_logs() -> None:
         logger = logging.getLogger(name)
         if drop_tips not in logger.filters:
             logger.addFilter(drop_tips)
+    for message in NOT_ACTIONABLE:
+        warnings.filterwarnings("ignore", message=message)

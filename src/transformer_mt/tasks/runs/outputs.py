@@ -3,6 +3,7 @@ tokenized BLEU, and the summary on the terminal."""
 
 import json
 import math
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -75,8 +76,9 @@ def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = T
 
 
 def print_summary(title: str, metrics: dict, rows: tuple[Row, ...], samples: int = 3) -> None:
-    """Final metrics and a few translations, for the terminal."""
-    console = Console()
+    """Final metrics and a few translations, for the terminal; into a pipe or a file, lines are never
+    cut at rich's default 80 columns (paths, sacreBLEU signatures)."""
+    console = Console() if sys.stdout.isatty() else Console(width=10_000)
     table = Table(title=title, show_header=False)
     for key, value in metrics.items():
         table.add_row(key, f"{value:.2f}" if isinstance(value, float) else str(value))

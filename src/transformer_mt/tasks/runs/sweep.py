@@ -26,10 +26,12 @@ class Job:
     settings: dict[str, str]
     status: str
     metrics: dict = field(default_factory=dict)
+    config_seed: str | None = None  # the seed of the job's config (.hydra/config.yaml)
 
     @property
     def seed(self) -> str | None:
-        return self.settings.get(SEED)
+        """The job's seed: its override, else its config's (a job that did not vary it)."""
+        return self.settings.get(SEED) or self.config_seed
 
     @property
     def done(self) -> bool:
@@ -94,7 +96,10 @@ def read_job(folder: Path) -> Job:
     overrides = OmegaConf.load(overrides_file) if overrides_file.is_file() else []
     settings = dict(o.split("=", 1) for o in overrides if "=" in o and not o.startswith(("~", f"{RESUME}=")))
     metrics_file, failure_file = folder / "metrics.json", folder / FAILURE_FILE
-    job = Job(int(folder.name), folder, settings, "running or killed")
+    config_file = folder / ".hydra" / "config.yaml"
+    seed = (OmegaConf.select(OmegaConf.load(config_file), SEED, default=None, throw_on_resolution_failure=False)
+            if config_file.is_file() else None)
+    job = Job(int(folder.name), folder, settings, "running or killed", config_seed=None if seed is None else str(seed))
     if metrics_file.is_file():
         job.status, job.metrics = "done", json.loads(metrics_file.read_text(encoding="utf-8"))
     elif failure_file.is_file():

@@ -1,0 +1,76 @@
+"""What a resume (`ckpt_path=` with task=train) can and cannot honour of a changed config, each said
+in one line before any data work.
+
+- `optim.*`: refused. A resume continues the checkpoint's optimizer and schedule (their states:
+  Adam's moments, the step count, the base learning rate), so a new learning rate, warm-up or
+  optimizer would be silently ignored, or honoured halfway; fine-tune the weights in a new run with
+  `model.init_from=` instead.
+- `trainer.max_steps` / `trainer.max_epochs`: honoured: the run trains on from the checkpoint's step
+  and epoch to the budget; said, and said when the checkpoint has reached it already.
+- `data.tokenizer.*`: the checkpoint's vocabularies are the run's, so these are ignored: said.
+  (Other training data is refused, another data.max_tokens warned: build.check_same_data.)
+- `callbacks.*`: a callback with state that the checkpoint has none for (one added since) starts
+  fresh: said. (One the checkpoint has state for but this run lacks: Lightning says so itself.)
+"""
+
+import logging
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig
+
+from transformer_mt.config import overridden_keys, plain
+from transformer_mt.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# optimizer keys that choose an implementation, not the arithmetic: a resume may change them
+IMPLEMENTATION_KEYS = frozenset({"fused", "foreach", "capturable", "differentiable"})
+
+
+def check_resume(cfg: DictConfig, checkpoint: dict, path: Path, trainer: L.Trainer) -> None:
+    """Refuse what a resume from `checkpoint` cannot honour, and say what it honours (see the module)."""
+    refuse_another_optimizer(cfg, checkpoint, path)
+    say_budget(cfg, checkpoint, path)
+    ignored = sorted(k for k in overridden_keys() if k.startswith("data.tokenizer."))
+    if ignored:
+        log.warning("%s: ignored on a resume, which keeps the vocabularies of ckpt_path=%s", ", ".join(ignored), path)
+    saved = set(checkpoint.get("callbacks") or {})
+    for callback in trainer.callbacks:
+        stateful = type(callback).state_dict is not Callback.state_dict
+        if stateful and callback.state_key not in saved:
+            log.warning("%s: ckpt_path=%s has no state for it (a callback added since): it starts fresh",
+                        type(callback).__name__, path)
+
+
+def refuse_another_optimizer(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
+    """One line naming the first optim.* key whose value differs from the checkpoint's."""
+    saved = checkpoint["hyper_parameters"]
+    for part in ("optimizer", "scheduler"):
+        was, now = plain(saved.get(part)) or {}, plain(cfg.module.get(part)) or {}
+        for key in sorted((set(was) | set(now)) - IMPLEMENTATION_KEYS):
+            if was.get(key) != now.get(key):
+                raise ConfigError(
+                    f"optim.{part}.{key}={now.get(key)}, but ckpt_path={path} was trained with "
+                    f"optim.{part}.{key}={was.get(key)}: a resume continues its optimizer and schedule and cannot "
+                    "take another; resume with its optim settings, or fine-tune its weights in a new run "
+                    f"(model.init_from={path})")
+
+
+def say_budget(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
+    """Where the resumed run stops: trainer.max_steps / max_epochs, from the checkpoint's step and the
+    epochs it has trained (its fit loop's processed epochs; an end-of-epoch checkpoint's epoch is done)."""
+    step = int(checkpoint.get("global_step", 0))
+    progress = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("epoch_progress") or {}
+    epoch = int(progress.get("total", {}).get("processed", checkpoint.get("epoch", 0)))
+    max_steps, max_epochs = cfg.trainer.get("max_steps", -1), cfg.trainer.get("max_epochs")
+    budget = ", ".join(part for part in (f"trainer.max_steps={max_steps}" if max_steps not in (None, -1) else "",
+                                         f"trainer.max_epochs={max_epochs}" if max_epochs is not None else "") if part)
+    done = (max_steps not in (None, -1) and step >= max_steps) or (max_epochs is not None and epoch >= max_epochs)
+    if done:
+        log.warning("ckpt_path=%s is at step %d after %d epochs: it has reached %s already, so nothing is trained; "
+                    "raise the budget to train on", path, step, epoch, budget)
+    else:
+        log.info("resuming ckpt_path=%s at step %d after %d epochs; training on to %s", path, step, epoch,
+                 budget or "no budget")
