@@ -63,3 +63,16 @@ def test_evaluate_logs_the_split_it_scored(small_checkpoint, tmp_path, caplog):
     metrics = run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={small_checkpoint}", "data.split=val"]))
     assert "val/bleu" in metrics
     assert "val: BLEU" in caplog.text and "test: BLEU" not in caplog.text
+
+
+def test_the_model_summary_counts_flops(small_checkpoint):
+    """Lightning's summary counts FLOPs on the module's example input (one 32-token pair): not 0."""
+    from lightning.pytorch.utilities.model_summary import ModelSummary
+
+    from transformer_mt.checkpoints.loading import load_module
+
+    module = load_module(small_checkpoint)
+    src, tgt_in = module.example_input_array
+    assert src.shape == tgt_in.shape == (1, 32)
+    summary = ModelSummary(module, max_depth=1)
+    assert summary.total_flops > 0

@@ -114,7 +114,9 @@ def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_
     saved = torch.load(tmp_path / "train" / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["hyper_parameters"]["model"]["d_model"] == 32 and saved["hyper_parameters"]["tokenizer"]["src"][
         "kind"] == "marian"
-    assert saved["hyper_parameters"]["scheduler"]["d_model"] == 32  # noam's ${model.d_model}: the model built
+    # no optim picked: optim=finetune, at optim.marian_peak (a Marian folder records no schedule)
+    assert saved["hyper_parameters"]["scheduler"]["_target_"].endswith("inverse_sqrt")
+    assert saved["hyper_parameters"]["optimizer"]["lr"] == 5e-5
     best = tmp_path / "train" / "checkpoints" / "best.ckpt"
     again = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={best}"]))
     assert again["test/bleu"] == metrics["test/bleu"] and again["test/chrf"] == metrics["test/chrf"]

@@ -41,10 +41,11 @@ from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks.runs.config_checks import check_model
+from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
 from transformer_mt.tasks.runs.init_from import check_overrides, read_init_from
 from transformer_mt.tasks.runs.wandb_online import start_online
 from transformer_mt.training import TranslationModule
-from transformer_mt.validate import check, integer
+from transformer_mt.validate import check, integer, number
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,13 @@ def settle(cfg: DictConfig) -> Start:
     if cfg.model.get("init_from"):  # fine-tune a model: its architecture, vocabulary and weights
         source, weights, vocabularies = read_init_from(Path(cfg.model.init_from))
         check_overrides(cfg.model, source, Path(cfg.model.init_from))
-        log.info("model.init_from=%s: %s", cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()))
-        config = with_model(cfg, source)
+        log.info("model.init_from=%s: its architecture (%s), its weights (%d tensors) and its tokenizer (%s)",
+                 cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()), len(weights),
+                 "a joint vocabulary" if vocabularies.joint else "separate vocabularies")
+        config = fine_tuning_optim(with_model(cfg, source), starting_peak_lr(Path(cfg.model.init_from)))
+    else:  # null is optim=finetune's, derived only with model.init_from
+        check("optim.optimizer.lr", cfg.optim.optimizer.get("lr"), number(0.0, low_open=True),
+              "a number > 0 (null is optim=finetune's, with model.init_from: a fraction of the starting model's peak)")
     check_model(architecture(config.model))
     if not cfg.get("ckpt_path"):
         return Start(config, vocabularies, weights, None, None)

@@ -30,7 +30,7 @@ RULES = [  # key, test, what it must be, null allowed
     ("seed", integer(0), "an integer >= 0", False),
     ("module.label_smoothing", *PROBABILITY, False),
     ("module.max_nonfinite_steps", integer(1), "an integer >= 1", False),
-    ("optim.optimizer.lr", number(0.0, low_open=True), "a number > 0", False),
+    ("optim.optimizer.lr", number(0.0, low_open=True), "a number > 0", True),  # null: optim=finetune's (settle)
     ("optim.optimizer.weight_decay", number(0.0), "a number >= 0", False),
     ("optim.scheduler.warmup_steps", integer(1), "an integer >= 1", False),
     ("trainer.max_epochs", integer(-1), "an integer >= -1 (-1: no limit) or null", True),
