@@ -24,7 +24,6 @@ Prints a Markdown table; --json writes every figure. --smoke: 2,000-token batche
 
 import argparse
 import itertools
-import json
 import math
 import statistics
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output import emit, machine  # noqa: E402
 from sdpa_backends import SdpaCall, backend_of  # noqa: E402
 from synthetic import BOS, EOS, PAD, synthetic_pairs  # noqa: E402
 
@@ -248,15 +248,10 @@ def main() -> None:
     args.dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     print(f"[attention_speed] {args.batches} batches of {args.tokens} tokens, {args.dtype}, {device}", file=sys.stderr)
-    result = {"benchmark": "attention_speed", "device": args.device,
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-              "torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": args.dtype,
+    result = {"benchmark": "attention_speed", "device": args.device, **machine(device), "dtype": args.dtype,
               "max_tokens": args.tokens, "heads": args.heads, "d_k": args.d_k, "reps": args.reps,
               **measure(args, device, dtype)}
-    print(markdown(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, markdown(result), args.json)
 
 
 if __name__ == "__main__":

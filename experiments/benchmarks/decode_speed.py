@@ -27,6 +27,7 @@ import importlib.util
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -152,6 +153,27 @@ def race(runs: dict, repeat: int, device: str = "cpu") -> dict[str, tuple[float,
     return best
 
 
+def peer_translators(module, folder: Path, device: str, dtype: str) -> list[tuple[str, Callable]]:
+    """(name, translate) of each installed peer, the module exported into `folder` for it: HF
+    generate, CTranslate2, and on a CPU CTranslate2 int8."""
+    peers = []
+    if installed("transformers"):
+        from transformer_mt.interop.marian import export_hf
+
+        export_hf(module, folder / "hf")
+        peers.append(("HF generate", partial(hf_translator, folder / "hf", module, device, dtype)))
+    if installed("ctranslate2"):
+        from transformer_mt.interop.ctranslate2 import export_ct2
+
+        export_ct2(module, folder / "ct2", "none")
+        ct2_name = f"CTranslate2 {NAMES[dtype] if device == 'cuda' else 'float32'}"
+        peers.append((ct2_name, partial(ct2_translator, folder / "ct2", module, device, dtype)))
+        if device == "cpu":
+            export_ct2(module, folder / "ct2_int8", "int8")
+            peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module)))
+    return peers
+
+
 def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
             dtype: str = "fp32") -> dict:
     """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
@@ -162,28 +184,13 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     # our searches' limits
     limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()
-    mine, name = f"ours {NAMES[dtype]}", NAMES[dtype]
+    mine = f"ours {NAMES[dtype]}"
     systems = {mine: cast(module.model, device, dtype)}
     if device == "cpu":
         systems["ours int8"] = quantize_int8(module.model)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        peers = []
-        if installed("transformers"):
-            from transformer_mt.interop.marian import export_hf
-
-            export_hf(module, Path(tmp) / "hf")
-            peers.append(("HF generate", partial(hf_translator, Path(tmp) / "hf", module, device, dtype)))
-        if installed("ctranslate2"):
-            from transformer_mt.interop.ctranslate2 import export_ct2
-
-            export_ct2(module, Path(tmp) / "ct2", "none")
-            ct2_name = f"CTranslate2 {name if device == 'cuda' else 'float32'}"
-            peers.append((ct2_name, partial(ct2_translator, Path(tmp) / "ct2", module, device, dtype)))
-            if device == "cpu":
-                export_ct2(module, Path(tmp) / "ct2_int8", "int8")
-                peers.append(("CTranslate2 int8", partial(ct2_translator, Path(tmp) / "ct2_int8", module)))
-        peers, skipped = working(peers, lines[:2])
+        peers, skipped = working(peer_translators(module, Path(tmp), device, dtype), lines[:2])
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
         for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
             runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
@@ -200,13 +207,22 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     where = f"{THREADS} threads" if device == "cpu" else "CUDA"
     print(f"{len(lines)} sentences, batches of {BATCH}, {where}, {dtype}, best of {repeat}; "
           "BLEU: sacreBLEU 13a, cased, detokenized\n")
+    ratios = print_tables(rows, mine, [peer for peer, _ in peers], device)
+    for peer, error in skipped.items():
+        print(f"{peer}: not measured: {error}")
+    return {"systems": rows, "ratios": ratios, "skipped": skipped}
+
+
+def print_tables(rows: list[dict], mine: str, peers: list[str], device: str) -> list[dict]:
+    """The systems table and, against each peer, the ratio of seconds (x > 1: ours is faster);
+    returns the ratios."""
     print(f"| search | system | seconds | sentences/s | BLEU | outputs equal to {mine} |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['search']} | {r['system']} | {r['seconds']:.2f} | {r['sentences_per_s']:.0f} | {r['bleu']:.2f} "
               f"| {r['outputs_equal']} / {r['sentences']} |")
-    pairs = [(mine, peer) for peer, _ in peers if peer != "CTranslate2 int8"]
-    if device == "cpu" and any(peer == "CTranslate2 int8" for peer, _ in peers):
+    pairs = [(mine, peer) for peer in peers if peer != "CTranslate2 int8"]
+    if device == "cpu" and "CTranslate2 int8" in peers:
         pairs.append(("ours int8", "CTranslate2 int8"))
     ratios = []
     for search in ("greedy", "beam 4"):
@@ -218,9 +234,7 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
         for search in ("greedy", "beam 4"):
             print(f"| {search} | " + " | ".join(f"{r['ratio']:.2f}x" for r in ratios if r["search"] == search) + " |")
         print("\n(x > 1: ours is faster)")
-    for peer, error in skipped.items():
-        print(f"{peer}: not measured: {error}")
-    return {"systems": rows, "ratios": ratios, "skipped": skipped}
+    return ratios
 
 
 def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = "cpu", dtype: str = "fp32") -> dict:

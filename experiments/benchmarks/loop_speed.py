@@ -39,7 +39,6 @@ The model-only comparison against HF and torch.nn.Transformer at fixed shapes: t
 import argparse
 import contextlib
 import gc
-import json
 import logging
 import math
 import sys
@@ -51,6 +50,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output import emit, machine  # noqa: E402
 from peer_models import HFMarian, Shape  # noqa: E402
 from profiling import profile_callback, profile_markdown, profile_ranges  # noqa: E402
 from sdpa_backends import attention_calls, backend_of, kind_of  # noqa: E402
@@ -273,14 +273,9 @@ def main() -> None:
               "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision,
               "compile": args.compile or False, "pad_to_multiple": args.pad_to_multiple, "packed": args.packed,
               "warmup_steps": args.warmup, "timed_steps": args.steps, "profile_steps": args.profile_steps,
-              "device": args.device,
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-              "threads": torch.get_num_threads(), "torch": torch.__version__, "peak_tflops": peak / 1e12,
+              "device": args.device, **machine(device), "peak_tflops": peak / 1e12,
               "peak_source": peak_source, "attention": attention, "systems": systems}
-    print(markdown(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, markdown(result), args.json)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ figure. --smoke: CPU sizes that run in seconds (2,000 x 64 x 5,000, fp32, 5 repe
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -35,7 +34,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output import emit, machine  # noqa: E402
+
+from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss  # noqa: E402
 
 PAD, EPSILON = 0, 0.1
 SYSTEMS = ("previous", "fused", "fused+compile", "liger")
@@ -309,15 +311,10 @@ def main() -> None:
     args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
     print(f"[loss_speed] {args.rows} x {args.d} x {args.vocab}, {args.precision}, {device}", file=sys.stderr)
     widths = [measure(d, args, device) for d in args.d]
-    result = {"benchmark": "loss_speed", "device": args.device,
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-              "torch": torch.__version__, "threads": torch.get_num_threads(), "precision": args.precision,
+    result = {"benchmark": "loss_speed", "device": args.device, **machine(device), "precision": args.precision,
               "rows": args.rows, "vocab": args.vocab, "padding": args.padding, "reps": args.reps,
               "warmup": args.warmup, "compile": args.compile, "widths": widths}
-    print(markdown(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, markdown(result), args.json)
 
 
 if __name__ == "__main__":
