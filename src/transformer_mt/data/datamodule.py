@@ -354,8 +354,9 @@ class TranslationDataModule(L.LightningDataModule):
     # --------------------------------------------------------------------- mid-epoch resume
     def on_before_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         """Counts the training batches handed to the loop (the loader runs ahead of it by its
-        prefetch, so the sampler's own count is not where training is)."""
-        if self.trainer is not None and self.trainer.training:
+        prefetch, so the sampler's own count is not where training is). The model summary's
+        `example_input_array`, a tuple of tensors, passes here too at the start of fit: not counted."""
+        if self.trainer is not None and self.trainer.training and isinstance(batch, dict):
             epoch, handed = self._handed
             self._handed = (self.trainer.current_epoch, (handed if epoch == self.trainer.current_epoch else 0) + 1)
         return batch
