@@ -1,4 +1,5 @@
-"""Fixtures: a small random model, and the runs several tests read (the default job, a small one).
+"""Fixtures: a small random model, and the runs several tests read (the default job, a small one, a
+small one under DDP).
 Helpers that tests call live in tests/helpers.py.
 
 `make test` runs the suite on both cores with pytest-xdist (`-n 2`): each worker process uses one
@@ -15,7 +16,18 @@ import pytest
 import torch
 from filelock import FileLock
 
-from tests.helpers import ROOT, SMALL_RUN, compose_config, make_model
+from tests.helpers import (
+    DDP_RUN,
+    ROOT,
+    SMALL_RUN,
+    compose_config,
+    keep_epoch_end,
+    make_model,
+    once_per_session,
+    record_steps,
+    run_py,
+    session_folder,
+)
 from transformer_mt.model import Transformer
 
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
@@ -54,9 +66,7 @@ def shared_run(tmp_path_factory, name: str, overrides: list[str]) -> tuple[Path,
     every one reads its metrics.json. Its run directory and metrics."""
     from transformer_mt.tasks import run
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's folder, above each worker's own
+    root = session_folder(tmp_path_factory)
     out, metrics = root / name, root / name / "metrics.json"
     with FileLock(str(root / f"{name}.lock")):
         if not metrics.is_file():
@@ -74,6 +84,19 @@ def toy_run(tmp_path_factory) -> tuple[Path, dict]:
 def small_run(tmp_path_factory) -> tuple[Path, dict]:
     """`python run.py SMALL_RUN` (it need not translate well): its run directory and metrics."""
     return shared_run(tmp_path_factory, "small_run", SMALL_RUN)
+
+
+@pytest.fixture(scope="session")
+def ddp_run(tmp_path_factory) -> Path:
+    """`python run.py DDP_RUN` (two processes: trainer=ddp_cpu) with each rank's training batches
+    recorded (steps.jsonl.RANK) and the last.ckpt of the end of epoch 0 kept (epoch0_last.ckpt): its
+    folder (the run directory is run/, the data cache cache/)."""
+    def make(folder: Path) -> None:
+        result = run_py(*DDP_RUN, *record_steps(folder / "steps.jsonl"), *keep_epoch_end(folder / "epoch0_last.ckpt"),
+                        f"paths.cache_dir={folder}/cache", f"hydra.run.dir={folder}/run", timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return once_per_session(tmp_path_factory, "ddp_run", make)
 
 
 @pytest.fixture

@@ -2,21 +2,28 @@
 `run.py` as a process, small random models, and the checks of a clean failure. Test modules
 import from here (never from one another); pytest fixtures live in conftest.py."""
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
 import torch
+from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
+from tests.warm_start import Server
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.run_folder import register_resolvers
+from transformer_mt.training.last_checkpoint import LastCheckpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,6 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = ["debug=fast", "data.corpus.num_train=400", "data.corpus.num_val=20", "data.corpus.num_test=20"]
 # one epoch on 300 toy pairs, tested on 7 sentences: a checkpoint for the tests that need any
 SMALL_RUN = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+# two processes (trainer=ddp_cpu) for 2 epochs of 10 batches each on 600 toy pairs, 2 batches an
+# optimizer step (2 processes x 512 tokens x accumulation 2), last.ckpt every 4 steps: the run of
+# conftest's `ddp_run`, which the DDP tests compare theirs with
+DDP_RUN = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
+           "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer=ddp_cpu",
+           "trainer.max_epochs=2", "tokens_per_update=2048"]
 
 
 def make_model(**overrides) -> Transformer:
@@ -72,13 +85,62 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
     return cfg
 
 
-def run_py(*args: str, cwd=ROOT, timeout: int = 600, cores: set[int] | None = None) -> subprocess.CompletedProcess:
-    """`python run.py ARGS` as a process: its exit status, stdout and stderr (`cores`: the CPU cores
-    it may run on; None: all)."""
+_warm: list[Server] = []  # this worker's warm server, once started
+# environment variables that a library reads when it is imported: a run whose value differs from
+# the warm server's gets a plain process (the others reach the forked process as they are)
+READ_AT_IMPORT = ("HF_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "PYTHON", "CUDA", "LD_", "TOKENIZERS_")
+
+
+def warm_server(env: dict[str, str]) -> Server | None:
+    """This worker's warm server (tests/warm_start.py), started on first use, if it can serve `env`."""
+    if not _warm:
+        _warm.append(Server(env))
+        atexit.register(_warm[0].close)
+        if not _warm[0].ready():
+            _warm[0].env = {}  # it did not start: every run gets a plain process
+    server = _warm[0]
+    differ = {k for k in env.keys() | server.env.keys() if env.get(k) != server.env.get(k)}
+    ok = server.env and not any(k.startswith(READ_AT_IMPORT) for k in differ)
+    return server if ok else None
+
+
+def run_py(*args: str, cwd=ROOT, timeout: int = 600, cores: set[int] | None = None,
+           input: str | bytes = b"") -> subprocess.CompletedProcess:
+    """`python run.py ARGS` as a process with `input` on its stdin: its exit status, stdout and
+    stderr as text (`cores`: the CPU cores it may run on; None: all). Forked from this worker's warm
+    server where it can be (the same process as a plain one would be, minus the imports:
+    tests/warm_start.py)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    data = input.encode() if isinstance(input, str) else input
+    server = warm_server(env) if cores is None else None
+    if server is not None:
+        return server.run(list(args), Path(cwd), timeout, data, env)
     pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, preexec_fn=pin)
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, input=data,
+                            capture_output=True, timeout=timeout, preexec_fn=pin)
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode("utf-8", "replace"),
+                                       result.stderr.decode("utf-8", "replace"))
+
+
+def session_folder(tmp_path_factory) -> Path:
+    """The test session's folder, which every pytest-xdist worker shares (each has its own below it)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def once_per_session(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """Folder `name` of the test session, filled by `make(folder)` once per session, also across
+    pytest-xdist workers: the first worker to ask makes it, the others wait for it (a file lock).
+    (A module's fixture made here is made once, however often pytest sets the fixture up again.)"""
+    root = session_folder(tmp_path_factory)
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess, expected: str) -> None:
@@ -175,3 +237,45 @@ def interrupt_at(step: int, signal_name: str = "SIGKILL") -> list[str]:
     """The overrides that make a run send itself `signal_name` before optimizer step `step`."""
     return [f"+callbacks.interrupt._target_={__name__}.Interrupt", f"+callbacks.interrupt.step={step}",
             f"+callbacks.interrupt.signal_name={signal_name}"]
+
+
+class StepRecorder(L.Callback):
+    """Appends [epoch, step, example ids] of every training batch to a JSON-lines file (under DDP,
+    one file per rank: PATH.RANK)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        path = self.path if trainer.world_size == 1 else Path(f"{self.path}.{trainer.global_rank}")
+        with path.open("a") as f:
+            f.write(json.dumps([trainer.current_epoch, trainer.global_step, batch["id"].tolist()]) + "\n")
+
+
+def record_steps(path: Path) -> list[str]:
+    """The overrides that make a run record its training batches in `path` (StepRecorder)."""
+    return [f"+callbacks.recorder._target_={__name__}.StepRecorder", f"+callbacks.recorder.path={path}"]
+
+
+def recorded_steps(path: Path) -> list[list]:
+    """What StepRecorder wrote: [epoch, step, example ids] per training batch."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+class KeepEpochEnd(L.Callback):
+    """Rank 0 copies checkpoints/last.ckpt to `path` as training epoch `epoch` starts: the last.ckpt
+    written at the end of the epoch before, the state a run stopped there (max_epochs) resumes from."""
+
+    def __init__(self, path: str, epoch: int = 1) -> None:
+        self.path, self.epoch = Path(path), epoch
+
+    def on_train_epoch_start(self, trainer, module) -> None:
+        if trainer.current_epoch == self.epoch and trainer.is_global_zero:
+            last = next(c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint))
+            shutil.copyfile(last, self.path)
+
+
+def keep_epoch_end(path: Path, epoch: int = 1) -> list[str]:
+    """The overrides that make a run keep the last.ckpt of the end of epoch `epoch - 1` in `path`."""
+    return [f"+callbacks.keep._target_={__name__}.KeepEpochEnd", f"+callbacks.keep.path={path}",
+            f"+callbacks.keep.epoch={epoch}"]

@@ -108,12 +108,18 @@ def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32
     translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type, inter_threads=1,
                                         intra_threads=THREADS)
     vocab = module.tokenizer
+    collate = Collator(module.pad_id, module.bos_id, module.eos_id)
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
-        tokens = [vocab.src.tokens(ids) for ids in vocab.src.encode(lines)]
-        results = translator.translate_batch(tokens, beam_size=beams, length_penalty=0.6, max_batch_size=BATCH,
-                                             max_decoding_length=256)
-        return [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
+        out = []
+        for chunk in batches(lines):  # our batches, each with the limit of its longest source, as HF's
+            ids = vocab.encode_sources(chunk)
+            limit = int(max_lengths(collate.pad(ids), module.pad_id, 1.2, 10, module.model.config.max_positions).max())
+            results = translator.translate_batch([vocab.src.tokens(i[:-1]) for i in ids], beam_size=beams,
+                                                 length_penalty=0.6, max_batch_size=BATCH,
+                                                 max_decoding_length=limit + 1)
+            out += [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
+        return out
 
     return translate
 

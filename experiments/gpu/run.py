@@ -28,7 +28,10 @@ files (of `--only speed` and `--only runs`, say) in one results.json and results
 --smoke: the same steps at tiny sizes (model=tiny whatever a step's name says, a few steps, and
 a `big` step that would repeat its `base` step's run skipped; the compiled steps with aot_eager,
 inductor's graphs without its code generation, which takes minutes on a CPU; loss and attention
-at their --smoke sizes; made-up sentences as a Multi30k folder): a minute or two with --device cpu.
+at their --smoke sizes; made-up sentences as a Multi30k folder, the recipe's 6 steps in batches of
+1,500 tokens): a minute or two with --device cpu. --smoke --device cpu forks the steps' processes
+from warm.py, which has imported torch, Lightning and the rest once (each step is still a process
+of its own, with its own log, limit and exit status; its seconds leave out those imports).
 
 Only the standard library here (and in machine.py, what the machine has, and results_files.py,
 results.json and results.md): every step runs in its own process, so a step that cannot even
@@ -42,6 +45,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -63,6 +68,64 @@ def log(message: str) -> None:
     print(f"[gpu] {message}", file=sys.stderr, flush=True)
 
 
+class Warm:
+    """warm.py, started for --smoke on the CPU: it imports torch, Lightning and the rest once and
+    forks each step's process from there (a new process all the same: its own pid, exit status,
+    descriptors, environment and argv). `run` is subprocess.run for `python SCRIPT ...` and
+    `python -c ...`; None where warm.py did not come up (the steps then run as plain processes)."""
+
+    def __init__(self, work: Path) -> None:
+        self.path = str(work / "warm.socket")
+        self.output = open(work / "warm.log", "w")  # closed in close()
+        self.process = subprocess.Popen([PY, str(Path(__file__).with_name("warm.py")), self.path], cwd=ROOT,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
+                                        stdout=self.output, stderr=subprocess.STDOUT)
+
+    @classmethod
+    def start(cls, work: Path, timeout_s: float = 180) -> "Warm | None":
+        warm = cls(work)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and warm.process.poll() is None and not os.path.exists(warm.path):
+            time.sleep(0.05)
+        if os.path.exists(warm.path):
+            return warm
+        warm.close()
+        log("warm.py did not come up: each step imports on its own; "
+            + " / ".join(Path(warm.output.name).read_text(errors="replace").strip().splitlines()[-3:]))
+        return None
+
+    @staticmethod
+    def takes(command: list[str]) -> bool:
+        return command[0] == PY and len(command) > 1 and (command[1] == "-c" or command[1].endswith(".py"))
+
+    def run(self, command: list[str], env: dict, sink, timeout_s: float) -> int | None:
+        """`command` (python ...) in ROOT with `env`, stdout and stderr to `sink`: its exit status, or
+        None where warm.py could not start it (it has gone). subprocess.TimeoutExpired after
+        timeout_s, the process killed."""
+        with open(os.devnull, "rb") as stdin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            try:
+                connection.connect(self.path)
+                request = {"argv": command[1:], "cwd": str(ROOT), "env": env}
+                socket.send_fds(connection, [json.dumps(request).encode()],
+                                [stdin.fileno(), sink.fileno(), sink.fileno()])
+                connection.settimeout(timeout_s)
+                reader = connection.makefile("r")
+                pid = int(reader.readline())
+            except (OSError, ValueError) as error:
+                log(f"warm.py did not take the step ({type(error).__name__}): a plain process instead")
+                return None
+            try:
+                return int(reader.readline() or -1)  # -1: warm.py went before saying it
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(command, timeout_s) from None
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.output.close()
+
+
 class Runner:
     """Runs the steps, each within its own limit and the overall budget; records how each went.
     Each step's output goes to OUT/logs/<step>.log as it runs, so a command stopped from outside
@@ -73,6 +136,7 @@ class Runner:
         self.steps: dict[str, dict] = {}
         self.save: Callable[[], None] = lambda: None  # writes the results so far (main sets it)
         self.smoke_runs: dict[tuple, str] = {}  # --smoke: each command run so far, and its step
+        self.warm: Warm | None = None  # --smoke on the CPU: the steps' processes forked from warm.py
         work.mkdir(parents=True, exist_ok=True)
         (out / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -94,11 +158,14 @@ class Runner:
         log(f"{name}: {shown}")
         output = self.log_of(name)
         started = time.monotonic()
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         with open(output, "w") as sink:
             try:
-                code = subprocess.run(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                      timeout=min(limit_s, left)).returncode
+                warm = self.warm and self.warm.takes(command)
+                code = self.warm.run(command, environment, sink, min(limit_s, left)) if warm else None
+                if code is None:
+                    code = subprocess.run(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=environment,
+                                          timeout=min(limit_s, left)).returncode
             except subprocess.TimeoutExpired:
                 code = None
         record["seconds"] = round(time.monotonic() - started, 1)
@@ -316,6 +383,8 @@ def run_step(runner: Runner, name: str, smoke: bool, device: str) -> None:
                     ".gpu-data/multi30k (experiments/gpu/README.md)")
         return
     recipe = ["experiment=multi30k_recipe", *trainer]  # the recipe says 32-true: bf16 on CUDA
+    if smoke:  # 3 batches an epoch of the 300 made-up pairs: 6 steps in 2 epochs (2 validations, 2 checkpoints)
+        recipe.append("data.max_tokens=1500")
     run_dir = runner.work / "runs" / "multi30k"
     if name == "multi30k":
         overrides = [*recipe, f"trainer.max_steps={6 if smoke else 2000}", "trainer.max_time=null", *few]
@@ -357,11 +426,15 @@ def main() -> int:
     runner.save = lambda: save(out, meta, runner.steps)
     try:
         install(runner, args.device)
+        if args.smoke and args.device == "cpu" and runner.deadline - time.monotonic() >= 5:
+            runner.warm = Warm.start(work, min(180, runner.deadline - time.monotonic()))
         meta.update(environment(runner))
         for name in names:
             run_step(runner, name, args.smoke, args.device)
             runner.save()  # with the step's figures: a run stopped later still has them
     finally:
+        if runner.warm:
+            runner.warm.close()
         shutil.rmtree(work, ignore_errors=True)
     return write(out, meta, runner.steps)
 

@@ -65,12 +65,13 @@ def test_bleu_under_ddp_equals_single_process_bleu(toy_run, tmp_path):
         (tmp_path / "single" / "val.translations.txt").read_text()
 
 
-def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
+def test_two_nodes_train_as_two_processes_of_one_node(ddp_run, tmp_path):
     """Multi-node DDP as Lightning runs it: two `run.py` processes, NODE_RANK 0 and 1, one process per
     node, meeting at MASTER_ADDR and sharing one run directory and data cache (a shared filesystem).
-    They take the same steps as `trainer=ddp_cpu` (two processes on one node), reach the same
-    validation BLEU and weights within float rounding, and only rank 0 writes metrics and checkpoints.
-    tokens_per_update plans the same accumulation for both, from Lightning's count of the processes."""
+    They take the same steps as `trainer=ddp_cpu` (two processes on one node: conftest's `ddp_run`,
+    the same DDP_RUN), reach the same validation BLEU and weights within float rounding, and only rank
+    0 writes metrics and checkpoints. tokens_per_update plans the same accumulation for both, from
+    Lightning's count of the processes."""
     import os
     import socket
     import subprocess
@@ -78,12 +79,9 @@ def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
 
     import torch
 
-    from tests.helpers import ROOT
+    from tests.helpers import DDP_RUN, ROOT
 
-    ddp = [*SMALL, "trainer=ddp_cpu", "trainer.limit_val_batches=null", f"paths.cache_dir={tmp_path}/cache",
-           "tokens_per_update=2048"]  # 2 processes x 512 tokens x accumulation 2
-    one_node = run_py(*ddp, f"hydra.run.dir={tmp_path}/one_node", timeout=900)
-    assert one_node.returncode == 0, one_node.stderr[-3000:]
+    ddp = [*DDP_RUN, f"paths.cache_dir={ddp_run}/cache"]  # tokens_per_update=2048: 2 processes x 512 tokens x 2
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -101,16 +99,17 @@ def test_two_nodes_train_as_two_processes_of_one_node(tmp_path):
         assert process.returncode == 0, err[-3000:]
         printed.append(out)
     assert "test/bleu" in printed[0] and "test/bleu" not in printed[1]  # rank 1 writes and prints no result
-    whole, split = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one_node", "two_nodes"))
+    one_node, two_nodes = ddp_run / "run", tmp_path / "two_nodes"
+    whole, split = (json.loads((run_dir / "metrics.json").read_text()) for run_dir in (one_node, two_nodes))
     assert split["steps"] == whole["steps"] > 0 and split["val/bleu_best"] == whole["val/bleu_best"]
-    for run_dir, where in (("one_node", "2 device(s) x 1 node(s)"), ("two_nodes", "1 device(s) x 2 node(s)")):
-        metrics = json.loads((tmp_path / run_dir / "metrics.json").read_text())
+    for run_dir, where in ((one_node, "2 device(s) x 1 node(s)"), (two_nodes, "1 device(s) x 2 node(s)")):
+        metrics = json.loads((run_dir / "metrics.json").read_text())
         assert (metrics["accumulate_grad_batches"], metrics["batch_tokens"]) == (2, 512)
-        assert f"{where} x 512 tokens per batch x accumulation 2 = 2048" in (tmp_path / run_dir / "run.log").read_text()
-    a = torch.load(tmp_path / "one_node" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    b = torch.load(tmp_path / "two_nodes" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+        assert f"{where} x 512 tokens per batch x accumulation 2 = 2048" in (run_dir / "run.log").read_text()
+    a = torch.load(one_node / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    b = torch.load(two_nodes / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
-    written = sorted(p.name for p in (tmp_path / "two_nodes").iterdir() if p.suffix in (".json", ".txt"))
+    written = sorted(p.name for p in two_nodes.iterdir() if p.suffix in (".json", ".txt"))
     assert written == ["metrics.json", "test.references.txt", "test.translations.txt"]  # one writer: none of rank 1
 
 

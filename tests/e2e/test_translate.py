@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, compose_config
+from tests.helpers import ROOT, compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DataError, find_user_error
 from transformer_mt.tasks import run
@@ -33,11 +33,8 @@ def test_file_in_file_out_matches_the_test_translations(toy_run, tmp_path):
 def test_stdin_to_stdout_with_nbest_and_scores(toy_run, tmp_path):
     out, _ = toy_run
     sources = ToyCorpus().load("test").src[:5]
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={out}/checkpoints/best.ckpt",
-         "decoding=beam", "decoding.nbest=3", f"hydra.run.dir={tmp_path}"],
-        input="\n".join([sources[0], "", *sources[1:]]) + "\n", capture_output=True, text=True, timeout=300,
-    )
+    result = run_py("task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", "decoding=beam", "decoding.nbest=3",
+                    f"hydra.run.dir={tmp_path}", input="\n".join([sources[0], "", *sources[1:]]) + "\n", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     assert [int(r[0]) for r in rows] == [i for i in range(6) for _ in range(3)]

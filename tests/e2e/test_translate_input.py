@@ -43,14 +43,10 @@ def translate(monkeypatch, capsys):
     return call
 
 
-def translate_process(checkpoint, tmp_path, stdin: bytes, *args: str) -> SimpleNamespace:
+def translate_process(checkpoint, tmp_path, stdin: bytes, *args: str) -> subprocess.CompletedProcess:
     """`python run.py task=translate` with `stdin` piped in (not a terminal); stdout / stderr as text."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={checkpoint}",
-                             "decoding.options.max_len_b=5", f"hydra.run.dir={tmp_path}/run", *args],
-                            cwd=ROOT, env=env, input=stdin, capture_output=True, timeout=600)
-    return SimpleNamespace(returncode=result.returncode, stdout=result.stdout.decode("utf-8", "replace"),
-                           stderr=result.stderr.decode("utf-8", "replace"))
+    return run_py("task=translate", f"ckpt_path={checkpoint}", "decoding.options.max_len_b=5",
+                  f"hydra.run.dir={tmp_path}/run", *args, input=stdin)
 
 
 def sentences(n: int) -> bytes:

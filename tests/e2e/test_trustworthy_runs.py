@@ -3,7 +3,6 @@ kill -9, after a kill during a checkpoint write, after SIGTERM) that gives bit-i
 and a NaN loss that stops training without touching the checkpoints."""
 
 import io
-import json
 import math
 import os
 import signal
@@ -13,7 +12,9 @@ import lightning as L
 import pytest
 import torch
 
-from tests.helpers import compose_config, interrupt_at, mark_at, run_py
+from tests.helpers import DDP_RUN, compose_config, interrupt_at, mark_at, once_per_session, run_py
+from tests.helpers import record_steps as record
+from tests.helpers import recorded_steps as steps
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
@@ -24,19 +25,6 @@ EVERY = 4  # last.ckpt every EVERY steps
 NUM_TRAIN = 600  # training pairs of the runs below
 SMALL = [f"data.corpus.num_train={NUM_TRAIN}", "data.corpus.num_val=20", "data.corpus.num_test=20",
          "data.max_tokens=512", "~callbacks.epoch_checkpoint", f"callbacks.last_checkpoint.every_n_steps={EVERY}"]
-
-
-class StepRecorder(L.Callback):
-    """Appends [epoch, step, example ids] of every training batch to a JSON-lines file (under DDP,
-    one file per rank: PATH.RANK)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        path = self.path if trainer.world_size == 1 else Path(f"{self.path}.{trainer.global_rank}")
-        with path.open("a") as f:
-            f.write(json.dumps([trainer.current_epoch, trainer.global_step, batch["id"].tolist()]) + "\n")
 
 
 class DieWritingACheckpoint(AtomicCheckpointIO):
@@ -73,18 +61,10 @@ class NanLossFrom(L.Callback):
             assert all(torch.equal(now[k], v) for k, v in self.before.items()), "a skipped step changed weights"
 
 
-def record(path: Path) -> list[str]:
-    return [f"+callbacks.recorder._target_={__name__}.StepRecorder", f"+callbacks.recorder.path={path}"]
-
-
 def interrupt(step: int, signal_name: str = "SIGKILL", during_save: bool = False) -> list[str]:
     if during_save:
         return [f"trainer.plugins=[{{_target_:{__name__}.DieWritingACheckpoint,step:{step}}}]"]
     return interrupt_at(step, signal_name)
-
-
-def steps(path: Path) -> list[list]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def weights(checkpoint: Path) -> dict[str, torch.Tensor]:
@@ -100,11 +80,14 @@ def assert_bit_identical(a: Path, b: Path) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, list[list], Path]:
-    """An uninterrupted 2-epoch run: its directory, its batches, its cache."""
-    root = tmp_path_factory.mktemp("reference")
-    cache = root / "cache"
-    run(compose_config(root / "run", [*SMALL, "trainer.max_epochs=2", *record(root / "steps.jsonl")], cache_dir=cache))
-    return root / "run", steps(root / "steps.jsonl"), cache
+    """An uninterrupted 2-epoch run: its directory, its batches, its cache. Run once per test session
+    (pytest sets a module's fixture up again after another module's tests, and each xdist worker would)."""
+    def make(root: Path) -> None:
+        run(compose_config(root / "run", [*SMALL, "trainer.max_epochs=2", *record(root / "steps.jsonl")],
+                           cache_dir=root / "cache"))
+
+    root = once_per_session(tmp_path_factory, "trustworthy_reference", make)
+    return root / "run", steps(root / "steps.jsonl"), root / "cache"
 
 
 def test_every_epoch_has_its_own_batch_order_from_seed_and_epoch(reference, tmp_path):
@@ -266,14 +249,11 @@ def test_last_checkpoint_holds_the_final_state_when_max_steps_stops_mid_epoch(tm
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 7
 
 
-def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_identical(tmp_path):
+def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_identical(ddp_run, tmp_path):
     """Two processes (trainer=ddp_cpu): per epoch the ranks' batches are disjoint and cover the data,
-    each epoch in another order; a resume from the end-of-epoch last.ckpt gives the same weights."""
-    cache, ddp = tmp_path / "cache", ["trainer=ddp_cpu", f"paths.cache_dir={tmp_path}/cache"]
-    result = run_py(*SMALL, *ddp, "trainer.max_epochs=2", *record(tmp_path / "whole.jsonl"),
-                    f"hydra.run.dir={tmp_path}/whole", timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [steps(Path(f"{tmp_path}/whole.jsonl.{rank}")) for rank in range(2)]
+    each epoch in another order; a resume from the end-of-epoch last.ckpt gives the same weights (the
+    run's last.ckpt of the end of epoch 0, kept as epoch 1 started: conftest's `ddp_run`)."""
+    ranks = [steps(ddp_run / f"steps.jsonl.{rank}") for rank in range(2)]
     for epoch in range(2):
         shares = [[ids for e, _, ids in rank if e == epoch] for rank in ranks]
         assert len(shares[0]) == len(shares[1]) > 4
@@ -281,15 +261,15 @@ def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_iden
         assert set(seen) == set(range(NUM_TRAIN))
         assert len(seen) - NUM_TRAIN <= max(map(len, shares[0] + shares[1]))
     assert [ids for e, _, ids in ranks[0] if e == 0] != [ids for e, _, ids in ranks[0] if e == 1]
-    tested = (tmp_path / "whole" / "test.translations.txt").read_text().splitlines()
+    tested = (ddp_run / "run" / "test.translations.txt").read_text().splitlines()
     assert len(tested) == 20  # the test split under DDP: each sentence once
-    result = run_py(*SMALL, *ddp, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/first", timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    result = run_py(*SMALL, *ddp, "trainer.max_epochs=2", f"ckpt_path={tmp_path}/first/checkpoints/last.ckpt",
+    epoch_end = ddp_run / "epoch0_last.ckpt"
+    first_of_epoch_1 = next(step for epoch, step, _ in ranks[0] if epoch == 1)
+    assert torch.load(epoch_end, weights_only=True)["global_step"] == first_of_epoch_1 > 0
+    result = run_py(*DDP_RUN, f"paths.cache_dir={ddp_run}/cache", f"ckpt_path={epoch_end}",
                     *record(tmp_path / "rest.jsonl"), f"hydra.run.dir={tmp_path}/rest", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in range(2):
         assert steps(Path(f"{tmp_path}/rest.jsonl.{rank}")) == [s for s in ranks[rank] if s[0] == 1]
-    assert_bit_identical(tmp_path / "rest" / "checkpoints" / "last.ckpt",
-                         tmp_path / "whole" / "checkpoints" / "last.ckpt")
-    assert cache.is_dir()
+    assert_bit_identical(tmp_path / "rest" / "checkpoints" / "last.ckpt", ddp_run / "run" / "checkpoints" / "last.ckpt")
+    assert (ddp_run / "cache").is_dir()

@@ -20,7 +20,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.evaluation.significance import difference_interval, paired_test
 from transformer_mt.tasks import run
-from transformer_mt.tasks.report import IDENTICAL_NOTE
+from transformer_mt.tasks.report import identical_note
 
 REFS = ToyCorpus(num_train=0, num_val=0, num_test=150, seed=7).load("test").tgt
 
@@ -97,8 +97,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+BOOTSTRAP, RANDOMIZATION = 200, 1000  # fewer than sacreBLEU's 1,000 and 10,000: the same tests, 10x sooner
+IDENTICAL_NOTE = identical_note(BOOTSTRAP, RANDOMIZATION)
+
+
 def report(sweep: Path, tmp_path: Path, *overrides: str) -> dict:
-    return run(compose_config(tmp_path / "report_run", ["task=report", f"task.sweep_dir={sweep}", *overrides]))
+    return run(compose_config(tmp_path / "report_run", [
+        "task=report", f"task.sweep_dir={sweep}", f"task.bootstrap_samples={BOOTSTRAP}",
+        f"task.randomization_trials={RANDOMIZATION}", *overrides]))
 
 
 def test_the_better_row_alone_is_marked_and_every_job_is_listed(sweep, tmp_path):
@@ -171,7 +177,7 @@ def test_a_row_with_the_base_rows_outputs_shows_no_p_values_and_says_why(sweep, 
     tests = [(row["seed"], row["Δ"], row["p bootstrap"], row["p AR"]) for row in read_csv(sweep / "significance.csv")]
     assert [test for test in tests if test[2] == "-"] == [("1", "+0.00", "-", "-"), ("2", "+0.00", "-", "-")]
     text = (sweep / "report.md").read_text()
-    assert IDENTICAL_NOTE in text and "smallest p (1/1001, 1/10001)" in text
+    assert IDENTICAL_NOTE in text and "smallest p (1/201, 1/1001)" in text
     assert ("- row 4 (model.heads=2): identical to the base: +0.00 test BLEU, every sentence scored alike for all 2 "
             "seed pairs; nothing to test.") in text
     assert "| 2 | 2/2 |" in text and "| +0.00 | - / - | - |" in text  # row 4 of the table (the better row: p's)
@@ -199,8 +205,9 @@ def test_p_values_are_sacrebleus_own(sweep, tmp_path):
         seed = int(row["seed"])
         system = better_hyps(seed) if row["row"] == "0" else same_hyps(seed)
         named = [("base", base_hyps(seed)), ("system", system)]
-        bootstrap = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="bs", n_samples=1000)()[1]["BLEU"][1]
-        randomization = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="ar", n_samples=10000)()[1]["BLEU"][1]
+        bootstrap = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="bs", n_samples=BOOTSTRAP)()[1]["BLEU"][1]
+        randomization = PairedTest(named, {"BLEU": BLEU()}, [REFS], test_type="ar",
+                                   n_samples=RANDOMIZATION)()[1]["BLEU"][1]
         assert row["p bootstrap"] == f"{bootstrap.p_value:.4f}" and row["p AR"] == f"{randomization.p_value:.4f}"
         assert row["BLEU"] == f"{bootstrap.score:.2f}"
 
@@ -230,8 +237,8 @@ def test_p_values_on_chrf_and_ter_are_sacrebleus_own(sweep, tmp_path, metric, la
         seed = int(row["seed"])
         system = better_hyps(seed) if row["row"] == "0" else same_hyps(seed)
         named = [("base", base_hyps(seed)), ("system", system)]
-        bootstrap = PairedTest(named, {label: scorer()}, [REFS], test_type="bs", n_samples=1000)()[1]
-        randomization = PairedTest(named, {label: scorer()}, [REFS], test_type="ar", n_samples=10000)()[1]
+        bootstrap = PairedTest(named, {label: scorer()}, [REFS], test_type="bs", n_samples=BOOTSTRAP)()[1]
+        randomization = PairedTest(named, {label: scorer()}, [REFS], test_type="ar", n_samples=RANDOMIZATION)()[1]
         (bootstrap,), (randomization,) = ([v[1] for k, v in r.items() if k != "System"]
                                           for r in (bootstrap, randomization))
         assert row["p bootstrap"] == f"{bootstrap.p_value:.4f}" and row["p AR"] == f"{randomization.p_value:.4f}"
@@ -348,3 +355,13 @@ def test_a_job_without_a_seed_override_shows_the_seed_its_config_had(tmp_path):
     assert [line["seed"] for line in read_csv(sweep / "jobs.csv")] == ["1234", "1234"]
     assert [line["seed"] for line in read_csv(sweep / "significance.csv")] == ["1234"]
     assert "None" not in (sweep / "report.md").read_text()
+
+
+def test_the_tests_run_sacrebleus_counts_unless_asked_and_say_how_many(sweep, tmp_path):
+    options = compose_config(tmp_path / "run", ["task=report", f"task.sweep_dir={sweep}"]).task
+    assert (options.bootstrap_samples, options.randomization_trials) == (1000, 10000)  # sacreBLEU's defaults
+    report(sweep, tmp_path)
+    assert "paired bootstrap (200 resamples) and paired approximate randomization (1,000 trials)" in (
+        sweep / "report.md").read_text()
+    with pytest.raises(ConfigError, match=r"^task\.bootstrap_samples=0: must be an integer >= 1$"):
+        report(sweep, tmp_path, "task.bootstrap_samples=0")

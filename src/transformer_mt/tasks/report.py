@@ -89,10 +89,12 @@ METRIC_COLUMNS = (  # the one list of the report's metrics: the rows table's col
 )
 JOB_COLUMNS = sorted(METRIC_COLUMNS, key=lambda column: column.job_column)
 
-IDENTICAL_NOTE = ("p-values are shown as - where the two systems' outputs are identical (or differ only where the "
-                  "metric does not look, every sentence scoring alike): sacreBLEU's tests then return their "
-                  f"smallest p (1/{BOOTSTRAP_SAMPLES + 1}, 1/{RANDOMIZATION_TRIALS + 1}), which says nothing "
-                  "about a difference; such a pair never counts as differing.")
+def identical_note(n_bootstrap: int, n_randomization: int) -> str:
+    """report.md's note on pairs whose outputs the metric cannot tell apart."""
+    return ("p-values are shown as - where the two systems' outputs are identical (or differ only where the "
+            "metric does not look, every sentence scoring alike): sacreBLEU's tests then return their "
+            f"smallest p (1/{n_bootstrap + 1}, 1/{n_randomization + 1}), which says nothing "
+            "about a difference; such a pair never counts as differing.")
 
 
 def check_metric(metric: object) -> str:
@@ -144,9 +146,10 @@ def row_cell(row: Row, column: MetricColumn) -> str:
     return spread(values) + counted
 
 
-def compare(row: Row, base_row: Row, metric: str = "bleu") -> list[tuple[Job, PairedResult]]:
+def compare(row: Row, base_row: Row, metric: str = "bleu", n_bootstrap: int = BOOTSTRAP_SAMPLES,
+            n_randomization: int = RANDOMIZATION_TRIALS) -> list[tuple[Job, PairedResult]]:
     """Each finished job of `row` against the base row's job of the same seed (sacreBLEU's tests on
-    `metric`)."""
+    `metric`, with `n_bootstrap` resamples and `n_randomization` trials)."""
     base_jobs = {job.seed: job for job in base_row.finished()}
     results = []
     for job in row.finished():
@@ -158,7 +161,7 @@ def compare(row: Row, base_row: Row, metric: str = "bleu") -> list[tuple[Job, Pa
         if refs != base_refs:
             raise ConfigError(f"job {job.number} was scored on other references than the base row's job "
                               f"{other.number} (seed {job.seed}): different test sets cannot be compared")
-        results.append((job, paired_test(base_hyps, hyps, refs, metric=metric)))
+        results.append((job, paired_test(base_hyps, hyps, refs, n_bootstrap, n_randomization, metric)))
     return results
 
 
@@ -239,7 +242,8 @@ def table_lines(table: list[dict[str, str]]) -> list[str]:
 
 
 def write_markdown(path: Path, title: str, rows: list[Row], tables: dict[str, list[dict[str, str]]],
-                   tests: dict[int, list], missing_base: str | None, metric: str = "bleu") -> None:
+                   tests: dict[int, list], missing_base: str | None, metric: str = "bleu",
+                   samples: tuple[int, int] = (BOOTSTRAP_SAMPLES, RANDOMIZATION_TRIALS)) -> None:
     lines = [f"# {title}", "", *table_lines(tables["rows"]), ""]
     if missing_base:
         lines += [f"**No base row**: {missing_base}.", ""]
@@ -247,10 +251,11 @@ def write_markdown(path: Path, title: str, rows: list[Row], tables: dict[str, li
     lines += ["Mean ± standard deviation over the seeds that finished (seeds: finished / jobs; -: not in the "
               f"jobs' metrics.json). The tests compare test {METRICS[metric][0]}{lower} (task.metric={metric}). "
               f"A row differs from the base (*) when, for every seed both finished, sacreBLEU's paired bootstrap "
-              f"and paired approximate randomization tests of its test translations against the base row's "
+              f"({samples[0]:,} resamples) and paired approximate randomization ({samples[1]:,} trials) tests of "
+              f"its test translations against the base row's "
               f"(same seed) both give p < {LEVEL}, and the differences have the same sign.", ""]
     if any(result.identical for pairs in tests.values() for _, result in pairs):
-        lines += [IDENTICAL_NOTE, ""]
+        lines += [identical_note(*samples), ""]
     for index, row in enumerate(rows):
         name = ", ".join(f"{k}={v}" for k, v in row.settings.items()) or "the only setting"
         lines.append(f"- row {index} ({name}): {verdict(row, tests.get(index))[1]}.")
@@ -334,10 +339,13 @@ def run(cfg: DictConfig) -> dict:
     if not options.get("sweep_dir"):
         raise ConfigError("task=report needs task.sweep_dir=PATH (a multirun directory with job folders 0/, 1/, ...)")
     metric = check_metric(options.get("metric", "bleu"))
+    samples = options.bootstrap_samples, options.randomization_trials
+    check("task.bootstrap_samples", samples[0], integer(1), "an integer >= 1")
+    check("task.randomization_trials", samples[1], integer(1), "an integer >= 1")
     sweep = read_sweep(Path(options.sweep_dir))
     rows = group_rows(sweep, options.get("base_row"))
     base_row = next((row for row in rows if row.is_base), None)
-    tests = {index: compare(row, base_row, metric) for index, row in enumerate(rows)
+    tests = {index: compare(row, base_row, metric, *samples) for index, row in enumerate(rows)
              if base_row is not None and not row.is_base}
     missing_base = no_base(sweep) if base_row is None and len(rows) > 1 else None
     if missing_base:
@@ -346,7 +354,7 @@ def run(cfg: DictConfig) -> dict:
               "jobs": job_table(sweep, rows)}
     folder = sweep.folder
     title = f"{folder.name}: {', '.join(sweep.varied) or 'one setting'}"
-    write_markdown(folder / "report.md", title, rows, tables, tests, missing_base, metric)
+    write_markdown(folder / "report.md", title, rows, tables, tests, missing_base, metric, samples)
     write_csv(folder / "report.csv", tables["rows"])
     write_csv(folder / "jobs.csv", tables["jobs"])
     write_csv(folder / "significance.csv", tables["tests"])
