@@ -45,8 +45,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,72 +56,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import ENVIRONMENT, cuda_libraries, data_dir, datasets_folder, version  # noqa: E402
 from results_files import merged, save  # noqa: E402
+from warm_client import Warm, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 GROUPS = ("speed", "runs")
-
-
-def log(message: str) -> None:
-    print(f"[gpu] {message}", file=sys.stderr, flush=True)
-
-
-class Warm:
-    """warm.py, started for --smoke on the CPU: it imports torch, Lightning and the rest once and
-    forks each step's process from there (a new process all the same: its own pid, exit status,
-    descriptors, environment and argv). `run` is subprocess.run for `python SCRIPT ...` and
-    `python -c ...`; None where warm.py did not come up (the steps then run as plain processes)."""
-
-    def __init__(self, work: Path) -> None:
-        self.path = str(work / "warm.socket")
-        self.output = open(work / "warm.log", "w")  # closed in close()
-        self.process = subprocess.Popen([PY, str(Path(__file__).with_name("warm.py")), self.path], cwd=ROOT,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                                        stdout=self.output, stderr=subprocess.STDOUT)
-
-    @classmethod
-    def start(cls, work: Path, timeout_s: float = 180) -> "Warm | None":
-        warm = cls(work)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and warm.process.poll() is None and not os.path.exists(warm.path):
-            time.sleep(0.05)
-        if os.path.exists(warm.path):
-            return warm
-        warm.close()
-        log("warm.py did not come up: each step imports on its own; "
-            + " / ".join(Path(warm.output.name).read_text(errors="replace").strip().splitlines()[-3:]))
-        return None
-
-    @staticmethod
-    def takes(command: list[str]) -> bool:
-        return command[0] == PY and len(command) > 1 and (command[1] == "-c" or command[1].endswith(".py"))
-
-    def run(self, command: list[str], env: dict, sink, timeout_s: float) -> int | None:
-        """`command` (python ...) in ROOT with `env`, stdout and stderr to `sink`: its exit status, or
-        None where warm.py could not start it (it has gone). subprocess.TimeoutExpired after
-        timeout_s, the process killed."""
-        with open(os.devnull, "rb") as stdin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            try:
-                connection.connect(self.path)
-                request = {"argv": command[1:], "cwd": str(ROOT), "env": env}
-                socket.send_fds(connection, [json.dumps(request).encode()],
-                                [stdin.fileno(), sink.fileno(), sink.fileno()])
-                connection.settimeout(timeout_s)
-                reader = connection.makefile("r")
-                pid = int(reader.readline())
-            except (OSError, ValueError) as error:
-                log(f"warm.py did not take the step ({type(error).__name__}): a plain process instead")
-                return None
-            try:
-                return int(reader.readline() or -1)  # -1: warm.py went before saying it
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(command, timeout_s) from None
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.output.close()
 
 
 class Runner:
@@ -427,7 +364,7 @@ def main() -> int:
     try:
         install(runner, args.device)
         if args.smoke and args.device == "cpu" and runner.deadline - time.monotonic() >= 5:
-            runner.warm = Warm.start(work, min(180, runner.deadline - time.monotonic()))
+            runner.warm = Warm.start(work, ROOT, min(180, runner.deadline - time.monotonic()))
         meta.update(environment(runner))
         for name in names:
             run_step(runner, name, args.smoke, args.device)
