@@ -45,6 +45,7 @@ from transformer_mt.training.last_checkpoint import (
     CtrlC,
     LastCheckpoint,
     ctrl_c_stops,
+    exit_status,
     resume_hint,
 )
 from transformer_mt.training.step_meter import StepMeter
@@ -171,7 +172,7 @@ def stopped(trainer: L.Trainer, by: str, status: int) -> NoReturn:
     if trainer.is_global_zero:
         step = read_checkpoint(last)["global_step"] if last is not None and last.is_file() else None
         print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last, step)}", file=sys.stderr)
-    sys.exit(status)
+    sys.exit(exit_status(trainer, status))
 
 
 def keep_earlier_curves(output_dir: Path) -> None:

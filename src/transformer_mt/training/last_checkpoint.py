@@ -42,6 +42,15 @@ from transformer_mt.validate import check, integer, number
 
 CTRL_C_EXIT_STATUS = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
 SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM
+
+
+def exit_status(trainer: L.Trainer, status: int) -> int:
+    """A stopped process's exit status: `status` for the first process of each node, 0 for the others
+    (Lightning's launcher watches those it started: one that ends with a non-zero status makes it
+    SIGKILL the first, which would lose that one's last line and status, the run's)."""
+    return status if trainer.local_rank == 0 else 0
+
+
 AGAIN = "(Ctrl-C again to stop now, losing the steps since the last checkpoint)"
 
 
@@ -118,7 +127,7 @@ class StopNotice:
                 launcher.kill(signal.SIGKILL)
         if sys.stderr.isatty():
             os.write(2, b"\x1b[?25h")  # the progress bar hid the cursor
-        os._exit(CTRL_C_EXIT_STATUS)
+        os._exit(exit_status(trainer, CTRL_C_EXIT_STATUS))
 
 
 class StopSignals:
