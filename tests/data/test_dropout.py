@@ -88,6 +88,17 @@ def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(t
     assert in_worker == second  # a DataLoader worker draws what the main process does
 
 
+@pytest.mark.parametrize("tokenizer", [None, SENTENCEPIECE], ids=["bpe", "sentencepiece"])
+def test_a_tagged_corpus_keeps_its_tag_first_in_every_epochs_segmentation(tmp_path, tokenizer):
+    dm = datamodule(tmp_path, 0.3, tokenizer=tokenizer,
+                    corpora={"copy": ToyCorpus(mode="copy", num_train=100, seed=5, tag="copy")})
+    [tag] = dm.vocabularies.source_prefix("copy", "tag")
+    for epoch in (0, 1):
+        rows = epoch_rows(dm, epoch)
+        assert {i for i, (src, _) in rows.items() if src[0] == tag} == set(range(400, 500))
+        assert all(tag not in src[1:] for src, _ in rows.values())
+
+
 def test_batches_fit_the_budget_and_no_row_outgrows_the_longest(tmp_path):
     dm = datamodule(tmp_path, 0.5)
     lengths = dm.datasets["train"].table.with_format("numpy", columns=["src_len", "tgt_len"])[:]

@@ -13,10 +13,18 @@ from transformer_mt.errors import ConfigError
 
 
 def describe_corpus(data: dict) -> str:
-    """One line naming a data config's corpus: its class and its plain options."""
-    corpus = dict(data.get("corpus") or {})
-    name = str(corpus.pop("_target_", "?")).rsplit(".", 1)[-1]
-    return f"{name}({', '.join(f'{k}={v}' for k, v in corpus.items() if not isinstance(v, dict | list))})"
+    """One line naming a data config's corpora: each one's class and plain options (data.corpora's
+    after their names)."""
+    def one(corpus: dict) -> str:
+        corpus = dict(corpus)
+        name = str(corpus.pop("_target_", "?")).rsplit(".", 1)[-1]
+        if corpus.get("weight") == 1 and corpus.get("tag") is None:  # how it is mixed: said only when it is
+            corpus.pop("weight"), corpus.pop("tag")
+        return f"{name}({', '.join(f'{k}={v}' for k, v in corpus.items() if not isinstance(v, dict | list))})"
+
+    named = [one(data["corpus"])] if data.get("corpus") else []
+    named += [f"{name}: {one(corpus)}" for name, corpus in (data.get("corpora") or {}).items()]
+    return " + ".join(named) or "no corpus"
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:

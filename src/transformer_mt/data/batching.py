@@ -153,12 +153,14 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     Lightning calls `set_epoch` on `dataloader.sampler` and `dataloader.batch_sampler.sampler`,
     never on the batch sampler itself, so `self.sampler` is an `EpochHook` that forwards it.
     `epoch_sizes(epoch)`: with BPE-dropout, each epoch's sizes (its segmentation's); batches are
-    EpochBatch lists that tell the dataset their epoch.
+    EpochBatch lists that tell the dataset their epoch. `epoch_rows(epoch)`: with several corpora
+    (data/mixture.py), the rows that epoch shows, a row possibly more than once (None: every row once).
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, even: bool = True, pad_to_multiple: int = 1,
-                 epoch_sizes: Callable[[int], np.ndarray] | None = None) -> None:
+                 epoch_sizes: Callable[[int], np.ndarray] | None = None,
+                 epoch_rows: Callable[[int], np.ndarray] | None = None) -> None:
         self.lengths = np.asarray(sizes, dtype=np.int64)
         sizes = round_up(self.lengths, pad_to_multiple)  # what a batch costs once padded
         too_long = np.flatnonzero(sizes > max_tokens)
@@ -171,6 +173,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.sizes, self.max_tokens, self.shuffle, self.seed = sizes, max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.even = num_replicas, rank, even
         self.pad_to_multiple, self.epoch_sizes = pad_to_multiple, epoch_sizes  # epoch_sizes: BPE-dropout's
+        self.epoch_rows = epoch_rows
+        self.rows: np.ndarray | None = None  # this epoch's rows (epoch_rows); None: every row once
         self.epoch = 0
         self.position = 0  # batches of this rank already yielded in this epoch
         self._resume: tuple[int, int] | None = None  # (epoch, batches to skip)
@@ -187,19 +191,26 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         if self.epoch_sizes is not None:  # this epoch's segmentation: its own sizes
             self.lengths = np.asarray(self.epoch_sizes(self.epoch), dtype=np.int64)
             self.sizes = round_up(self.lengths, self.pad_to_multiple)
+        if self.epoch_rows is not None:
+            self.rows = np.asarray(self.epoch_rows(self.epoch), dtype=np.int64)
+        sizes = self.sizes if self.rows is None else self.sizes[self.rows]
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        n = len(self.sizes)
+        n = len(sizes)
         if self.shuffle:  # random order, then a stable sort: equal lengths in random order
             order = torch.randperm(n, generator=g).numpy()
-            order = order[np.argsort(self.sizes[order], kind="stable")]
+            order = order[np.argsort(sizes[order], kind="stable")]
         else:
-            order = np.argsort(self.sizes, kind="stable")
+            order = np.argsort(sizes, kind="stable")
+        if self.rows is not None:  # positions in this epoch's rows -> rows of the table
+            order_sizes, order = sizes[order], self.rows[order]
+        else:
+            order_sizes = sizes[order]
         batches, start, longest = [], 0, 0
-        for end, i in enumerate(order):
-            longest_with = max(longest, int(self.sizes[i]))
+        for end, size in enumerate(order_sizes.tolist()):
+            longest_with = max(longest, size)
             if end > start and longest_with * (end - start + 1) > self.max_tokens:
                 batches.append(order[start:end].tolist())
-                start, longest_with = end, int(self.sizes[i])
+                start, longest_with = end, size
             longest = longest_with
         if n:
             batches.append(order[start:].tolist())

@@ -214,7 +214,15 @@ def file_digest(*paths: Path, extra: str = "") -> str:
 
 class Corpus(ABC):
     """What the datamodule reads a corpus through: TextFileCorpus, TableCorpus, HubCorpus (hub.py)
-    and ToyCorpus (toy.py) implement it."""
+    and ToyCorpus (toy.py) implement it.
+
+    Every corpus also says how a run mixes it with others (data.corpora; data/mixture.py): `weight`,
+    the times an epoch shows each of its training pairs (2: twice; 0.5: a different half each epoch;
+    0: never, the corpus is only evaluated on), and `tag`, a token put before each of its sources
+    (e.g. <bt> for back-translated pairs), which the vocabulary keeps whole."""
+
+    weight: float = 1.0
+    tag: str | None = None
 
     @abstractmethod
     def pairs(self, split: str) -> CleanPairs:
@@ -239,7 +247,9 @@ class TextFileCorpus(Corpus):
     `splits` maps train / val / test to file prefixes (Multi30k: test -> test2016).
     """
 
-    def __init__(self, data_dir: str, src_lang: str, tgt_lang: str, splits: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: str, src_lang: str, tgt_lang: str, splits: dict[str, str] | None = None,
+                 weight: float = 1.0, tag: str | None = None) -> None:
+        self.weight, self.tag = weight, tag
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits or {s: s for s in SPLITS})
@@ -271,7 +281,8 @@ class TableCorpus(Corpus):
     """
 
     def __init__(self, data_dir: str, src_column: str, tgt_column: str, splits: dict[str, str],
-                 format: str | None = None) -> None:
+                 format: str | None = None, weight: float = 1.0, tag: str | None = None) -> None:
+        self.weight, self.tag = weight, tag
         self.data_dir, self.src_column, self.tgt_column = Path(data_dir), src_column, tgt_column
         self.splits, self.format = dict(splits), format
 

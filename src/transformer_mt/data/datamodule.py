@@ -28,10 +28,11 @@ from torch.utils.data import DataLoader
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
 from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
-from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, ParallelText, sample_pairs
+from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, Corpus, ParallelText, sample_pairs
 from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
-from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
+from transformer_mt.data.mixture import Mixture, weighted_sample
+from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import build_vocabularies
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar, wanted
@@ -69,6 +70,25 @@ def first_above(sizes: np.ndarray, limit: int | None) -> int | None:
     return int(above[0]) if len(above) else None
 
 
+def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
+    """The run's corpora by name: `data.corpora`'s, after `data.corpus` (named `main`) when both are set."""
+    named = {"main": corpus} if corpus is not None else {}
+    for name, extra in (corpora or {}).items():
+        if name in named:
+            raise ConfigError(f"data.corpora.{name}: `main` names data.corpus; give this corpus another name")
+        named[str(name)] = extra
+    if not named:
+        raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
+    for name, each in named.items():
+        key = "data.corpus" if name == "main" else f"data.corpora.{name}"
+        check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
+        if getattr(each, "tag", None) is not None:
+            tag_token(each.tag, f"{key}.tag")
+    if not any(getattr(each, "weight", 1.0) > 0 for each in named.values()):
+        raise ConfigError("data.corpora: every corpus has weight 0: nothing to train on")
+    return named
+
+
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
@@ -85,11 +105,13 @@ class TranslationDataModule(L.LightningDataModule):
     `progress` key: null when stderr is a terminal).
     """
 
-    def __init__(self, corpus, tokenizer: TokenizerOptions | dict, cache_dir: str, run_dir: str | None = None,
+    def __init__(self, corpus: Corpus | None, tokenizer: TokenizerOptions | dict, cache_dir: str,
+                 run_dir: str | None = None,
                  max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
                  max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
                  num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None,
-                 progress: bool | None = None, packed: bool = False) -> None:
+                 progress: bool | None = None, packed: bool = False, corpora: dict | None = None,
+                 temperature: float | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -100,7 +122,15 @@ class TranslationDataModule(L.LightningDataModule):
         check("data.pad_to_multiple", pad_to_multiple, integer(1), "an integer >= 1")
         check("data.packed", packed, *BOOLEAN)
         check("data.split", split, one_of(*SPLITS), listing(SPLITS))
-        self.corpus = corpus
+        check("data.temperature", temperature, number(0.0, low_open=True), "a number > 0 or null", nullable=True)
+        self.corpora = named_corpora(corpus, corpora)
+        self.corpus = next(iter(self.corpora.values()))  # validation and test: the first corpus's splits
+        # how each is mixed (a corpus that is not a Corpus, any object with pairs / fingerprint / location: 1, none)
+        self.weight = {name: getattr(each, "weight", 1.0) for name, each in self.corpora.items()}
+        self.tag = {name: getattr(each, "tag", None) for name, each in self.corpora.items()}
+        self.training = [name for name in self.corpora if self.weight[name] > 0]
+        self.temperature = temperature
+        self.mixture: Mixture | None = None  # the epochs' composition, once the training split is loaded
         self.options = tokenizer if isinstance(tokenizer, TokenizerOptions) else TokenizerOptions(**tokenizer)
         self.cache_dir, self.run_dir = Path(cache_dir), Path(run_dir) if run_dir else None
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
@@ -108,7 +138,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         wanted(progress)  # a bad value is named now, not when a bar is first wanted
         self.pad_to_multiple, self.progress, self.packed = pad_to_multiple, progress, packed
-        self._corpus_fingerprints: dict[str, str] = {}  # corpus.fingerprint(split) hashes whole files: once
+        self._corpus_fingerprints: dict[tuple[str, str], str] = {}  # fingerprint(split) hashes whole files: once
         if vocabularies is None:
             self.vocab_key = self._options_key()
             self.vocabularies = self._made_vocabularies()
@@ -142,7 +172,12 @@ class TranslationDataModule(L.LightningDataModule):
                         for f in files]
         corpus = None if self.options.file else self._corpus_fingerprint("train")
         options = {k: v for k, v in self.options.to_dict().items() if k != "dropout"}  # ids stay deterministic
-        return digest(CACHE_VERSION, corpus, options, file_digests)
+        tags = [] if self.options.file else self.tags()  # a given vocabulary is what it is
+        return digest(CACHE_VERSION, corpus, options, file_digests, *([tags] if tags else []))
+
+    def tags(self) -> list[str]:
+        """The tokens the corpora put before their sources, each once, which the vocabulary keeps whole."""
+        return list(dict.fromkeys(tag_token(tag, "") for tag in self.tag.values() if tag))
 
     def _made_vocabularies(self) -> Vocabularies:
         """The vocabularies of `tokenizer`: from the cache, or made (trained, or read from the file)
@@ -153,15 +188,20 @@ class TranslationDataModule(L.LightningDataModule):
         else:
             if self.options.file:
                 train = ParallelText([], [])
-            else:  # one pass over the training split: every line checked, a seeded sample kept
-                pairs = self.corpus.pairs("train")
-                with self._bar("train: reading", pairs) as bar:
-                    train = sample_pairs(counted(pairs, bar), self.options.train_sample)
-                sampled = f" (a sample of {train.stats['pairs']})" if len(train) < train.stats["pairs"] else ""
+            else:  # one pass over each training split: every line checked, a seeded sample kept
+                samples = []
+                for name in self.training:
+                    pairs = self.corpora[name].pairs("train")
+                    with self._bar(f"{pairs.name}: reading", pairs) as bar:
+                        samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
+                train = weighted_sample(samples, [self.weight[name] for name in self.training],
+                                        self.options.train_sample)
+                seen = sum(sample.stats["pairs"] for sample in samples)
+                sampled = f" (a sample of {seen})" if len(train) != seen or len(samples) > 1 else ""
                 log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
                          else "separate vocabularies", self.options.type, self.options.vocab_size, len(train), sampled)
             with ProgressBar("training the tokenizer", None, "", self.progress):
-                vocab = build_vocabularies(train.src, train.tgt, self.options)
+                vocab = build_vocabularies(train.src, train.tgt, self.options, self.tags())
             with atomic_dir(folder) as tmp:
                 vocab.save(tmp)
         return Vocabularies.load(folder)
@@ -173,10 +213,19 @@ class TranslationDataModule(L.LightningDataModule):
             return list(dict.fromkeys(["train", "val", self.split]))
         return STAGE_SPLITS[stage] or [self.split]
 
-    def _ids_folder(self, split: str) -> Path:
+    def _ids_folder(self, split: str, name: str | None = None) -> Path:
+        """The cache entry of corpus `name`'s (default: the first's) `split` (its tag, when it has
+        one, is part of the key)."""
+        name = name or next(iter(self.corpora))
         filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-        key = digest(CACHE_VERSION, self.vocab_key, self._corpus_fingerprint(split), split, filters)
+        tag = [self.tag[name]] if self.tag[name] else []
+        key = digest(CACHE_VERSION, self.vocab_key, self._fingerprint_of(name, split), split, filters, *tag)
         return self.cache_dir / f"ids-{key}"
+
+    def _prefix(self, name: str) -> list[int]:
+        """The ids corpus `name` puts before each source: its tag's, or none."""
+        key = "data.corpus.tag" if name == "main" else f"data.corpora.{name}.tag"
+        return self.vocabularies.source_prefix(self.tag[name], key)
 
     def prepare_data(self) -> None:
         """The token ids of this stage's splits, built once into the cache."""
@@ -184,21 +233,32 @@ class TranslationDataModule(L.LightningDataModule):
             self._build(split)
 
     def _build(self, split: str) -> datasets.Dataset:
-        """`split`'s token ids from the cache, encoded now if they are not there yet or their entry
-        is damaged (then a warning names it)."""
-        folder = self._ids_folder(split)
+        """`split`'s token ids: for training, every training corpus's, end to end (their counts in
+        `self._train_counts`); else the first corpus's."""
+        if split != "train":
+            return self._entry(next(iter(self.corpora)), split)
+        tables = [self._entry(name, split) for name in self.training]
+        self._train_counts = [len(table) for table in tables]
+        return tables[0] if len(tables) == 1 else datasets.concatenate_datasets(tables)
+
+    def _entry(self, name: str, split: str) -> datasets.Dataset:
+        """Corpus `name`'s `split` as token ids from the cache, encoded now if they are not there yet
+        or their entry is damaged (then a warning names it)."""
+        folder = self._ids_folder(split, name)
+        label = split if len(self.corpora) == 1 else f"{name}/{split}"
         features = TRAIN_FEATURES if split == "train" else EVAL_FEATURES
         if folder.is_dir():
             try:
                 dataset = open_entry(folder, features)
-                log.info("%s: token ids cache hit %s", split, folder)
+                log.info("%s: token ids cache hit %s", label, folder)
                 return dataset
             except ValueError as damage:
-                log.warning("%s: token ids cache entry %s is damaged (%s): encoding it again", split, folder, damage)
+                log.warning("%s: token ids cache entry %s is damaged (%s): encoding it again", label, folder, damage)
                 discard(folder)
-        log.info("%s: encoding into %s", split, folder)
+        log.info("%s: encoding into %s", label, folder)
         with atomic_dir(folder) as tmp:
-            rows = self._encode(self.corpus.pairs(split), tmp / ARROW, train=split == "train")
+            rows = self._encode(self.corpora[name].pairs(split), tmp / ARROW, train=split == "train",
+                                prefix=self._prefix(name))
             write_record(tmp, rows)
         return open_entry(folder, features)
 
@@ -241,17 +301,30 @@ class TranslationDataModule(L.LightningDataModule):
             return None
 
     def _corpus_fingerprint(self, split: str) -> str:
-        if split not in self._corpus_fingerprints:
-            self._corpus_fingerprints[split] = self.corpus.fingerprint(split)
-        return self._corpus_fingerprints[split]
+        """The split's content: the first corpus's for val and test; for training, with several
+        corpora (or a tag, a weight, a temperature), each training corpus's with how it is mixed."""
+        only = self.training[0]
+        if split != "train" or (len(self.corpora) == 1 and self.weight[only] == 1 and not self.tag[only]
+                                and self.temperature is None):
+            return self._fingerprint_of(only, split)
+        mixed = [(name, self._fingerprint_of(name, split), self.weight[name], self.tag[name]) for name in self.training]
+        return digest("mixed", mixed, self.temperature)
 
-    def _encode(self, pairs: CleanPairs, path: Path, train: bool) -> int:
+    def _fingerprint_of(self, name: str, split: str) -> str:
+        if (name, split) not in self._corpus_fingerprints:
+            self._corpus_fingerprints[name, split] = self.corpora[name].fingerprint(split)
+        return self._corpus_fingerprints[name, split]
+
+    def _encode(self, pairs: CleanPairs, path: Path, train: bool, prefix: list[int] | None = None) -> int:
         """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
         batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
         none holding more than its chunk), training pairs are filtered by length, and the token ids
         (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
-        corpus size. Returns the number of pairs written."""
+        corpus size. `prefix`: ids put before every source (a corpus's tag). Returns the number of pairs
+        written."""
         limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
+        if prefix:
+            limits["prefix"] = prefix
         kept = 0
         try:
             features = TRAIN_FEATURES if train else EVAL_FEATURES
@@ -297,6 +370,28 @@ class TranslationDataModule(L.LightningDataModule):
             table = self._build(split)
             dropout = self._dropout(table) if split == "train" and self.options.dropout > 0 else None
             self.datasets[split] = TranslationDataset(table, dropout)
+            if split == "train":
+                self.mixture = Mixture(self.training, self._train_counts, [self.weight[n] for n in self.training],
+                                       self.temperature, self.seed)
+                if len(self.training) > 1 or not self.mixture.plain:
+                    log.info("an epoch of the training corpora:\n%s", self.mixture.describe(self._tokens_per_corpus()))
+
+    def _tokens_per_corpus(self) -> list[int]:
+        """Each training corpus's tokens (source and target), from the training table's lengths."""
+        lengths = self.datasets["train"].table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
+        tokens = np.cumsum(lengths["src_len"].astype(np.int64) + lengths["tgt_len"].astype(np.int64))
+        ends = self.mixture.offsets[1:] - 1
+        totals = np.where(ends >= 0, tokens[np.maximum(ends, 0)], 0) if len(tokens) else np.zeros(len(ends), np.int64)
+        return np.diff(np.concatenate([[0], totals])).tolist()
+
+    def composition(self) -> dict[str, dict[str, float]]:
+        """What an epoch shows of each training corpus (for the loggers): pairs, of how many, its
+        weight, tokens; empty before the training split is loaded."""
+        if self.mixture is None:
+            return {}
+        return {share.name: {"pairs": share.shown, "of": share.pairs, "weight": share.weight,
+                             "tokens": round(tokens / share.pairs * share.shown) if share.pairs else 0}
+                for share, tokens in zip(self.mixture.shares, self._tokens_per_corpus())}
 
     def dropout_note(self) -> str:
         """What the log says of subword regularization when it is on (nothing when off)."""
@@ -324,6 +419,7 @@ class TranslationDataModule(L.LightningDataModule):
             num_replicas=trainer.world_size if trainer else 1, rank=trainer.global_rank if trainer else 0,
             even=train, pad_to_multiple=self.pad_to_multiple,
             epoch_sizes=(lambda epoch: dataset.dropout.sizes(dataset.rows, epoch)) if dataset.dropout else None,
+            epoch_rows=self.mixture.rows if train and self.mixture is not None and not self.mixture.plain else None,
         )
         if train:
             if self._resume_state is not None:

@@ -151,7 +151,8 @@ class PieceSampling(Resegmenter):
     Sentencepiece draws from a generator that each encode call's thread seeds from the global seed
     when it starts: seeding it from (key, row) before each row's call makes a row's segmentation a
     function of those alone, as MergeDropout's draws are. A row with <unk> (which decoding does not
-    give back) keeps its ids; special ids at a row's end (the source's EOS) stay."""
+    give back) keeps its ids; special ids at a row's end (the source's EOS) and control symbols at
+    its start (a corpus's tag) stay."""
 
     def __init__(self, tokenizer, alpha: float) -> None:
         check("data.tokenizer.dropout", alpha, *PROBABILITY)
@@ -172,16 +173,19 @@ class PieceSampling(Resegmenter):
 
     def sample(self, ids: list[int], seed: int) -> list[int]:
         """One row's ids sampled anew by sentencepiece seeded with `seed` (its special ids at the end
-        kept; a row with <unk> unchanged)."""
+        and its tags at the start kept; a row with <unk> unchanged)."""
         end = len(ids)
         while end and ids[end - 1] in self.specials:
             end -= 1
-        if end == 0 or self.unk in ids[:end]:
+        start = 0
+        while start < end and self.model.IsControl(ids[start]):  # a tag: decoding would drop it
+            start += 1
+        if end == start or self.unk in ids[start:end]:
             return ids
         spm.set_random_generator_seed(seed)
-        text = self.model.decode(ids[:end])
-        return self.model.encode([text], enable_sampling=True, alpha=self.alpha, nbest_size=-1,
-                                 num_threads=1)[0] + ids[end:]
+        text = self.model.decode(ids[start:end])
+        return ids[:start] + self.model.encode([text], enable_sampling=True, alpha=self.alpha, nbest_size=-1,
+                                               num_threads=1)[0] + ids[end:]
 
 
 def resegmenter(tokenizer, p: float) -> Resegmenter:

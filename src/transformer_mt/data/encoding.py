@@ -24,11 +24,13 @@ EVAL_FEATURES = datasets.Features({"src_text": datasets.Value("string"), "tgt_te
 
 
 def encode_pairs(vocab: Vocabularies, src: list[str], tgt: list[str], max_len: int | None = None,
-                 max_len_ratio: float | None = None, with_text: bool = False) -> dict[str, list]:
-    """Token ids and lengths of aligned sentences (with_text: the sentences too); with max_len
-    (training), only the pairs whose sides have at most max_len tokens (the target with its EOS),
-    the longer at most max_len_ratio times the shorter."""
-    src_ids, tgt_ids = vocab.encode_sources(src), vocab.tgt.encode(tgt)
+                 max_len_ratio: float | None = None, with_text: bool = False,
+                 prefix: list[int] | None = None) -> dict[str, list]:
+    """Token ids and lengths of aligned sentences (with_text: the sentences too; prefix: ids put
+    before every source, a corpus's tag); with max_len (training), only the pairs whose sides have
+    at most max_len tokens (the target with its EOS), the longer at most max_len_ratio times the
+    shorter."""
+    src_ids, tgt_ids = vocab.encode_sources(src, prefix or ()), vocab.tgt.encode(tgt)
     out = {"src_ids": src_ids, "tgt_ids": tgt_ids, "src_len": [len(s) for s in src_ids],
            "tgt_len": [len(t) for t in tgt_ids]}
     if with_text:

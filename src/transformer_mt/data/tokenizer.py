@@ -10,6 +10,7 @@ are BpeTokenizer, SentencePieceTokenizer and MarianVocabulary (an imported Maria
 import base64
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +28,18 @@ log = logging.getLogger(__name__)
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]  # ids 0, 1, 2, 3 in the vocabularies we train
 ID_NAMES = ("pad_id", "bos_id", "eos_id", "unk_id")
+
+
+TAG = re.compile(r"<?([A-Za-z0-9_.:-]+)>?")
+
+
+def tag_token(tag: str, key: str) -> str:
+    """The vocabulary token of a corpus's tag (data.corpora.NAME.tag, task.tag): `bt` and `<bt>`
+    both name the token `<bt>` (on the command line `task.tag=bt` needs no quotes). Anything but one
+    word of letters, digits and _ . : - is a ConfigError naming `key`."""
+    check(key, tag, lambda value: isinstance(value, str) and TAG.fullmatch(value) is not None,
+          "one word of letters, digits and _ . : - (e.g. bt, which is the token <bt>)")
+    return f"<{TAG.fullmatch(tag)[1]}>"
 
 
 @dataclass(frozen=True)
@@ -286,10 +299,23 @@ class Vocabularies:
         """pad_id (shared), and the target's bos_id / eos_id / unk_id (what decoding emits)."""
         return {"pad_id": self.src.special_ids["pad_id"], **{k: self.tgt.special_ids[k] for k in ID_NAMES[1:]}}
 
-    def encode_sources(self, lines: list[str]) -> list[list[int]]:
-        """The model's input ids of each source line: its tokens, then EOS."""
-        eos = self.src.special_ids["eos_id"]
-        return [ids + [eos] for ids in self.src.encode(lines)]
+    def encode_sources(self, lines: list[str], prefix: list[int] | tuple[int, ...] = ()) -> list[list[int]]:
+        """The model's input ids of each source line: `prefix` (a tag's id), its tokens, then EOS."""
+        eos, prefix = self.src.special_ids["eos_id"], list(prefix)
+        return [prefix + ids + [eos] for ids in self.src.encode(lines)]
+
+    def source_prefix(self, tag: str | None, key: str) -> list[int]:
+        """The ids put before each source for `tag` (a corpus's, or task.tag: `bt` or `<bt>`): the
+        token <bt>'s, or none without a tag. A tag the source vocabulary lacks is a ConfigError
+        naming `key`."""
+        if not tag:
+            return []
+        token = tag_token(tag, key)
+        found = self.src.token_id(token)
+        if found == self.src.special_ids["unk_id"] or self.src.tokens([found]) != [token]:
+            raise ConfigError(f"{key}={tag}: the vocabulary has no token {token} (a vocabulary trained with tagged "
+                              "corpora has their tags)")
+        return [found]
 
     def to_dict(self) -> dict:
         return {"src": self.src.to_dict(), "tgt": None if self.joint else self.tgt.to_dict()}

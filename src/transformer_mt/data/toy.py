@@ -66,7 +66,8 @@ class ToyCorpus(Corpus):
     """Deterministic train / val / test splits; val and test sentences never occur in train."""
 
     def __init__(self, mode: str = "reorder", num_train: int = 10000, num_val: int = 300, num_test: int = 300,
-                 seed: int = 0) -> None:
+                 seed: int = 0, weight: float = 1.0, tag: str | None = None) -> None:
+        self.weight, self.tag = weight, tag
         check("data.corpus.mode", mode, one_of("reorder", "copy"), "reorder or copy")
         self.mode, self.seed = mode, seed
         self.sizes = {"train": num_train, "val": num_val, "test": num_test}

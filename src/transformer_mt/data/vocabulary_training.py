@@ -28,8 +28,9 @@ from transformer_mt.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
-    """BPE with `tokenizers`: NFKC (optional), whitespace rule, Metaspace + punctuation splits."""
+def train_bpe(lines: Iterable[str], options: TokenizerOptions, extra: list[str] = ()) -> TextTokenizer:
+    """BPE with `tokenizers`: NFKC (optional), whitespace rule, Metaspace + punctuation splits;
+    `extra` tokens (tags) are special tokens: whole, never merged, dropped when decoding."""
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     steps = [normalizers.NFKC()] if options.normalization == "nfkc" else []
     steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
@@ -39,13 +40,14 @@ def train_bpe(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
     tokenizer.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(vocab_size=options.vocab_size, min_frequency=options.min_frequency,
-                                  special_tokens=SPECIAL_TOKENS, show_progress=False)
+                                  special_tokens=[*SPECIAL_TOKENS, *extra], show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
     return warn_about_size(BpeTokenizer(tokenizer), options.vocab_size)
 
 
-def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> TextTokenizer:
-    """sentencepiece (unigram or BPE) with ids 0-3 = <pad>, <s>, </s>, <unk>."""
+def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions, extra: list[str] = ()) -> TextTokenizer:
+    """sentencepiece (unigram or BPE) with ids 0-3 = <pad>, <s>, </s>, <unk>; `extra` tokens (tags)
+    are control symbols: whole, never in a segmentation of text, dropped when decoding."""
     rule = {"nfkc": "nmt_nfkc", "none": "identity"}[options.normalization]
     if options.lowercase:
         rule = {"nmt_nfkc": "nmt_nfkc_cf", "identity": "nfkc_cf"}[rule]
@@ -57,6 +59,7 @@ def train_sentencepiece(lines: Iterable[str], options: TokenizerOptions) -> Text
             character_coverage=options.character_coverage, normalization_rule_name=rule,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
             hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            **({"control_symbols": list(extra)} if extra else {}),
             num_threads=os.cpu_count() or 1, minloglevel=2,
         )
     except RuntimeError as err:
@@ -88,8 +91,10 @@ def warn_about_size(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
     return tokenizer
 
 
-def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: TokenizerOptions) -> Vocabularies:
-    """Load the user's files, or train one joint or two separate vocabularies on training text."""
+def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: TokenizerOptions,
+                       tags: list[str] = ()) -> Vocabularies:
+    """Load the user's files, or train one joint or two separate vocabularies on training text (the
+    source's, or the joint one, with `tags` as whole tokens)."""
     if options.file:
         src = TextTokenizer.load(options.file)
         if options.joint:
@@ -99,6 +104,6 @@ def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: Toke
         return Vocabularies(src, TextTokenizer.load(options.tgt_file))
     train = train_bpe if options.type == "bpe" else train_sentencepiece
     if options.joint:
-        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options))  # an iterator: no copy
-    return Vocabularies(train(src_lines, options), train(tgt_lines, options))
+        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options, tags))  # an iterator: no copy
+    return Vocabularies(train(src_lines, options, tags), train(tgt_lines, options))
 

@@ -36,11 +36,11 @@ log = logging.getLogger(__name__)
 Ids = list[list[int]]
 
 
-def encode_checked(module: TranslationModule, pairs: Pairs) -> tuple[Ids, Ids]:
-    """Token ids of the cleaned pairs (sources with EOS, targets without), as training encodes them;
-    a side longer than the model's (an ensemble's: the shortest member's) positions is a DataError
-    naming its file and line."""
-    ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0])
+def encode_checked(module: TranslationModule, pairs: Pairs, prefix: list[int]) -> tuple[Ids, Ids]:
+    """Token ids of the cleaned pairs (sources with `prefix` first and EOS last, targets without),
+    as training encodes them; a side longer than the model's (an ensemble's: the shortest member's)
+    positions is a DataError naming its file and line."""
+    ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0], prefix=prefix)
     limit = module.translator.model().config.max_positions
     for i, (src, tgt) in enumerate(zip(ids["src_len"], ids["tgt_len"])):
         for side, n in (("source", src), ("target", tgt + 1)):
@@ -106,7 +106,7 @@ def run(cfg: DictConfig) -> None:
     check_output(options.get("output"))
     pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads
     module = load_module(paths, cfg.decoding, cfg.quantize).to(task_device(cfg.trainer))
-    src, tgt = encode_checked(module, pairs)
+    src, tgt = encode_checked(module, pairs, module.tokenizer.source_prefix(options.get("tag"), "task.tag"))
     norm = normalizer(module.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
         scores = token_logprobs(module, src, tgt, options.max_tokens, bar)

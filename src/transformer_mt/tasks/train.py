@@ -81,7 +81,7 @@ def train(cfg: DictConfig) -> dict:
     check_same_data(start, datamodule.fingerprints())
     datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
     module = build_module(start, datamodule)
-    log_config(trainer, start.config, module)
+    log_config(trainer, start.config, module, datamodule.composition())
     try:
         started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
@@ -184,11 +184,13 @@ def keep_earlier_curves(output_dir: Path) -> None:
         curves.rename(curves.with_name(f"metrics.part{part}.csv"))
 
 
-def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule) -> None:
-    """The resolved run config (its model group as built), the parameter count and the run directory
-    as every logger's hyper-parameters (wandb config, TensorBoard hparams, csv/hparams.yaml)."""
+def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule, composition: dict) -> None:
+    """The resolved run config (its model group as built), the parameter count, the run directory
+    and what an epoch shows of each training corpus as every logger's hyper-parameters (wandb
+    config, TensorBoard hparams, csv/hparams.yaml)."""
     config = {key: plain(cfg[key]) for key in cfg if key != "hydra"}
-    params = {**config, "num_parameters": module.model.num_parameters(), "run_dir": str(cfg.paths.output_dir)}
+    params = {**config, "num_parameters": module.model.num_parameters(), "run_dir": str(cfg.paths.output_dir),
+              "epoch_composition": composition}
     for logger in trainer.loggers:
         logger.log_hyperparams(params)
 

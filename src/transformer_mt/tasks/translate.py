@@ -50,13 +50,15 @@ NBest = list[Translation]
 
 def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
-                    alignments: Alignments | None = None, long_lines: LongLines | None = None) -> list[NBest]:
+                    alignments: Alignments | None = None, long_lines: LongLines | None = None,
+                    source_prefix: list[int] | None = None) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line (task.prefix; "":
     none), which every output of the line starts with (tasks/lines/prefix.py). `bar` advances by the
     lines of each batch as it is translated. Errors name `name:LINE`, LINE counted from
-    `first_line`. The module's Translator decodes (one model or an ensemble, the int8 rule)."""
+    `first_line`. `source_prefix`: ids put before every source (task.tag's). The module's Translator
+    decodes (one model or an ensemble, the int8 rule)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
@@ -65,7 +67,7 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
     max_positions = module.translator.model().config.max_positions  # an ensemble's: its members' shortest
     src = fitted_sources(module, [cleaned[i] for i in todo], max_positions, [f"{name}:{first_line + i}" for i in todo],
-                         long_lines or LongLines())
+                         long_lines or LongLines(), source_prefix or [])
     for i in (i for i, ids in zip(todo, src) if ids is None):  # skipped: as an empty line, without the prefix
         results[i] = [Translation("", 0.0, empty)] * n
     todo, src = [i for i, ids in zip(todo, src) if ids is not None], [ids for ids in src if ids is not None]
@@ -89,12 +91,12 @@ def translate_lines(module: TranslationModule, lines: list[str], max_tokens: int
 
 
 def fitted_sources(module: TranslationModule, lines: list[str], max_positions: int, places: list[str],
-                   long_lines: LongLines) -> list[list[int] | None]:
-    """The ids (EOS last) of each cleaned, non-empty line as the model will see them, by the rule for
-    lines longer than it takes (tasks/lines/long_lines.py: None for a skipped line)."""
+                   long_lines: LongLines, prefix: list[int]) -> list[list[int] | None]:
+    """The ids (`prefix` first, EOS last) of each cleaned, non-empty line as the model will see them,
+    by the rule for lines longer than it takes (tasks/lines/long_lines.py: None for a skipped line)."""
     if not lines:
         return []
-    src = module.tokenizer.encode_sources(lines)
+    src = module.tokenizer.encode_sources(lines, prefix)
     return long_lines.fit(src, max_positions, module.tokenizer.src.special_ids["eos_id"], places)
 
 
@@ -155,6 +157,7 @@ def run(cfg: DictConfig) -> None:
     else:
         pairs = ((chunk, None) for chunk in chunks)
     module = load_module(paths, cfg.decoding, cfg.quantize).to(task_device(cfg.trainer))
+    source_prefix = module.tokenizer.source_prefix(options.get("tag"), "task.tag")
     alignments = Alignments.from_options(options, module.model)  # of the first member
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
@@ -164,7 +167,7 @@ def run(cfg: DictConfig) -> None:
         for sources, prefixes in pairs:
             for nbest in translate_lines(module, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
                                          name=name, prefixes=prefixes, alignments=alignments,
-                                         long_lines=long_lines):
+                                         long_lines=long_lines, source_prefix=source_prefix):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()

@@ -1,0 +1,108 @@
+"""Several training corpora in one epoch: which pairs of each an epoch shows.
+
+The corpora's training splits are encoded each into its own cache entry and read as one table, the
+corpora end to end (`offsets`). Corpus i of n_i pairs and weight w_i shows w_i x n_i pairs an epoch:
+every pair floor(w_i) times, and a different round(frac(w_i) x n_i) of its pairs once more, drawn
+without replacement from (seed, epoch, i). So a weight of 2 shows every pair twice, 0.5 a different
+half each epoch, 0 none (a corpus only evaluated on). With a temperature T the weights are first
+rescaled so that corpus i's share of the epoch is p_i ∝ (w_i n_i)^(1/T) (the multilingual convention;
+T=1 keeps the weights, a large T tends to equal shares), the epoch keeping sum_i w_i n_i pairs.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transformer_mt.data.corpus import ParallelText
+from transformer_mt.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one corpus contributes to every epoch."""
+
+    name: str
+    pairs: int  # its training pairs (after the length filter)
+    weight: float  # the effective weight (after the temperature)
+
+    @property
+    def shown(self) -> int:
+        """Pairs of it an epoch shows."""
+        return int(self.weight) * self.pairs + round((self.weight % 1) * self.pairs)
+
+
+def tempered(weights: list[float], pairs: list[int], temperature: float | None) -> list[float]:
+    """The weights that give corpus i the share p_i ∝ (w_i n_i)^(1/T) of an epoch of sum_i w_i n_i
+    pairs (the weights as given when `temperature` is None)."""
+    if temperature is None:
+        return list(weights)
+    sizes = np.asarray(weights, dtype=np.float64) * np.asarray(pairs, dtype=np.float64)
+    total = sizes.sum()
+    if total == 0:
+        return list(weights)
+    shares = np.where(sizes > 0, sizes, 0.0) ** (1.0 / temperature)
+    shares /= shares.sum()
+    return [float(share * total / n) if n else 0.0 for share, n in zip(shares, pairs)]
+
+
+class Mixture:
+    """The rows of the corpora's concatenated training table that each epoch shows (`rows(epoch)`),
+    from (seed, epoch) alone: every rank of a DDP run, and a resumed run, get the same ones."""
+
+    def __init__(self, names: list[str], pairs: list[int], weights: list[float], temperature: float | None = None,
+                 seed: int = 0) -> None:
+        self.shares = [Share(name, n, w) for name, n, w in zip(names, pairs, tempered(weights, pairs, temperature))]
+        self.offsets = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int64)
+        self.seed = seed
+        if sum(share.shown for share in self.shares) == 0:
+            raise ConfigError("data.corpora: every training corpus has weight 0 (or no pairs): an epoch would be empty")
+
+    @property
+    def plain(self) -> bool:
+        """Whether every epoch is every pair once, in table order (one corpus of weight 1)."""
+        return all(share.weight == 1 for share in self.shares)
+
+    def rows(self, epoch: int) -> np.ndarray:
+        """The table rows epoch `epoch` shows, corpus by corpus (the batch sampler orders them)."""
+        parts = []
+        for i, share in enumerate(self.shares):
+            start, n = int(self.offsets[i]), share.pairs
+            whole, extra = int(share.weight), round((share.weight % 1) * n)
+            parts.extend([np.arange(start, start + n, dtype=np.int64)] * whole)
+            if extra:
+                rng = np.random.default_rng([self.seed, epoch, i])
+                parts.append(np.sort(rng.choice(n, size=extra, replace=False)).astype(np.int64) + start)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def describe(self, tokens: list[int]) -> str:
+        """One line per corpus: the pairs (and tokens) an epoch shows of it, and its weight."""
+        lines = []
+        for share, n_tokens in zip(self.shares, tokens):
+            per_pair = n_tokens / share.pairs if share.pairs else 0.0
+            lines.append(f"  {share.name}: {share.shown} pairs of {share.pairs} (weight {share.weight:.4g}), "
+                         f"about {round(per_pair * share.shown)} tokens")
+        return "\n".join(lines)
+
+
+def weighted_sample(samples: list[ParallelText], weights: list[float], size: int | None, seed: int = 0) -> ParallelText:
+    """The text a joint vocabulary is trained on, from each training corpus's sample (`samples`,
+    each with stats["pairs"]: the pairs it was drawn from): corpus i gets the share of the `size`
+    pairs (all, when None or more) that it has of an epoch, w_i n_i / sum_j w_j n_j, so a small corpus
+    is not drowned by a large one and a weight of 2 counts twice. Its pairs come from its sample
+    (repeated when it has fewer), in their order. One corpus of weight 1: its sample as it is."""
+    if len(samples) == 1 and weights[0] == 1:
+        return samples[0]
+    shown = np.array([w * sample.stats["pairs"] for w, sample in zip(weights, samples)], dtype=np.float64)
+    total = shown.sum()
+    wanted = total if size is None else min(float(size), total)
+    src, tgt = [], []
+    for i, (sample, share) in enumerate(zip(samples, shown)):
+        count, have = round(wanted * share / total) if total else 0, len(sample)
+        if not have:
+            continue
+        rng = np.random.default_rng([seed, i])
+        picked = np.concatenate([np.tile(np.arange(have), count // have),
+                                 np.sort(rng.choice(have, size=count % have, replace=False))])
+        src += [sample.src[k] for k in picked.tolist()]
+        tgt += [sample.tgt[k] for k in picked.tolist()]
+    return ParallelText(src, tgt, stats={"pairs": int(sum(sample.stats["pairs"] for sample in samples))})

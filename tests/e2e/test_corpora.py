@@ -1,0 +1,145 @@
+"""Several training corpora in one run (data.corpora): each epoch shows every corpus by its weight,
+tagged sources start with their tag (one token of the vocabulary, kept in the checkpoint, usable by
+task=translate and task=score), the composition is logged, a mid-epoch resume stays bit-identical,
+and a corpus added to a run with a given vocabulary is the only one encoded."""
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+import yaml
+
+from tests.helpers import compose_config, interrupt_at, record_steps, recorded_steps, run_py
+from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.tasks import run
+
+pytestmark = pytest.mark.slow
+MAIN = 600  # the toy corpus's training pairs; the copy corpus's 300 come after them in the table
+COPY = '+data.corpora.copy={_target_: transformer_mt.data.ToyCorpus, mode: copy, num_train: 300, num_val: 5, ' \
+       'num_test: 5, seed: 7, weight: 0.5, tag: copy}'
+MIXED = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
+         "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer.max_epochs=2", COPY]
+
+
+def weights(path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def training_entry(folder):
+    """A training split's cache entry (token ids only), or None for another entry."""
+    from transformer_mt.data.cache_entry import open_entry
+    from transformer_mt.data.encoding import TRAIN_FEATURES
+
+    try:
+        return open_entry(folder, TRAIN_FEATURES)
+    except ValueError:  # val / test: their texts too
+        return None
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The mixed run, its training batches recorded, and its data cache."""
+    root = tmp_path_factory.mktemp("mixed")
+    result = run_py(*MIXED, *record_steps(root / "steps.jsonl"), f"hydra.run.dir={root}/whole",
+                    f"paths.cache_dir={root}/cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def test_each_epoch_shows_every_main_pair_once_and_a_different_half_of_the_copy_corpus(mixed):
+    per_epoch = [Counter(), Counter()]
+    for epoch, _, ids in recorded_steps(mixed / "steps.jsonl"):
+        per_epoch[epoch].update(ids)
+    halves = []
+    for seen in per_epoch:
+        assert [seen[i] for i in range(MAIN)] == [1] * MAIN  # weight 1: each pair once
+        copies = {i for i in seen if i >= MAIN}
+        assert len(copies) == 150 and all(seen[i] == 1 for i in copies) and max(copies) < MAIN + 300
+        halves.append(copies)
+    assert halves[0] != halves[1]
+    log = (mixed / "whole" / "run.log").read_text()
+    assert "main: 600 pairs of 600 (weight 1)" in log and "copy: 150 pairs of 300 (weight 0.5)" in log
+    composition = yaml.safe_load((mixed / "whole" / "csv" / "hparams.yaml").read_text())["epoch_composition"]
+    assert {name: (c["pairs"], c["of"], c["weight"]) for name, c in composition.items()} == {
+        "main": (600, 600, 1.0), "copy": (150, 300, 0.5)}
+    assert composition["copy"]["tokens"] > 0
+
+
+def test_tagged_sources_start_with_the_tag_a_token_of_the_checkpoints_vocabulary(mixed, tmp_path):
+    checkpoint = mixed / "whole" / "checkpoints" / "last.ckpt"
+    vocab = Vocabularies.from_dict(torch.load(checkpoint, weights_only=True)["hyper_parameters"]["tokenizer"])
+    [tag] = vocab.source_prefix("copy", "task.tag")
+    assert vocab.source_prefix("<copy>", "task.tag") == [tag]
+    assert vocab.src.tokens([tag]) == ["<copy>"] and vocab.src.encode(["<copy> the dog"])[0][0] == tag
+    assert vocab.src.decode([[tag, *vocab.src.encode(["the dog"])[0]]]) == ["the dog"]  # dropped when decoding
+    train = [training_entry(folder) for folder in (mixed / "cache").glob("ids-*")]
+    train = [entry for entry in train if entry is not None]
+    assert sorted(len(e) for e in train) == [300, MAIN]
+    for entry in train:
+        firsts = {row[0] for row in entry["src_ids"]}
+        assert (firsts == {tag}) == (len(entry) == 300) and (len(entry) == MAIN) == (tag not in firsts)
+
+    (tmp_path / "pairs.tsv").write_text("the dog sees a cat\tthe dog sees a cat\n")
+    scores = {}
+    for name, extra in (("plain", []), ("tagged", ["task.tag=copy"])):
+        result = run_py("task=score", f"ckpt_path={checkpoint}", f"task.input={tmp_path}/pairs.tsv",
+                        f"hydra.run.dir={tmp_path}/{name}", *extra)
+        assert result.returncode == 0, result.stderr[-2000:]
+        scores[name] = result.stdout
+        translated = run_py("task=translate", f"ckpt_path={checkpoint}", f"hydra.run.dir={tmp_path}/t{name}", *extra,
+                            input="the dog sees a cat\n")
+        assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-2000:]
+    assert scores["plain"] != scores["tagged"]  # the source the model saw differs by the tag
+    unknown = run_py("task=translate", f"ckpt_path={checkpoint}", f"hydra.run.dir={tmp_path}/bad", "task.tag=bt",
+                     input="the dog\n")
+    assert unknown.returncode == 1 and unknown.stderr.strip().splitlines()[-1] == (
+        "error: task.tag=bt: the vocabulary has no token <bt> (a vocabulary trained with tagged corpora has their "
+        "tags)")
+
+
+def test_a_mixed_run_resumed_mid_epoch_ends_with_the_uninterrupted_weights(mixed, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        run(compose_config(tmp_path / "part", [*MIXED, *interrupt_at(9, "SIGTERM")], cache_dir=mixed / "cache"))
+    assert stopped.value.code == 143
+    last = tmp_path / "part" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 10  # mid-epoch 0
+    run(compose_config(tmp_path / "part", [*MIXED, f"ckpt_path={last}"], cache_dir=mixed / "cache"))
+    whole, resumed = weights(mixed / "whole" / "checkpoints" / "last.ckpt"), weights(last)
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
+def test_a_corpus_added_with_a_given_vocabulary_is_the_only_one_encoded(mixed, tmp_path):
+    vocabulary = f"data.tokenizer.file={mixed}/whole/tokenizer/src.json"
+    common = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "trainer.max_steps=1",
+              "trainer.limit_val_batches=0", vocabulary]
+    for name, extra in (("one", []), ("two", [COPY])):
+        result = run_py(*common, *extra, f"hydra.run.dir={tmp_path}/{name}", f"paths.cache_dir={tmp_path}/cache")
+        assert result.returncode == 0, result.stderr[-3000:]
+    log = (tmp_path / "two" / "run.log").read_text()
+    assert "main/train: token ids cache hit" in log and "copy/train: encoding into" in log
+    assert "main/train: encoding" not in log
+
+
+@pytest.mark.parametrize("override, message", [
+    ('+data.corpora.main={_target_: transformer_mt.data.ToyCorpus}', "data.corpora.main: `main` names data.corpus"),
+    ("data.corpus.weight=-1", "data.corpus.weight=-1: must be a number >= 0"),
+    ("data.corpus.tag='two words'", "data.corpus.tag='two words': must be one word of letters"),
+    ("data.corpus.weight=0", "every corpus has weight 0"),
+    ("data.temperature=0", "data.temperature=0: must be a number > 0 or null"),
+])
+def test_a_bad_mix_is_one_line_naming_the_key(tmp_path, override, message):
+    with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError it prints as one line
+        run(compose_config(tmp_path / "run", [override, "trainer.max_steps=1"]))
+    found = find_user_error(err.value)
+    assert isinstance(found, ConfigError) and message in str(found), err.value
+
+
+def test_the_composition_of_a_one_corpus_run_is_its_corpus_once(tmp_path):
+    run(compose_config(tmp_path / "run", ["data.corpus.num_train=300", "data.corpus.num_val=5",
+                                          "data.corpus.num_test=5", "trainer.max_steps=1",
+                                          "trainer.limit_val_batches=0"]))
+    hparams = yaml.safe_load((tmp_path / "run" / "csv" / "hparams.yaml").read_text())
+    assert {k: v["pairs"] for k, v in hparams["epoch_composition"].items()} == {"main": 300}
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == 1
