@@ -1,7 +1,8 @@
 """Several training corpora in one run (data.corpora): each epoch shows every corpus by its weight,
 tagged sources start with their tag (one token of the vocabulary, kept in the checkpoint, usable by
 task=translate and task=score), the composition is logged, a mid-epoch resume stays bit-identical,
-and a corpus added to a run with a given vocabulary is the only one encoded."""
+a corpus added to a run with a given vocabulary is the only one encoded, and every corpus's
+validation and test splits are scored as named sets, by training and by task=evaluate."""
 
 import json
 from collections import Counter
@@ -61,6 +62,7 @@ def test_each_epoch_shows_every_main_pair_once_and_a_different_half_of_the_copy_
     assert halves[0] != halves[1]
     log = (mixed / "whole" / "run.log").read_text()
     assert "main: 600 pairs of 600 (weight 1)" in log and "copy: 150 pairs of 300 (weight 0.5)" in log
+    assert "copy (toy/train): removed 0 of 300 training pairs by length" in log
     composition = yaml.safe_load((mixed / "whole" / "csv" / "hparams.yaml").read_text())["epoch_composition"]
     assert {name: (c["pairs"], c["of"], c["weight"]) for name, c in composition.items()} == {
         "main": (600, 600, 1.0), "copy": (150, 300, 0.5)}
@@ -143,3 +145,41 @@ def test_the_composition_of_a_one_corpus_run_is_its_corpus_once(tmp_path):
     hparams = yaml.safe_load((tmp_path / "run" / "csv" / "hparams.yaml").read_text())
     assert {k: v["pairs"] for k, v in hparams["epoch_composition"].items()} == {"main": 300}
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == 1
+
+
+def test_every_corpus_is_a_named_set_of_validation_and_test_and_evaluate_reproduces_them(mixed, tmp_path):
+    run_dir = mixed / "whole"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for split in ("val", "test"):  # the first corpus's keys as with one corpus, the copy corpus's named
+        assert {f"{split}/bleu", f"{split}/chrf", f"{split}/copy/bleu", f"{split}/copy/chrf",
+                f"{split}/copy/ter", f"{split}/copy/loss"} <= set(metrics)
+    assert metrics["test/copy/loss"] != metrics["test/loss"]  # another set, another score
+    copy_set = metrics["sets"]["copy"]
+    assert len(open(copy_set["translations"]).read().splitlines()) == 5  # the copy corpus's 5 test pairs
+    assert len(open(metrics["translations"]).read().splitlines()) == 20
+    log = (run_dir / "run.log").read_text()
+    assert ("val sets: val/bleu (main), val/copy/bleu; checkpoints are selected on val/bleu "
+            "(callbacks.model_checkpoint.monitor)") in log
+    assert "val/copy: BLEU" in log and "test/copy: BLEU" in log
+    result = run_py("task=evaluate", f"ckpt_path={metrics['tested_checkpoint']}", f"hydra.run.dir={tmp_path}/eval",
+                    f"paths.cache_dir={mixed}/cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluated = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    for key in ("test/bleu", "test/chrf", "test/copy/bleu", "test/copy/chrf", "test/copy/ter"):
+        assert evaluated[key] == metrics[key], key
+    assert open(evaluated["sets"]["copy"]["translations"]).read() == open(copy_set["translations"]).read()
+
+
+def test_every_set_scores_the_same_under_ddp(mixed, tmp_path):
+    """task=evaluate of the mixed run under trainer=ddp_cpu: each set's sentences split over two
+    processes, gathered and scored once, as one process scored them in training."""
+    metrics = json.loads((mixed / "whole" / "metrics.json").read_text())
+    result = run_py("task=evaluate", f"ckpt_path={metrics['tested_checkpoint']}", "trainer=ddp_cpu",
+                    f"hydra.run.dir={tmp_path}/ddp", f"paths.cache_dir={mixed}/cache", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    for key in ("test/bleu", "test/chrf", "test/ter", "test/copy/bleu", "test/copy/chrf", "test/copy/ter"):
+        assert ddp[key] == metrics[key], key  # scored once on the gathered translations: exact
+    for key in ("test/loss", "test/copy/loss"):  # fp32 sums of other batches: equal to float rounding
+        assert ddp[key] == pytest.approx(metrics[key], rel=1e-5), key
+    assert open(ddp["sets"]["copy"]["translations"]).read() == open(metrics["sets"]["copy"]["translations"]).read()

@@ -131,6 +131,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.training = [name for name in self.corpora if self.weight[name] > 0]
         self.temperature = temperature
         self.mixture: Mixture | None = None  # the epochs' composition, once the training split is loaded
+        self._eval_sets: dict[str, list[str]] = {}  # split -> the corpora scored on it (eval_sets)
         self.options = tokenizer if isinstance(tokenizer, TokenizerOptions) else TokenizerOptions(**tokenizer)
         self.cache_dir, self.run_dir = Path(cache_dir), Path(run_dir) if run_dir else None
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
@@ -191,7 +192,7 @@ class TranslationDataModule(L.LightningDataModule):
             else:  # one pass over each training split: every line checked, a seeded sample kept
                 samples = []
                 for name in self.training:
-                    pairs = self.corpora[name].pairs("train")
+                    pairs = self._pairs(name, "train")
                     with self._bar(f"{pairs.name}: reading", pairs) as bar:
                         samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
                 train = weighted_sample(samples, [self.weight[name] for name in self.training],
@@ -222,7 +223,14 @@ class TranslationDataModule(L.LightningDataModule):
         key = digest(CACHE_VERSION, self.vocab_key, self._fingerprint_of(name, split), split, filters, *tag)
         return self.cache_dir / f"ids-{key}"
 
-    def _prefix(self, name: str) -> list[int]:
+    def _pairs(self, name: str, split: str) -> CleanPairs:
+        """Corpus `name`'s `split` as a stream, named after the corpus in the log when there are several."""
+        pairs = self.corpora[name].pairs(split)
+        if len(self.corpora) > 1:
+            pairs.name = f"{name} ({pairs.name})"
+        return pairs
+
+    def prefix(self, name: str) -> list[int]:
         """The ids corpus `name` puts before each source: its tag's, or none."""
         key = "data.corpus.tag" if name == "main" else f"data.corpora.{name}.tag"
         return self.vocabularies.source_prefix(self.tag[name], key)
@@ -257,8 +265,7 @@ class TranslationDataModule(L.LightningDataModule):
                 discard(folder)
         log.info("%s: encoding into %s", label, folder)
         with atomic_dir(folder) as tmp:
-            rows = self._encode(self.corpora[name].pairs(split), tmp / ARROW, train=split == "train",
-                                prefix=self._prefix(name))
+            rows = self._encode(self._pairs(name, split), tmp / ARROW, train=split == "train", prefix=self.prefix(name))
             write_record(tmp, rows)
         return open_entry(folder, features)
 
@@ -267,9 +274,11 @@ class TranslationDataModule(L.LightningDataModule):
         budget and, with `max_positions` (model.max_positions), the model, so that a bad validation or
         test line stops the run before training, not after. (Training pairs fit the model when
         data.max_len does: tasks/runs/config_checks.py checks that before any data work.)"""
-        for split in dict.fromkeys(splits):
-            self._load(split)
-            sizes = self.datasets[split].sizes()
+        for key in (key for split in dict.fromkeys(splits) for key in self.keys(split)):
+            self._load(key)
+            split, _, name = key.partition("/")
+            corpus = self.corpora[name] if name else self.corpus
+            sizes = self.datasets[key].sizes()
             padded = round_up(sizes, self.pad_to_multiple)
             train = split == "train"
             budget = self.max_tokens if train else self.eval_max_tokens
@@ -280,12 +289,37 @@ class TranslationDataModule(L.LightningDataModule):
                     raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {padded[i]} tokens, more "
                                       f"than the batch budget data.max_tokens={budget}: lower data.max_len or raise "
                                       "data.max_tokens")
-                raise DataError(f"{self.corpus.location(split, i)}: {padded[i]} tokens, more than the batch budget "
+                raise DataError(f"{corpus.location(split, i)}: {padded[i]} tokens, more than the batch budget "
                                 f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
             if not train and (i := first_above(sizes, max_positions)) is not None:
-                raise DataError(f"{self.corpus.location(split, i)}: {sizes[i]} tokens (with BOS or EOS), more than "
+                raise DataError(f"{corpus.location(split, i)}: {sizes[i]} tokens (with BOS or EOS), more than "
                                 f"the model takes, model.max_positions={max_positions} ({split} sentences are never "
                                 "filtered)")
+
+    def eval_sets(self, split: str) -> list[str]:
+        """The corpora a validation or test `split` scores, by name: the first corpus (its metrics keep
+        their plain names, val/bleu), then every other one that has a non-empty `split` (its metrics
+        are named, val/NAME/bleu). A corpus without the split (no such file, no entry in its splits)
+        is said in the log once."""
+        if split not in self._eval_sets:
+            first, *others = self.corpora
+            self._eval_sets[split] = [first, *(name for name in others if self._has_split(name, split))]
+        return self._eval_sets[split]
+
+    def keys(self, split: str) -> list[str]:
+        """The datasets of `split`: `train`; or the first corpus's `split` and `split/NAME` for every
+        other corpus scored on it (eval_sets)."""
+        if split == "train":
+            return ["train"]
+        return [split, *(f"{split}/{name}" for name in self.eval_sets(split)[1:])]
+
+    def _has_split(self, name: str, split: str) -> bool:
+        try:
+            self._fingerprint_of(name, split)
+        except DataError as missing:
+            log.info("%s/%s is not scored: %s", name, split, missing)
+            return False
+        return len(self._entry(name, split)) > 0
 
     def fingerprints(self) -> dict:
         """What the data of this run was: the corpus fingerprint of each split and of the
@@ -361,13 +395,16 @@ class TranslationDataModule(L.LightningDataModule):
             self.vocabularies.save(self.run_dir / "tokenizer")
             self._saved_to_run_dir = True
         for split in self._splits(stage):
-            self._load(split)
+            for key in self.keys(split):
+                self._load(key)
 
     def _load(self, split: str) -> None:
-        """`split`'s token ids, memory-mapped from the cache (built first if missing); the training
-        split's re-segmented every epoch with data.tokenizer.dropout (data/dropout.py)."""
+        """`split`'s token ids (a key of `keys`: `val/NAME` is corpus NAME's val split),
+        memory-mapped from the cache (built first if missing); the training split's re-segmented
+        every epoch with data.tokenizer.dropout (data/dropout.py)."""
         if split not in self.datasets:
-            table = self._build(split)
+            base, _, name = split.partition("/")
+            table = self._entry(name, base) if name else self._build(split)
             dropout = self._dropout(table) if split == "train" and self.options.dropout > 0 else None
             self.datasets[split] = TranslationDataset(table, dropout)
             if split == "train":
@@ -411,7 +448,7 @@ class TranslationDataModule(L.LightningDataModule):
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
         if split not in self.datasets:
-            self.setup({"train": "fit", "val": "validate"}.get(split, "test"))
+            self.setup({"train": "fit", "val": "validate"}.get(split.partition("/")[0], "test"))
         dataset = self.datasets[split]
         trainer = self.trainer
         sampler = TokenBudgetBatchSampler(
@@ -441,11 +478,14 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", train=False)
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The validation loader; with several sets (eval_sets), one per set, in their order."""
+        loaders = [self._loader(key, train=False) for key in self.keys("val")]
+        return loaders[0] if len(loaders) == 1 else loaders
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.split, train=False)
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        loaders = [self._loader(key, train=False) for key in self.keys(self.split)]
+        return loaders[0] if len(loaders) == 1 else loaders
 
     # --------------------------------------------------------------------- mid-epoch resume
     def on_before_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:

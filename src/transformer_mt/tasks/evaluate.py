@@ -17,7 +17,7 @@ from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus
 from transformer_mt.config import overridden_keys
 from transformer_mt.tasks.runs.build import build_trainer
 from transformer_mt.tasks.runs.config_checks import check_config
-from transformer_mt.tasks.runs.outputs import print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ def run(cfg: DictConfig) -> dict:
              "decoding": module.hparams.decoding, "quantize": module.quantize}
     if cfg.task.get("tokenized_bleu"):
         extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu))
-    metrics = write_results(Path(cfg.paths.output_dir), split, results, extra)
+    metrics = write_results(Path(cfg.paths.output_dir), split, results, extra,
+                            named_sets(module.results, "test", split))
     print_summary(f"evaluate {path.name} on {split}", metrics, results.rows)
     return metrics

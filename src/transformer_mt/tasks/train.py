@@ -20,7 +20,7 @@ import lightning as L
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_average
 from transformer_mt.checkpoints.loading import read_checkpoint
@@ -36,7 +36,7 @@ from transformer_mt.tasks.runs.build import (
     update_plan,
 )
 from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
-from transformer_mt.tasks.runs.outputs import print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.tasks.runs.resume import check_resume
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.last_checkpoint import (
@@ -81,6 +81,7 @@ def train(cfg: DictConfig) -> dict:
     check_same_data(start, datamodule.fingerprints())
     datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
     module = build_module(start, datamodule)
+    say_the_sets(cfg, datamodule)
     log_config(trainer, start.config, module, datamodule.composition())
     try:
         started = time.perf_counter()
@@ -104,9 +105,23 @@ def train(cfg: DictConfig) -> dict:
     results = module.results["test"]
     if cfg.task.get("tokenized_bleu"):
         extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu))
-    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra)
+    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra, named_sets(module.results, "test"))
     print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
     return metrics
+
+
+def say_the_sets(cfg: DictConfig, datamodule) -> None:
+    """With several validation or test sets (data.corpora), one line naming each set's metric and
+    the one checkpoints are selected on."""
+    names = {split: datamodule.eval_sets(split) for split in dict.fromkeys(["val", cfg.data.split])}
+    if all(len(sets) == 1 for sets in names.values()):
+        return
+    monitor = OmegaConf.select(cfg, "callbacks.model_checkpoint.monitor", default=None)
+    for split, sets in names.items():
+        keys = [f"{split}/bleu ({sets[0]})", *(f"{split}/{name}/bleu" for name in sets[1:])]
+        log.info("%s sets: %s%s", split, ", ".join(keys),
+                 f"; checkpoints are selected on {monitor} (callbacks.model_checkpoint.monitor)"
+                 if split == "val" and monitor else "")
 
 
 def training_time(trainer: L.Trainer, this_process: float) -> float:
@@ -131,7 +146,8 @@ def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: 
     """What metrics.json says of the run besides the test scores: the last validation, the best and
     the tested checkpoint, size, speed, length, the update plan and the decoding."""
     return {
-        **(module.results["val"].metrics if "val" in module.results else {}),  # the last validation
+        **{k: v for key, each in module.results.items() if key.split("/")[0] == "val"  # the last validation
+           for k, v in each.metrics.items()},
         "val/bleu_best": float(best.best_model_score) if best else None,
         "best_checkpoint": best.best_model_path if best else None,
         "tested_checkpoint": tested,

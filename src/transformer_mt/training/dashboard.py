@@ -111,7 +111,9 @@ class TranslationDashboard(Callback):
         """Decode the sentences again to get the model's own output tokens, then plot where each
         output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
         vocab, m = pl_module.tokenizer, pl_module
-        src_ids = vocab.encode_sources([row.source for row in rows])
+        datamodule = getattr(trainer, "datamodule", None)  # the first validation set's tag, as it was scored
+        tag = datamodule.prefix(datamodule.eval_sets("val")[0]) if hasattr(datamodule, "eval_sets") else []
+        src_ids = vocab.encode_sources([row.source for row in rows], tag)
         collate = Collator(m.pad_id, m.bos_id, m.eos_id)
         src = collate.pad(src_ids).to(pl_module.device)
         was_training = pl_module.model.training

@@ -85,10 +85,11 @@ class TranslationModule(L.LightningModule):
         self.quantize = check_quantize(quantize)
         self.others = torch.nn.ModuleList(others or [])
         self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, self.quantize)
-        self.results: dict[str, EvalResults] = {}  # the last evaluation of each stage (val, test)
+        # the last evaluation of each stage's sets: `val`, `test` (the first set), `val/NAME` (the others)
+        self.results: dict[str, EvalResults] = {}
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
         self.example_input_array = (example, example)  # the model summary's (forward)
-        self.evaluation = Evaluation(torch.device("cpu"))  # the one running
+        self.evaluations: dict[int, Evaluation] = {}  # the running one of each set (its dataloader index)
         self.compiled = compiled_step(compile)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
 
@@ -172,8 +173,8 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self.start_evaluation()
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self.evaluate_batch(batch, self.val_search)
+    def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.evaluate_batch(batch, self.val_search, dataloader_idx)
 
     def on_validation_epoch_end(self) -> None:
         self.end_evaluation("val")
@@ -182,21 +183,23 @@ class TranslationModule(L.LightningModule):
         self.translator.forget()  # the weights may have changed since the copies were made
         self.start_evaluation()
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self.evaluate_batch(batch, None)
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.evaluate_batch(batch, None, dataloader_idx)
 
     def on_test_epoch_end(self) -> None:
         self.end_evaluation("test")
 
     def start_evaluation(self) -> None:
-        self.evaluation = Evaluation(self.device)
+        self.evaluations = {}
 
-    def evaluate_batch(self, batch: dict, search) -> None:
-        """Add the batch's loss sums (on the device) and its translations to this evaluation."""
+    def evaluate_batch(self, batch: dict, search, index: int = 0) -> None:
+        """Add the batch's loss sums (on the device) and its translations to the evaluation of set
+        `index` (its dataloader's)."""
         loss_sum, nll_sum, ntokens = self.losses(batch)
         hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
-        self.evaluation.add(loss_sum, nll_sum, ntokens,
-                            list(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
+        evaluation = self.evaluations.setdefault(index, Evaluation(self.device))
+        evaluation.add(loss_sum, nll_sum, ntokens,
+                       list(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
 
     def split_name(self, stage: str) -> str:
         """The split an evaluation scored, for the log: validation's `val`; the test stage's is the
@@ -205,25 +208,43 @@ class TranslationModule(L.LightningModule):
         split = getattr(self.trainer.datamodule, "split", "test") if stage == "test" else stage
         return split if isinstance(split, str) else stage
 
+    def names_of_sets(self, stage: str) -> list[str]:
+        """The names of the sets this stage scores, in their dataloaders' order (the datamodule's
+        eval_sets; one set without a datamodule)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is None or not hasattr(datamodule, "eval_sets"):
+            return ["main"]
+        return datamodule.eval_sets(self.split_name(stage) if stage == "test" else stage)
+
     def end_evaluation(self, stage: str) -> None:
-        """Sum the loss statistics and gather the translations of every rank, then score them once."""
-        loss_sum, nll_sum, ntokens, rows = self.evaluation.gathered()
+        """For each set in turn (every rank in the same order): sum the loss statistics and gather the
+        translations of every rank, then score them once. The first set's metrics are `{stage}/bleu`
+        and so on, another's `{stage}/NAME/bleu`."""
+        for index, name in enumerate(self.names_of_sets(stage)):
+            evaluation = self.evaluations.get(index) or Evaluation(self.device)
+            self.score_set(stage if index == 0 else f"{stage}/{name}", evaluation)
+
+    def score_set(self, prefix: str, evaluation: Evaluation) -> None:
+        """One set's metrics (`PREFIX/loss` ...), logged, and its results (`self.results[PREFIX]`)."""
+        loss_sum, nll_sum, ntokens, rows = evaluation.gathered()
         hypotheses, references = [r.hypothesis for r in rows], [r.reference for r in rows]
         scores = corpus_scores(hypotheses, references)
         metrics = {
-            f"{stage}/loss": loss_sum / ntokens,
-            f"{stage}/nll": nll_sum / ntokens,
-            f"{stage}/ppl": math.exp(min(nll_sum / ntokens, 50.0)),
-            f"{stage}/bleu": scores["bleu"],
-            f"{stage}/chrf": scores["chrf"],
-            f"{stage}/ter": scores["ter"],
+            f"{prefix}/loss": loss_sum / ntokens,
+            f"{prefix}/nll": nll_sum / ntokens,
+            f"{prefix}/ppl": math.exp(min(nll_sum / ntokens, 50.0)),
+            f"{prefix}/bleu": scores["bleu"],
+            f"{prefix}/chrf": scores["chrf"],
+            f"{prefix}/ter": scores["ter"],
         }
         for name, value in metrics.items():
             self.log(name, value, prog_bar=name.endswith("bleu"), sync_dist=False)
-        self.results[stage] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"],
-                                          scores["ter_signature"])
+        self.results[prefix] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"],
+                                           scores["ter_signature"])
         if not self.trainer.sanity_checking and self.trainer.is_global_zero:
-            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", self.split_name(stage), scores["bleu"],
-                     scores["chrf"], scores["ter"], metrics[f"{stage}/loss"])
+            stage, _, name = prefix.partition("/")
+            label = self.split_name(stage) + (f"/{name}" if name else "")
+            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", label, scores["bleu"],
+                     scores["chrf"], scores["ter"], metrics[f"{prefix}/loss"])
             for row in rows[: self.hparams.num_samples]:
                 log.info("  src: %s\n  ref: %s\n  hyp: %s", row.source, row.reference, row.hypothesis)

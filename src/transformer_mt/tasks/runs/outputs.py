@@ -38,20 +38,39 @@ def write_translations(path: Path, rows: tuple[Row, ...], field: str = "hypothes
         tmp.write_text("".join(getattr(row, field) + "\n" for row in rows), encoding="utf-8")
 
 
-def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dict) -> dict:
+def named_sets(results: dict[str, EvalResults], stage: str, split: str | None = None) -> dict[str, EvalResults]:
+    """A stage's named sets (the module's `results` of `STAGE/NAME`): {NAME: results}, their metrics
+    named `SPLIT/NAME/...` (SPLIT: `stage` by default)."""
+    return {key.split("/", 1)[1]: each.renamed(stage, split or stage) for key, each in results.items()
+            if key.startswith(f"{stage}/")}
+
+
+def write_results(output_dir: Path, stage: str, results: EvalResults, extra: dict,
+                  sets: dict[str, EvalResults] | None = None) -> dict:
     """metrics.json, `{stage}.translations.txt` and `{stage}.references.txt` (the references as
-    scored, for significance tests: task=report) in the run directory, each written whole; returns
-    the metrics."""
+    scored, for significance tests: task=report) in the run directory, each written whole; with
+    named `sets` (several corpora), their metrics too and `{stage}.NAME.translations.txt` and
+    `{stage}.NAME.references.txt`, listed under `sets`. Returns the metrics."""
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**results.metrics, "bleu_signature": results.bleu_signature,
                "chrf_signature": results.chrf_signature, "ter_signature": results.ter_signature, **extra}
-    translations = output_dir / f"{stage}.translations.txt"
-    references = output_dir / f"{stage}.references.txt"
-    write_translations(translations, results.rows)
-    write_translations(references, results.rows, "reference")
-    metrics["translations"], metrics["references"] = str(translations), str(references)
+    for named in (sets or {}).values():
+        metrics.update(named.metrics)
+    metrics["translations"], metrics["references"] = write_rows(output_dir, stage, results)
+    if sets:
+        metrics["sets"] = {name: dict(zip(("translations", "references"), write_rows(output_dir, f"{stage}.{name}",
+                                                                                      named)))
+                           for name, named in sets.items()}
     write_json(output_dir / "metrics.json", metrics)
     return metrics
+
+
+def write_rows(output_dir: Path, stem: str, results: EvalResults) -> tuple[str, str]:
+    """`STEM.translations.txt` and `STEM.references.txt` of one set, each written whole; their paths."""
+    translations, references = output_dir / f"{stem}.translations.txt", output_dir / f"{stem}.references.txt"
+    write_translations(translations, results.rows)
+    write_translations(references, results.rows, "reference")
+    return str(translations), str(references)
 
 
 TOKENIZED_BLEU = (False, True, "compound")
