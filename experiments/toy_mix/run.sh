@@ -10,7 +10,7 @@ variant() {  # variant NAME OVERRIDE...: a finished variant (its metrics.json) i
   shift
   [ -f "$OUT/$name/metrics.json" ] || "$PYTHON" run.py experiment=toy_mix "hydra.run.dir=$OUT/$name" "$@" >/dev/null
 }
-variant in_domain_alone 'data.corpora={}'
+variant in_domain_alone '~data.corpora.other'
 variant mixed
 variant in_domain_x10 data.corpus.weight=10
 variant other_x0.1 data.corpora.other.weight=0.1

@@ -365,3 +365,18 @@ def test_the_tests_run_sacrebleus_counts_unless_asked_and_say_how_many(sweep, tm
         sweep / "report.md").read_text()
     with pytest.raises(ConfigError, match=r"^task\.bootstrap_samples=0: must be an integer >= 1$"):
         report(sweep, tmp_path, "task.bootstrap_samples=0")
+
+
+def test_the_named_test_sets_of_several_corpora_get_a_column_each_and_old_runs_a_dash(sweep, tmp_path):
+    """Jobs trained on several corpora (data.corpora) wrote test/NAME/bleu for each named test set:
+    a column per set, after the report's own; a job from before (job 0) shows a dash."""
+    for job in range(1, 6):
+        path = sweep / str(job) / "metrics.json"
+        metrics = json.loads(path.read_text())
+        path.write_text(json.dumps({**metrics, "test/news/bleu": 20.0 + job, "test/news/chrf": 50.0}))
+    report(sweep, tmp_path)
+    rows = read_csv(sweep / "report.csv")
+    assert [row["test BLEU (news)"] for row in rows] == ["21.00 (1 of 2 seeds)", "22.50 ± 0.71", "24.50 ± 0.71", ""]
+    jobs = read_csv(sweep / "jobs.csv")
+    assert [job["test BLEU (news)"] for job in jobs] == ["-", "21.00", "22.00", "23.00", "24.00", "25.00", "", ""]
+    assert list(jobs[0])[-1] == "test BLEU (news)"

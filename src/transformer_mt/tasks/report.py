@@ -89,6 +89,15 @@ METRIC_COLUMNS = (  # the one list of the report's metrics: the rows table's col
 )
 JOB_COLUMNS = sorted(METRIC_COLUMNS, key=lambda column: column.job_column)
 
+
+def set_columns(sweep: Sweep) -> tuple[MetricColumn, ...]:
+    """A test BLEU column for each named test set (data.corpora) of the jobs' metrics.json, after
+    the report's own columns (the significance tests compare the first set, test/bleu)."""
+    names = dict.fromkeys(key.split("/")[1] for job in sweep.jobs for key in job.metrics
+                          if key.startswith("test/") and key.endswith("/bleu") and key.count("/") == 2)
+    return tuple(MetricColumn(f"test BLEU ({name})", f"test/{name}/bleu", job_column=len(METRIC_COLUMNS) + i)
+                 for i, name in enumerate(names))
+
 def identical_note(n_bootstrap: int, n_randomization: int) -> str:
     """report.md's note on pairs whose outputs the metric cannot tell apart."""
     return ("p-values are shown as - where the two systems' outputs are identical (or differ only where the "
@@ -189,13 +198,15 @@ def verdict(row: Row, tests: list[tuple[Job, PairedResult]] | None) -> tuple[str
                  f"the same sign, for {every}) does not hold")
 
 
-def row_table(rows: list[Row], tests: dict[int, list], metric: str = "bleu") -> list[dict[str, str]]:
-    """One line per row: settings, seeds, each metric column, the test against the base (on `metric`)."""
+def row_table(rows: list[Row], tests: dict[int, list], metric: str = "bleu",
+              extra: tuple[MetricColumn, ...] = ()) -> list[dict[str, str]]:
+    """One line per row: settings, seeds, each metric column (`extra`: the named sets' after them),
+    the test against the base (on `metric`)."""
     table = []
     for index, row in enumerate(rows):
         line = {"row": f"{index}{' (base)' if row.is_base else ''}", **row.settings,
                 "seeds": f"{len(row.finished())}/{len(row.jobs)}"}
-        line.update({column.header: row_cell(row, column) for column in METRIC_COLUMNS})
+        line.update({column.header: row_cell(row, column) for column in (*METRIC_COLUMNS, *extra)})
         results = [result for _, result in tests.get(index, [])]
         line[f"Δ test {METRICS[metric][0]}"] = f"{statistics.mean(r.delta for r in results):+.2f}" if results else ""
         line["max p (bootstrap / AR)"] = "" if not results else "- / -" if any(r.identical for r in results) else (
@@ -219,8 +230,9 @@ def test_table(rows: list[Row], tests: dict[int, list]) -> list[dict[str, str]]:
     return table
 
 
-def job_table(sweep: Sweep, rows: list[Row]) -> list[dict[str, str]]:
-    """One line per job: job, varied settings, seed, status, metric columns; the base row's jobs marked."""
+def job_table(sweep: Sweep, rows: list[Row], extra: tuple[MetricColumn, ...] = ()) -> list[dict[str, str]]:
+    """One line per job: job, varied settings, seed, status, metric columns (`extra`: the named sets'
+    after them); the base row's jobs marked."""
     base_jobs = {job.number for row in rows if row.is_base for job in row.jobs}
     out = []
     for job in sweep.jobs:
@@ -228,7 +240,7 @@ def job_table(sweep: Sweep, rows: list[Row]) -> list[dict[str, str]]:
         line.update({k: job.settings.get(k, "") for k in sweep.varied})
         line["seed"] = job.seed or ""
         line["status"] = job.status
-        for column in JOB_COLUMNS:
+        for column in (*JOB_COLUMNS, *extra):
             value = job.metrics.get(column.key)
             line[column.header] = column.shown(value) if isinstance(value, int | float) else "-" if job.done else ""
         out.append(line)
@@ -350,8 +362,9 @@ def run(cfg: DictConfig) -> dict:
     missing_base = no_base(sweep) if base_row is None and len(rows) > 1 else None
     if missing_base:
         log.warning("%s", missing_base)
-    tables = {"rows": row_table(rows, tests, metric), "tests": test_table(rows, tests),
-              "jobs": job_table(sweep, rows)}
+    named = set_columns(sweep)
+    tables = {"rows": row_table(rows, tests, metric, named), "tests": test_table(rows, tests),
+              "jobs": job_table(sweep, rows, named)}
     folder = sweep.folder
     title = f"{folder.name}: {', '.join(sweep.varied) or 'one setting'}"
     write_markdown(folder / "report.md", title, rows, tables, tests, missing_base, metric, samples)
