@@ -57,6 +57,12 @@ def round_up(sizes: np.ndarray | int, multiple: int) -> np.ndarray | int:
     return -(-sizes // multiple) * multiple
 
 
+def first_above(sizes: np.ndarray, limit: int | None) -> int | None:
+    """The index of the first size above `limit` (None: none is, or there is no limit)."""
+    above = np.flatnonzero(sizes > limit) if limit is not None else ()
+    return int(above[0]) if len(above) else None
+
+
 def flat_lists(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The values of an Arrow list column end to end, and the length of each list."""
     lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column  # a chunk per gathered row

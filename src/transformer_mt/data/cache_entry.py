@@ -7,6 +7,7 @@ disk that filled up, a copy cut short, a hand-edited file) makes it damaged, and
 encodes it again.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,6 +16,13 @@ from pathlib import Path
 import datasets
 
 ARROW = "ids.arrow"
+
+
+def digest(*parts) -> str:
+    """A cache key: a short hash of `parts` (JSON, keys sorted)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
 RECORD = "entry.json"
 
 

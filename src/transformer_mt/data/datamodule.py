@@ -15,27 +15,24 @@ finds them and neither trains nor encodes. A damaged ids entry is encoded again,
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 import lightning as L
-import numpy as np
 import torch
-from datasets.arrow_writer import ArrowWriter
 from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, round_up
-from transformer_mt.data.cache_entry import ARROW, discard, open_entry, write_record
-from transformer_mt.data.corpus import SPLITS, Chunk, CleanPairs, Corpus, ParallelText, sample_pairs
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, first_above, round_up
+from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, write_record
+from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
 from transformer_mt.data.dropout import EpochDropout
-from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encoding_workers, read_ahead
-from transformer_mt.data.mixture import Mixture, weighted_sample
+from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
+from transformer_mt.data.mixture import Mixture, corpus_tokens, named_corpora, weighted_sample
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
-from transformer_mt.data.vocabulary_training import build_vocabularies
+from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.progress import ProgressBar, wanted
+from transformer_mt.progress import wanted
 from transformer_mt.validate import BOOLEAN, check, integer, listing, number, one_of
 
 log = logging.getLogger(__name__)
@@ -44,49 +41,10 @@ CACHE_VERSION = "2"  # 2: one ids.arrow per split, written as it is encoded
 STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
 
 
-def digest(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def counted(pairs: CleanPairs, bar: ProgressBar) -> Iterator[Chunk]:
-    """`pairs`' chunks, `bar` advanced by the pairs each one read (dropped ones included)."""
-    seen = 0
-    for chunk in pairs:
-        bar.advance(pairs.stats["pairs"] - seen)
-        seen = pairs.stats["pairs"]
-        yield chunk
-    bar.advance(pairs.stats["pairs"] - seen)
-
-
 def pin_memory(trainer) -> bool:
     """Whether batches go to page-locked memory: when the trainer's root device is a GPU (a faster,
     asynchronous copy to it)."""
     return trainer is not None and trainer.strategy.root_device.type == "cuda"
-
-
-def first_above(sizes: np.ndarray, limit: int | None) -> int | None:
-    """The index of the first size above `limit` (None: none is, or there is no limit)."""
-    above = np.flatnonzero(sizes > limit) if limit is not None else ()
-    return int(above[0]) if len(above) else None
-
-
-def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
-    """The run's corpora by name: `data.corpora`'s, after `data.corpus` (named `main`) when both are set."""
-    named = {"main": corpus} if corpus is not None else {}
-    for name, extra in (corpora or {}).items():
-        if name in named:
-            raise ConfigError(f"data.corpora.{name}: `main` names data.corpus; give this corpus another name")
-        named[str(name)] = extra
-    if not named:
-        raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
-    for name, each in named.items():
-        key = "data.corpus" if name == "main" else f"data.corpora.{name}"
-        check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
-        if getattr(each, "tag", None) is not None:
-            tag_token(each.tag, f"{key}.tag")
-    if not any(getattr(each, "weight", 1.0) > 0 for each in named.values()):
-        raise ConfigError("data.corpora: every corpus has weight 0: nothing to train on")
-    return named
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -106,12 +64,11 @@ class TranslationDataModule(L.LightningDataModule):
     """
 
     def __init__(self, corpus: Corpus | None, tokenizer: TokenizerOptions | dict, cache_dir: str,
-                 run_dir: str | None = None,
-                 max_tokens: int = 4096, eval_max_tokens: int | None = None, max_len: int = 256,
-                 max_len_ratio: float | None = None, split: str = "test", seed: int = 0, num_workers: int = 0,
-                 num_proc: int = 1, pad_to_multiple: int = 1, vocabularies: Vocabularies | None = None,
-                 progress: bool | None = None, packed: bool = False, corpora: dict | None = None,
-                 temperature: float | None = None) -> None:
+                 run_dir: str | None = None, max_tokens: int = 4096, eval_max_tokens: int | None = None,
+                 max_len: int = 256, max_len_ratio: float | None = None, split: str = "test", seed: int = 0,
+                 num_workers: int = 0, num_proc: int = 1, pad_to_multiple: int = 1,
+                 vocabularies: Vocabularies | None = None, progress: bool | None = None, packed: bool = False,
+                 corpora: dict | None = None, temperature: float | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -144,7 +101,7 @@ class TranslationDataModule(L.LightningDataModule):
             self.vocab_key = self._options_key()
             self.vocabularies = self._made_vocabularies()
         else:
-            self._check_file_matches(vocabularies)
+            check_file_matches(self.options, vocabularies)
             self.vocab_key = digest("given", json.dumps(vocabularies.to_dict()))
             self.vocabularies = vocabularies
         self.datasets: dict[str, TranslationDataset] = {}
@@ -154,18 +111,6 @@ class TranslationDataModule(L.LightningDataModule):
         self._saved_to_run_dir = False
 
     # ---------------------------------------------------------------------------- vocabularies
-    def _check_file_matches(self, vocab: Vocabularies) -> None:
-        """Given vocabularies (a checkpoint's) and a tokenizer file in the config must agree."""
-        if not self.options.file:
-            return
-        from_file = build_vocabularies([], [], self.options)
-        if not from_file.same_as(vocab):
-            raise DataError(
-                f"data.tokenizer.file={self.options.file}: its vocabulary ({from_file.src.vocab_size} tokens) "
-                f"is not the checkpoint's ({vocab.src.vocab_size} tokens); leave data.tokenizer.file unset "
-                "to use the checkpoint's"
-            )
-
     def _options_key(self) -> str:
         """The cache key of vocabularies made from the options: the files' or the training text's digest."""
         files = [self.options.file, self.options.tgt_file]
@@ -186,26 +131,22 @@ class TranslationDataModule(L.LightningDataModule):
         folder = self.cache_dir / f"vocab-{self.vocab_key}"
         if folder.is_dir():
             log.info("vocabularies: cache hit %s", folder)
-        else:
-            if self.options.file:
-                train = ParallelText([], [])
-            else:  # one pass over each training split: every line checked, a seeded sample kept
-                samples = []
-                for name in self.training:
-                    pairs = self._pairs(name, "train")
-                    with self._bar(f"{pairs.name}: reading", pairs) as bar:
-                        samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
-                train = weighted_sample(samples, [self.weight[name] for name in self.training],
-                                        self.options.train_sample)
-                seen = sum(sample.stats["pairs"] for sample in samples)
-                sampled = f" (a sample of {seen})" if len(train) != seen or len(samples) > 1 else ""
-                log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
-                         else "separate vocabularies", self.options.type, self.options.vocab_size, len(train), sampled)
-            with ProgressBar("training the tokenizer", None, "", self.progress):
-                vocab = build_vocabularies(train.src, train.tgt, self.options, self.tags())
-            with atomic_dir(folder) as tmp:
-                vocab.save(tmp)
-        return Vocabularies.load(folder)
+        return cached_vocabularies(folder, self.options, self._training_sample, self.tags(), self.progress)
+
+    def _training_sample(self) -> ParallelText:
+        """What the vocabulary is trained on: one pass over each training split (every line checked, a
+        seeded sample kept), the corpora by their share of an epoch (mixture.weighted_sample)."""
+        samples = []
+        for name in self.training:
+            pairs = self._pairs(name, "train")
+            with pairs_bar(f"{pairs.name}: reading", pairs, self.progress) as bar:
+                samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
+        train = weighted_sample(samples, [self.weight[name] for name in self.training], self.options.train_sample)
+        seen = sum(sample.stats["pairs"] for sample in samples)
+        sampled = f" (a sample of {seen})" if len(train) != seen or len(samples) > 1 else ""
+        log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
+                 else "separate vocabularies", self.options.type, self.options.vocab_size, len(train), sampled)
+        return train
 
     # ---------------------------------------------------------------------------------- data
     def _splits(self, stage: str | None) -> list[str]:
@@ -265,7 +206,8 @@ class TranslationDataModule(L.LightningDataModule):
                 discard(folder)
         log.info("%s: encoding into %s", label, folder)
         with atomic_dir(folder) as tmp:
-            rows = self._encode(self._pairs(name, split), tmp / ARROW, train=split == "train", prefix=self.prefix(name))
+            rows = encode_split(self._pairs(name, split), tmp / ARROW, self.vocabularies, split == "train",
+                                self.max_len, self.max_len_ratio, self.num_proc, self.progress, self.prefix(name))
             write_record(tmp, rows)
         return open_entry(folder, features)
 
@@ -349,44 +291,6 @@ class TranslationDataModule(L.LightningDataModule):
             self._corpus_fingerprints[name, split] = self.corpora[name].fingerprint(split)
         return self._corpus_fingerprints[name, split]
 
-    def _encode(self, pairs: CleanPairs, path: Path, train: bool, prefix: list[int] | None = None) -> int:
-        """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
-        batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
-        none holding more than its chunk), training pairs are filtered by length, and the token ids
-        (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
-        corpus size. `prefix`: ids put before every source (a corpus's tag). Returns the number of pairs
-        written."""
-        limits = {"max_len": self.max_len, "max_len_ratio": self.max_len_ratio} if train else {"with_text": True}
-        if prefix:
-            limits["prefix"] = prefix
-        kept = 0
-        try:
-            features = TRAIN_FEATURES if train else EVAL_FEATURES
-            with self._bar(f"{pairs.name}: encoding", pairs) as bar, \
-                    ArrowWriter(features=features, path=str(path)) as writer, \
-                    encoding_workers(self.num_proc, self.vocabularies) as encode:
-                jobs = ((src, tgt, limits) for src, tgt in read_ahead(counted(pairs, bar)))
-                for batch in encode(jobs):
-                    writer.write_batch(batch)
-                    kept += len(batch["src_ids"])
-                writer.finalize()
-        except MemoryError:
-            raise DataError(f"{pairs.name}: out of memory while encoding (data.num_proc={self.num_proc}): lower "
-                            "data.num_proc") from None
-        if train:
-            total = pairs.stats["pairs"] - pairs.stats["empty_dropped"]
-            log.info("%s: removed %d of %d training pairs by length (data.max_len=%d, data.max_len_ratio=%s)",
-                     pairs.name, total - kept, total, self.max_len, self.max_len_ratio)
-            if kept == 0:
-                raise DataError(f"{pairs.name}: no training pairs left after filtering "
-                                f"(data.max_len={self.max_len}, data.max_len_ratio={self.max_len_ratio})")
-        return kept
-
-    def _bar(self, description: str, pairs: CleanPairs) -> ProgressBar:
-        """A bar counting the pairs of `pairs` read (its total counted only when the bar is drawn)."""
-        total = pairs.size() if pairs.size is not None and wanted(self.progress) else None
-        return ProgressBar(description, total, "pairs", self.progress)
-
     def setup(self, stage: str | None = None) -> None:
         """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
         vocabularies in the run directory)."""
@@ -409,26 +313,9 @@ class TranslationDataModule(L.LightningDataModule):
             self.datasets[split] = TranslationDataset(table, dropout)
             if split == "train":
                 self.mixture = Mixture(self.training, self._train_counts, [self.weight[n] for n in self.training],
-                                       self.temperature, self.seed)
+                                       self.temperature, self.seed, corpus_tokens(table, self._train_counts))
                 if len(self.training) > 1 or not self.mixture.plain:
-                    log.info("an epoch of the training corpora:\n%s", self.mixture.describe(self._tokens_per_corpus()))
-
-    def _tokens_per_corpus(self) -> list[int]:
-        """Each training corpus's tokens (source and target), from the training table's lengths."""
-        lengths = self.datasets["train"].table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
-        tokens = np.cumsum(lengths["src_len"].astype(np.int64) + lengths["tgt_len"].astype(np.int64))
-        ends = self.mixture.offsets[1:] - 1
-        totals = np.where(ends >= 0, tokens[np.maximum(ends, 0)], 0) if len(tokens) else np.zeros(len(ends), np.int64)
-        return np.diff(np.concatenate([[0], totals])).tolist()
-
-    def composition(self) -> dict[str, dict[str, float]]:
-        """What an epoch shows of each training corpus (for the loggers): pairs, of how many, its
-        weight, tokens; empty before the training split is loaded."""
-        if self.mixture is None:
-            return {}
-        return {share.name: {"pairs": share.shown, "of": share.pairs, "weight": share.weight,
-                             "tokens": round(tokens / share.pairs * share.shown) if share.pairs else 0}
-                for share, tokens in zip(self.mixture.shares, self._tokens_per_corpus())}
+                    log.info("an epoch of the training corpora:\n%s", self.mixture.describe())
 
     def dropout_note(self) -> str:
         """What the log says of subword regularization when it is on (nothing when off)."""

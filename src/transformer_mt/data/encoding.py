@@ -2,6 +2,7 @@
 worker processes, with reading overlapped with encoding."""
 
 import json
+import logging
 import multiprocessing
 import os
 import threading
@@ -10,16 +11,21 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from pathlib import Path
 from queue import Queue
 
 import datasets
+from datasets.arrow_writer import ArrowWriter
 
+from transformer_mt.data.corpus import Chunk, CleanPairs
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import DataError
+from transformer_mt.progress import ProgressBar, wanted
 
 IDS = {"src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
        "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32")}
 TRAIN_FEATURES = datasets.Features(IDS)
+log = logging.getLogger(__name__)
 EVAL_FEATURES = datasets.Features({"src_text": datasets.Value("string"), "tgt_text": datasets.Value("string"), **IDS})
 
 
@@ -114,3 +120,55 @@ def encoding_workers(num_proc: int, vocab: Vocabularies) -> Iterator[Callable[[I
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = previous
+
+
+def counted(pairs: CleanPairs, bar: ProgressBar) -> Iterator[Chunk]:
+    """`pairs`' chunks, `bar` advanced by the pairs each one read (dropped ones included)."""
+    seen = 0
+    for chunk in pairs:
+        bar.advance(pairs.stats["pairs"] - seen)
+        seen = pairs.stats["pairs"]
+        yield chunk
+    bar.advance(pairs.stats["pairs"] - seen)
+
+
+def pairs_bar(description: str, pairs: CleanPairs, progress: bool | None) -> ProgressBar:
+    """A bar counting the pairs of `pairs` read (its total counted only when the bar is drawn)."""
+    total = pairs.size() if pairs.size is not None and wanted(progress) else None
+    return ProgressBar(description, total, "pairs", progress)
+
+
+def encode_split(pairs: CleanPairs, path: Path, vocab: Vocabularies, train: bool, max_len: int,
+                 max_len_ratio: float | None, num_proc: int, progress: bool | None,
+                 prefix: list[int] | None = None) -> int:
+    """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
+    batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
+    none holding more than its chunk), training pairs are filtered by length, and the token ids
+    (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
+    corpus size. `prefix`: ids put before every source (a corpus's tag). Returns the number of pairs
+    written."""
+    limits = {"max_len": max_len, "max_len_ratio": max_len_ratio} if train else {"with_text": True}
+    if prefix:
+        limits["prefix"] = prefix
+    kept = 0
+    try:
+        features = TRAIN_FEATURES if train else EVAL_FEATURES
+        with pairs_bar(f"{pairs.name}: encoding", pairs, progress) as bar, \
+                ArrowWriter(features=features, path=str(path)) as writer, \
+                encoding_workers(num_proc, vocab) as encode:
+            jobs = ((src, tgt, limits) for src, tgt in read_ahead(counted(pairs, bar)))
+            for batch in encode(jobs):
+                writer.write_batch(batch)
+                kept += len(batch["src_ids"])
+            writer.finalize()
+    except MemoryError:
+        raise DataError(f"{pairs.name}: out of memory while encoding (data.num_proc={num_proc}): lower "
+                        "data.num_proc") from None
+    if train:
+        total = pairs.stats["pairs"] - pairs.stats["empty_dropped"]
+        log.info("%s: removed %d of %d training pairs by length (data.max_len=%d, data.max_len_ratio=%s)",
+                 pairs.name, total - kept, total, max_len, max_len_ratio)
+        if kept == 0:
+            raise DataError(f"{pairs.name}: no training pairs left after filtering "
+                            f"(data.max_len={max_len}, data.max_len_ratio={max_len_ratio})")
+    return kept

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer_mt.data.corpus import ParallelText
+from transformer_mt.data.corpus import Corpus, ParallelText
+from transformer_mt.data.tokenizer import tag_token
 from transformer_mt.errors import ConfigError
+from transformer_mt.validate import check, number
 
 
 @dataclass(frozen=True)
@@ -45,15 +47,43 @@ def tempered(weights: list[float], pairs: list[int], temperature: float | None) 
     return [float(share * total / n) if n else 0.0 for share, n in zip(shares, pairs)]
 
 
+def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
+    """The run's corpora by name: `data.corpora`'s, after `data.corpus` (named `main`) when both are set."""
+    named = {"main": corpus} if corpus is not None else {}
+    for name, extra in (corpora or {}).items():
+        if name in named:
+            raise ConfigError(f"data.corpora.{name}: `main` names data.corpus; give this corpus another name")
+        named[str(name)] = extra
+    if not named:
+        raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
+    for name, each in named.items():
+        key = "data.corpus" if name == "main" else f"data.corpora.{name}"
+        check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
+        if getattr(each, "tag", None) is not None:
+            tag_token(each.tag, f"{key}.tag")
+    if not any(getattr(each, "weight", 1.0) > 0 for each in named.values()):
+        raise ConfigError("data.corpora: every corpus has weight 0: nothing to train on")
+    return named
+
+
+def corpus_tokens(table, counts: list[int]) -> list[int]:
+    """Each corpus's tokens (source and target) in a training table of the corpora end to end
+    (`counts`: the pairs of each)."""
+    lengths = table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
+    tokens = np.concatenate([[0], np.cumsum(lengths["src_len"].astype(np.int64) + lengths["tgt_len"])])
+    return np.diff(tokens[np.cumsum([0, *counts])]).tolist()
+
+
 class Mixture:
     """The rows of the corpora's concatenated training table that each epoch shows (`rows(epoch)`),
     from (seed, epoch) alone: every rank of a DDP run, and a resumed run, get the same ones."""
 
     def __init__(self, names: list[str], pairs: list[int], weights: list[float], temperature: float | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, tokens: list[int] | None = None) -> None:
+        """`tokens`: each corpus's tokens (source and target), for the composition (None: not known)."""
         self.shares = [Share(name, n, w) for name, n, w in zip(names, pairs, tempered(weights, pairs, temperature))]
         self.offsets = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int64)
-        self.seed = seed
+        self.seed, self.tokens = seed, tokens or [0] * len(pairs)
         if sum(share.shown for share in self.shares) == 0:
             raise ConfigError("data.corpora: every training corpus has weight 0 (or no pairs): an epoch would be empty")
 
@@ -74,14 +104,17 @@ class Mixture:
                 parts.append(np.sort(rng.choice(n, size=extra, replace=False)).astype(np.int64) + start)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def describe(self, tokens: list[int]) -> str:
+    def composition(self) -> dict[str, dict[str, float]]:
+        """Each corpus's share of an epoch: the pairs it shows, of how many, its weight, and about how
+        many tokens."""
+        return {share.name: {"pairs": share.shown, "of": share.pairs, "weight": share.weight,
+                             "tokens": round(tokens / share.pairs * share.shown) if share.pairs else 0}
+                for share, tokens in zip(self.shares, self.tokens)}
+
+    def describe(self) -> str:
         """One line per corpus: the pairs (and tokens) an epoch shows of it, and its weight."""
-        lines = []
-        for share, n_tokens in zip(self.shares, tokens):
-            per_pair = n_tokens / share.pairs if share.pairs else 0.0
-            lines.append(f"  {share.name}: {share.shown} pairs of {share.pairs} (weight {share.weight:.4g}), "
-                         f"about {round(per_pair * share.shown)} tokens")
-        return "\n".join(lines)
+        return "\n".join(f"  {name}: {c['pairs']} pairs of {c['of']} (weight {c['weight']:.4g}), about {c['tokens']} "
+                         "tokens" for name, c in self.composition().items())
 
 
 def weighted_sample(samples: list[ParallelText], weights: list[float], size: int | None, seed: int = 0) -> ParallelText:

@@ -6,11 +6,14 @@ import itertools
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from transformer_mt.atomic import atomic_dir
+from transformer_mt.data.corpus import ParallelText
 from transformer_mt.data.tokenizer import (
     BOS,
     EOS,
@@ -23,7 +26,8 @@ from transformer_mt.data.tokenizer import (
     TokenizerOptions,
     Vocabularies,
 )
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.progress import ProgressBar
 
 log = logging.getLogger(__name__)
 
@@ -107,3 +111,29 @@ def build_vocabularies(src_lines: list[str], tgt_lines: list[str], options: Toke
         return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options, tags))  # an iterator: no copy
     return Vocabularies(train(src_lines, options, tags), train(tgt_lines, options))
 
+
+
+def check_file_matches(options: TokenizerOptions, vocab: Vocabularies) -> None:
+    """Given vocabularies (a checkpoint's) and a tokenizer file in the config must agree."""
+    if not options.file:
+        return
+    from_file = build_vocabularies([], [], options)
+    if not from_file.same_as(vocab):
+        raise DataError(
+            f"data.tokenizer.file={options.file}: its vocabulary ({from_file.src.vocab_size} tokens) "
+            f"is not the checkpoint's ({vocab.src.vocab_size} tokens); leave data.tokenizer.file unset "
+            "to use the checkpoint's"
+        )
+
+
+def cached_vocabularies(folder: Path, options: TokenizerOptions, training_sample: Callable[[], ParallelText],
+                        tags: list[str], progress: bool | None) -> Vocabularies:
+    """The vocabularies in the cache entry `folder`, made first when it is missing: read from the
+    file of `options`, or trained on `training_sample()` with `tags` as whole tokens."""
+    if not folder.is_dir():
+        train = ParallelText([], []) if options.file else training_sample()
+        with ProgressBar("training the tokenizer", None, "", progress):
+            vocab = build_vocabularies(train.src, train.tgt, options, tags)
+        with atomic_dir(folder) as tmp:
+            vocab.save(tmp)
+    return Vocabularies.load(folder)

@@ -82,7 +82,7 @@ def train(cfg: DictConfig) -> dict:
     datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
     module = build_module(start, datamodule)
     say_the_sets(cfg, datamodule)
-    log_config(trainer, start.config, module, datamodule.composition())
+    log_config(trainer, start.config, module, datamodule.mixture.composition())  # check_splits made it
     try:
         started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
