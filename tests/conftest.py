@@ -33,6 +33,7 @@ from transformer_mt.model import Transformer
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no test reaches the hub (nor do warm runs then differ)
 # runs started by tests (also `python run.py` subprocesses) cache data here, not in the project
 os.environ.setdefault("TRANSFORMER_MT_CACHE", tempfile.mkdtemp(prefix="transformer-mt-test-cache-"))
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one thread each, also in subprocesses

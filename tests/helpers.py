@@ -87,7 +87,8 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
 
 _warm: list[Server] = []  # this worker's warm server, once started
 # environment variables that a library reads when it is imported: a run whose value differs from
-# the warm server's gets a plain process (the others reach the forked process as they are)
+# the warm server's gets a plain process (the others reach the forked process as they are;
+# PYTHONUNBUFFERED: warm.py sets its streams up as the interpreter would)
 READ_AT_IMPORT = ("HF_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "PYTHON", "CUDA", "LD_", "TOKENIZERS_")
 
 
@@ -99,22 +100,29 @@ def warm_server(env: dict[str, str]) -> Server | None:
         if not _warm[0].ready():
             _warm[0].env = {}  # it did not start: every run gets a plain process
     server = _warm[0]
-    differ = {k for k in env.keys() | server.env.keys() if env.get(k) != server.env.get(k)}
+    differ = {k for k in env.keys() | server.env.keys() if env.get(k) != server.env.get(k)} - {"PYTHONUNBUFFERED"}
     ok = server.env and not any(k.startswith(READ_AT_IMPORT) for k in differ)
     return server if ok else None
 
 
+def python(env: dict[str, str]) -> str:
+    """The `python` for a test's own `python run.py ...` process with environment `env`: one that
+    forks it from this worker's warm server where it can (tests/warm_start.py), sys.executable else."""
+    server = warm_server(env)
+    return server.python if server is not None else sys.executable
+
+
 def run_py(*args: str, cwd=ROOT, timeout: int = 600, cores: set[int] | None = None,
-           input: str | bytes = b"") -> subprocess.CompletedProcess:
+           input: str | bytes = b"", warm: bool = True) -> subprocess.CompletedProcess:
     """`python run.py ARGS` as a process with `input` on its stdin: its exit status, stdout and
     stderr as text (`cores`: the CPU cores it may run on; None: all). Forked from this worker's warm
-    server where it can be (the same process as a plain one would be, minus the imports:
+    server where it can be and `warm` (the same process as a plain one would be, minus the imports:
     tests/warm_start.py)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     data = input.encode() if isinstance(input, str) else input
-    server = warm_server(env) if cores is None else None
+    server = warm_server(env) if warm else None
     if server is not None:
-        return server.run(list(args), Path(cwd), timeout, data, env)
+        return server.run(list(args), Path(cwd), timeout, data, env, cores)
     pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=env, input=data,
                             capture_output=True, timeout=timeout, preexec_fn=pin)

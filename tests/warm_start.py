@@ -8,10 +8,9 @@ after those imports). `helpers.run_py` uses it unless its environment differs fr
 in a variable read at import time (helpers.READ_AT_IMPORT), and starts a plain process then, or
 where the server did not come up."""
 
-import json
+import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,14 +19,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = str(ROOT / "run.py")
+_spec = importlib.util.spec_from_file_location("warm_client", ROOT / "experiments/gpu/warm_client.py")
+warm_client = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(warm_client)
 
 
 class Server:
-    """experiments/gpu/warm.py, started with environment `env`."""
+    """experiments/gpu/warm.py, started with environment `env`; `python` runs `python run.py ...`
+    forked from it (experiments/gpu/warm_client.py), for the tests that start processes themselves."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.folder = tempfile.mkdtemp(prefix="warm-start-")
         self.path = os.path.join(self.folder, "socket")
+        self.python = warm_client.start_python(self.path)
         self.env = env
         with open(os.path.join(self.folder, "warm.log"), "wb") as log:  # what it says, should it not come up
             self.process = subprocess.Popen([sys.executable, str(ROOT / "experiments/gpu/warm.py"), self.path],
@@ -41,25 +45,23 @@ class Server:
             time.sleep(0.05)
         return os.path.exists(self.path)
 
-    def run(self, args: list[str], cwd: Path, timeout: float, data: bytes, env: dict[str, str]
-            ) -> subprocess.CompletedProcess:
+    def run(self, args: list[str], cwd: Path, timeout: float, data: bytes, env: dict[str, str],
+            cores: set[int] | None = None) -> subprocess.CompletedProcess:
         """`python run.py ARGS` in `cwd` with environment `env` and `data` on stdin, stdout and stderr
-        captured as text."""
-        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        captured as text (`cores`: the CPU cores it may run on; None: all)."""
+        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             stdin.write(data)
             stdin.seek(0)
-            connection.connect(self.path)
-            request = {"argv": [RUN_PY, *args], "cwd": str(cwd), "env": env}
-            socket.send_fds(connection, [json.dumps(request).encode()], [stdin.fileno(), out.fileno(), err.fileno()])
-            connection.settimeout(timeout)
-            reader = connection.makefile("r")
-            pid = int(reader.readline())
-            try:
-                status = int(reader.readline())
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired([RUN_PY, *args], timeout) from None
+            connection, reader, pid = warm_client.start(
+                self.path, [RUN_PY, *args], str(cwd), env, [stdin.fileno(), out.fileno(), err.fileno()],
+                python=self.python, cores=sorted(cores) if cores else None)
+            with connection:
+                connection.settimeout(timeout)
+                try:
+                    status = int(reader.readline())
+                except TimeoutError:
+                    os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired([RUN_PY, *args], timeout) from None
             out.seek(0)
             err.seek(0)
             return subprocess.CompletedProcess([sys.executable, RUN_PY, *args], status,

@@ -5,19 +5,22 @@ scipy: about 10 s a process, most of a smoke step's time).
     python experiments/gpu/warm.py SOCKET
 
 It imports what the steps import, then listens on the Unix socket SOCKET. For each request (a
-command `python SCRIPT ARGS` or `python -c CODE ARGS`, its working directory and environment, and
-the file descriptors 0-2 to give it) it forks a manager that forks the step's process, says its pid,
-waits for it and says its exit status. The step's process is a new one, as `python ...` would
-start: its own pid, exit status and descriptors 0-2, its environment (TORCH_LOGS read again),
-working directory, sys.argv, sys.path[0] and `__main__`, and the interpreter's exit (its threads
-joined, atexit handlers run, streams flushed; only the teardown of its modules, seconds with torch
-loaded, is left out). What it shares with the other steps is the state right after those imports,
-nothing a step has done.
+command `python SCRIPT ARGS`, `python -m MODULE ARGS` or `python -c CODE ARGS`, its working
+directory and environment, and the file descriptors 0-2 to give it) it forks a manager that forks
+the step's process, says its pid, passes on the signals the client names (killing the step should
+the client go first), waits for it and says its exit status. The step's process is a new one, as
+`python ...` would start: its own pid, exit status and descriptors 0-2, its environment
+(TORCH_LOGS read again), working directory, sys.argv, sys.path[0] and `__main__`, and the
+interpreter's exit (its threads joined, atexit handlers run, streams flushed; only the teardown of
+its modules, seconds with torch loaded, is left out). What it shares with the other steps is the
+state right after those imports, nothing a step has done. Its sys.executable is the "python" the
+request names (warm_client.py's, which forks the processes it starts in turn from here too).
 It ends when the process that started it (run.py) has gone.
 
 run.py (`Warm`) starts it only with --smoke on the CPU, and runs the steps as plain processes
 when it does not come up; on a GPU every step is a plain process. The tests start one per pytest
-worker for their `python run.py` processes (tests/warm_start.py).
+worker for their `python run.py` processes (tests/warm_start.py), and their DDP ranks and
+submitit jobs come from it too.
 """
 
 import atexit
@@ -28,6 +31,7 @@ import json
 import logging
 import os
 import runpy
+import select
 import signal
 import socket
 import sys
@@ -88,7 +92,8 @@ def serve(path: str) -> None:
 
 
 def manage(connection: socket.socket) -> None:
-    """Fork the step's process, say its pid, wait for it, say its exit status."""
+    """Fork the step's process, say its pid, pass on the signals the client names (a line each),
+    kill the step should the client go first, say the step's exit status."""
     try:
         connection.settimeout(None)
         message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
@@ -103,10 +108,29 @@ def manage(connection: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         connection.sendall(f"{pid}\n".encode())
+        watch(connection, os.pidfd_open(pid))
         _, status = os.waitpid(pid, 0)
         connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
     finally:
         os._exit(0)
+
+
+def watch(connection: socket.socket, step: int) -> None:
+    """Until the step's process (pidfd `step`) ends: each line from the client is a signal's number
+    to send it; the client gone (a SIGKILL, say) kills it."""
+    poller = select.poll()
+    poller.register(connection, select.POLLIN)
+    poller.register(step, select.POLLIN)
+    received = b""
+    while step not in dict(poller.poll()):
+        data = connection.recv(64)
+        if not data:
+            signal.pidfd_send_signal(step, signal.SIGKILL)
+            poller.unregister(connection)
+            continue
+        *lines, received = (received + data).split(b"\n")
+        for line in lines:
+            signal.pidfd_send_signal(step, int(line))
 
 
 def stream(fd: int, mode: str, unbuffered: bool, errors: str) -> io.TextIOWrapper:
@@ -128,7 +152,10 @@ def run_step(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    if request.get("cores"):
+        os.sched_setaffinity(0, request["cores"])
+    sys.executable = request.get("python", sys.executable)  # what starts its own `python run.py`s
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED")) or request.get("unbuffered", False)  # or `python -u`
     sys.stdin = sys.__stdin__ = stream(0, "r", unbuffered, "strict")
     sys.stdout = sys.__stdout__ = stream(1, "w", unbuffered, "strict")
     sys.stderr = sys.__stderr__ = stream(2, "w", unbuffered, "backslashreplace")
@@ -159,12 +186,16 @@ def run_step(request: dict, fds: list[int]) -> None:
 
 
 def run(argv: list[str]) -> None:
-    """`python -c CODE ARGS` or `python SCRIPT ARGS` (sys.argv and sys.path[0] as they set them)."""
+    """`python -c CODE ARGS`, `python -m MODULE ARGS` or `python SCRIPT ARGS` (sys.argv and
+    sys.path[0] as they set them)."""
     if argv[0] == "-c":
         sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
         main = types.ModuleType("__main__")
         sys.modules["__main__"] = main
         exec(compile(argv[1], "<string>", "exec"), main.__dict__)  # `python -c CODE`
+    elif argv[0] == "-m":
+        sys.argv, sys.path[0] = list(argv[1:]), os.getcwd()
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)  # sys.argv[0]: the module's file
     else:
         sys.argv, sys.path[0] = list(argv), os.path.dirname(os.path.abspath(argv[0]))
         runpy.run_path(os.path.abspath(argv[0]), run_name="__main__")  # __file__ absolute, as python sets it

@@ -1,8 +1,20 @@
-"""run.py's side of warm.py (--smoke on the CPU): start it, hand it a step, close it. Only the
-standard library, as run.py."""
+"""The clients' side of warm.py: run.py's (--smoke on the CPU: start it, hand it a step, close it),
+and a `python` for the processes it forks (`start_python`). Only the standard library, as run.py.
 
+    python experiments/gpu/warm_client.py SOCKET run.py ARGS
+
+is `python run.py ARGS` forked from the warm.py listening on SOCKET: its descriptors 0-2, working
+directory and environment are this process's, the signals this process gets are passed on, and
+its exit status (a signal's included) is this process's; the same for submitit's job processes
+(`python -u -m submitit.core._submit`). Any other command (a compile worker, say) is the plain
+interpreter's. SOCKET.python, written by `start_python`, is an executable that runs it, the
+`sys.executable` of the processes warm.py forks, so that a process they start in turn (Lightning's
+DDP ranks, a submitit job) is forked too."""
+
+import io
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -44,6 +56,13 @@ class Warm:
             + " / ".join(Path(warm.output.name).read_text(errors="replace").strip().splitlines()[-3:]))
         return None
 
+    @classmethod
+    def attach(cls, path: str, root: Path) -> "Warm":
+        """The warm.py already listening on `path` (GPU_RUN_WARM: the tests' own), left running at close."""
+        warm = cls.__new__(cls)
+        warm.root, warm.path, warm.process, warm.output = root, path, None, None
+        return warm
+
     @staticmethod
     def takes(command: list[str]) -> bool:
         return command[0] == sys.executable and len(command) > 1 and (command[1] == "-c" or command[1].endswith(".py"))
@@ -52,18 +71,15 @@ class Warm:
         """`command` (python ...) in ROOT with `env`, stdout and stderr to `sink`: its exit status, or
         None where warm.py could not start it (it has gone). subprocess.TimeoutExpired after
         timeout_s, the process killed."""
-        with open(os.devnull, "rb") as stdin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        with open(os.devnull, "rb") as stdin:
             try:
-                connection.connect(self.path)
-                request = {"argv": command[1:], "cwd": str(self.root), "env": env}
-                socket.send_fds(connection, [json.dumps(request).encode()],
-                                [stdin.fileno(), sink.fileno(), sink.fileno()])
-                connection.settimeout(timeout_s)
-                reader = connection.makefile("r")
-                pid = int(reader.readline())
+                connection, reader, pid = start(self.path, command[1:], str(self.root), env,
+                                                [stdin.fileno(), sink.fileno(), sink.fileno()])
             except (OSError, ValueError) as error:
                 log(f"warm.py did not take the step ({type(error).__name__}): a plain process instead")
                 return None
+        with connection:
+            connection.settimeout(timeout_s)
             try:
                 return int(reader.readline() or -1)  # -1: warm.py went before saying it
             except TimeoutError:
@@ -71,6 +87,65 @@ class Warm:
                 raise subprocess.TimeoutExpired(command, timeout_s) from None
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.output.close()
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.output.close()
+
+
+def start(path: str, argv: list[str], cwd: str, env: dict, fds: list[int], **extra
+          ) -> tuple[socket.socket, io.TextIOWrapper, int]:
+    """Have the warm.py listening on `path` fork `python ARGV` with descriptors `fds` as 0-2 (and
+    `extra`: "cores" to run on, "python" for its sys.executable): the connection, its reader, from
+    which its exit status comes as a line, and its pid."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(path)
+        request = {"argv": argv, "cwd": cwd, "env": env, **extra}
+        socket.send_fds(connection, [json.dumps(request).encode()], fds)
+        reader = connection.makefile("r")
+        return connection, reader, int(reader.readline())
+    except BaseException:
+        connection.close()
+        raise
+
+
+def start_python(path: str) -> str:
+    """Write PATH.python, the `python` of the processes forked by the warm.py listening on `path`
+    (see the docstring above): its path."""
+    executable = path + ".python"
+    with open(executable, "w") as script:
+        command = " ".join(shlex.quote(word) for word in (sys.executable, os.path.abspath(__file__), path))
+        script.write(f"#!/bin/sh\nexec {command} \"$@\"\n")
+    os.chmod(executable, 0o755)
+    return executable
+
+
+TAKES = ("run.py", "-m submitit.core._submit")  # the commands forked (the others need more than descriptors 0-2)
+
+
+def main(path: str, argv: list[str]) -> None:
+    """`python ARGV`, forked from the warm.py on `path` if it is one that TAKES (after an -u) and
+    warm.py is there."""
+    unbuffered = argv[:1] == ["-u"]
+    command = argv[1:] if unbuffered else argv
+    taken = command and (os.path.basename(command[0]) == "run.py" or " ".join(command[:2]) in TAKES)
+    if not taken:
+        os.execv(sys.executable, [sys.executable, *argv])
+    try:
+        connection, reader, _ = start(path, command, os.getcwd(), dict(os.environ), [0, 1, 2],
+                                      python=path + ".python", unbuffered=unbuffered)
+    except (OSError, ValueError):
+        os.execv(sys.executable, [sys.executable, *argv])
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(number, lambda n, _: connection.sendall(f"{n}\n".encode()))
+    line = reader.readline()
+    status = int(line) if line.strip() else 1  # warm.py gone before saying it
+    if status < 0:  # ended by a signal: so does this process
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

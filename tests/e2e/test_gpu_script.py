@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT, load_script
+from tests.helpers import ROOT, load_script, warm_server
 
 
 def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     env.pop("DATA_DIR", None)  # --smoke then writes its own Multi30k-shaped folder
+    server = warm_server({**os.environ, "PYTHONWARNINGS": "ignore"})
+    if server is not None:  # the steps forked from this worker's warm.py rather than from one of their own
+        env |= {"GPU_RUN_WARM": server.path, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--out", str(out), *args],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     results_file = out / "results.json"

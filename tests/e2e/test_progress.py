@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, compose_config, run_py
+from tests.helpers import ROOT, compose_config, python, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.progress import DELAY, ProgressBar
@@ -27,7 +27,7 @@ def run_on_terminal(args: list[str], stdin: Path | None = None) -> tuple[int, st
     leader, follower = pty.openpty()
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "TERM": "xterm-256color", "COLUMNS": "120"}
     with open(stdin or os.devnull, "rb") as source:
-        process = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, env=env, stdin=source,
+        process = subprocess.Popen([python(env), str(ROOT / "run.py"), *args], cwd=ROOT, env=env, stdin=source,
                                    stdout=subprocess.PIPE, stderr=follower)
     os.close(follower)
     screen: list[bytes] = []

@@ -75,11 +75,10 @@ def test_two_nodes_train_as_two_processes_of_one_node(ddp_run, tmp_path):
     import os
     import socket
     import subprocess
-    import sys
 
     import torch
 
-    from tests.helpers import DDP_RUN, ROOT
+    from tests.helpers import DDP_RUN, ROOT, python
 
     ddp = [*DDP_RUN, f"paths.cache_dir={ddp_run}/cache"]  # tokens_per_update=2048: 2 processes x 512 tokens x 2
     with socket.socket() as s:
@@ -90,7 +89,7 @@ def test_two_nodes_train_as_two_processes_of_one_node(ddp_run, tmp_path):
         env = {**os.environ, "PYTHONWARNINGS": "ignore", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                "NODE_RANK": str(node)}
         nodes.append(subprocess.Popen(
-            [sys.executable, str(ROOT / "run.py"), *ddp, "trainer.devices=1", "trainer.num_nodes=2",
+            [python(env), str(ROOT / "run.py"), *ddp, "trainer.devices=1", "trainer.num_nodes=2",
              f"hydra.run.dir={tmp_path}/two_nodes"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
     printed = []

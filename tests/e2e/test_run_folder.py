@@ -3,12 +3,11 @@ runs and after it finished; a resume into its own folder works; DDP ranks share 
 
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, run_py
+from tests.helpers import ROOT, assert_clean_failure, python, run_py
 from transformer_mt.run_folder import launching_process
 
 TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
@@ -29,7 +28,7 @@ def test_only_the_launching_process_claims_the_folder(environ, first):
 def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_works(tmp_path):
     folder, cache = tmp_path / "one-folder", f"paths.cache_dir={tmp_path}/cache"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    first = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *TOY, "trainer.max_epochs=3", cache,
+    first = subprocess.Popen([python(env), str(ROOT / "run.py"), *TOY, "trainer.max_epochs=3", cache,
                               f"hydra.run.dir={folder}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -39,10 +38,12 @@ def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_w
             time.sleep(0.1)
         second = run_py(*TOY, "trainer.max_epochs=3", "seed=5", cache, f"hydra.run.dir={folder}")
         assert first.poll() is None, "the first run ended before the second one started: make it longer"
+        pid = int(lock.read_text().split()[1])  # the first run's process (forked by `first`, when warm)
+        os.kill(pid, 0)  # alive
     finally:
         out, err = first.communicate(timeout=600)
     assert_clean_failure(second, f"error: {folder} is the run folder of another training run, still running "
-                                 f"(pid {first.pid} on ")
+                                 f"(pid {pid} on ")
     assert "give this run another folder (hydra.run.dir=...)" in second.stderr
     assert first.returncode == 0, err[-3000:]
     assert "seed: 1234" in (folder / "config.yaml").read_text()  # the second run wrote nothing
@@ -71,17 +72,18 @@ def test_two_translations_started_together_get_a_folder_each_with_its_own_config
     never share one (each folder's config and overrides name its own output)."""
     (tmp_path / "in.txt").write_text("a man rides a bike .\n")
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PROJECT_ROOT": str(tmp_path)}
-    runs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={SHIPPED}",
+    runs = [subprocess.Popen([python(env), str(ROOT / "run.py"), "task=translate", f"ckpt_path={SHIPPED}",
                               f"task.input={tmp_path}/in.txt", f"task.output={tmp_path}/out{i}.txt"], cwd=ROOT, env=env,
                              stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     for process in runs:
         assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
     folders = sorted((tmp_path / "outputs" / "translate").iterdir())
-    assert sorted(f.name.rsplit("_", 1)[1] for f in folders) == sorted(str(p.pid) for p in runs)
-    for i, process in enumerate(runs, 1):
-        folder = next(f for f in folders if f.name.endswith(f"_{process.pid}"))
+    pids = {f.name.rsplit("_", 1)[1] for f in folders}  # the runs' processes (forked by `runs`, when warm)
+    assert len(folders) == len(pids) == 2 and all(pid.isdigit() for pid in pids)
+    for i in (1, 2):
+        override = f"task.output={tmp_path}/out{i}.txt"
+        folder = next(f for f in folders if override in (f / ".hydra/overrides.yaml").read_text())
         assert f"output: {tmp_path}/out{i}.txt" in (folder / "config.yaml").read_text()
-        assert f"task.output={tmp_path}/out{i}.txt" in (folder / ".hydra" / "overrides.yaml").read_text()
         assert (tmp_path / f"out{i}.txt").read_text().count("\n") == 1
 
 

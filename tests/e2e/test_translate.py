@@ -3,11 +3,10 @@
 import os
 import select
 import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import ROOT, compose_config, run_py
+from tests.helpers import ROOT, compose_config, python, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DataError, find_user_error
 from transformer_mt.tasks import run
@@ -47,11 +46,12 @@ def test_stdin_to_stdout_with_nbest_and_scores(toy_run, tmp_path):
 def test_interactive_a_line_in_a_translation_out(toy_run, tmp_path):
     out, _ = toy_run
     sentences = ToyCorpus().load("test").src[:2]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), "task=translate", f"ckpt_path={out}/checkpoints/best.ckpt",
+        [python(env), str(ROOT / "run.py"), "task=translate", f"ckpt_path={out}/checkpoints/best.ckpt",
          "task.buffer_size=1", f"hydra.run.dir={tmp_path}"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=env,
     )
     try:
         for sentence in sentences:

@@ -9,14 +9,13 @@ or proxy variable is unset, so wandb sees what a new user's machine would give i
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, assert_nothing_half_written
+from tests.helpers import ROOT, assert_clean_failure, assert_nothing_half_written, python
 
 TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -30,7 +29,7 @@ def online_run(tmp_path, server: str, **env: str) -> tuple[subprocess.CompletedP
     clean |= {"HOME": str(tmp_path / "home"), "WANDB_BASE_URL": server, "WANDB_SILENT": "true",
               "PYTHONWARNINGS": "ignore", **env}
     start = time.monotonic()
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "logger=wandb", "logger.wandb.offline=false", *TOY,
+    result = subprocess.run([python(clean), str(ROOT / "run.py"), "logger=wandb", "logger.wandb.offline=false", *TOY,
                              f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache"],
                             cwd=ROOT, env=clean, capture_output=True, text=True, timeout=150)
     return result, time.monotonic() - start

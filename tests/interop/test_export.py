@@ -296,17 +296,10 @@ def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
                                    .logits, module.model(src, tgt_in), rtol=0, atol=1e-4)
 
 
-def test_push_offline_fails_at_once_with_one_line(toy, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from tests.helpers import ROOT
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=push", f"task.folder={toy['dir'] / 'hf'}",
-                             "task.repo_id=someone/toy-mt", f"hydra.run.dir={tmp_path}/push"], env=env,
-                            capture_output=True, text=True, timeout=120)
+def test_push_offline_fails_at_once_with_one_line(toy, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as the tests run (conftest.py): read when huggingface_hub is imported
+    result = run_py("task=push", f"task.folder={toy['dir'] / 'hf'}", "task.repo_id=someone/toy-mt",
+                    f"hydra.run.dir={tmp_path}/push")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == ("error: task=push: HF_HUB_OFFLINE is set, so someone/toy-mt "
                                                       "cannot be reached; unset it to upload")

@@ -2,7 +2,8 @@
 validation translations and cross-attention heatmaps after every validation, the test
 translations and the sacreBLEU signatures at the end, and optionally the best checkpoint as a
 wandb artifact. wandb gets tables and images, TensorBoard text and images; the heatmaps of the
-last validation are also kept as PNGs in `plot_dir/attention/`.
+last validation are also kept as PNGs in `plot_dir/attention/` (drawn after every validation when
+a logger shows them, else once at the end of training).
 """
 
 import logging
@@ -90,6 +91,7 @@ class TranslationDashboard(Callback):
         self.upload_best_checkpoint = upload_best_checkpoint
         self.validations = 0
         self.seconds: list[float] = []  # time spent per validation shown, for the record
+        self.heatmaps: list[tuple[str, dict]] = []  # the last validation's, until drawn
 
     # ------------------------------------------------------------------------------ validation
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -102,14 +104,17 @@ class TranslationDashboard(Callback):
         rows = pl_module.results["val"].rows[: self.num_sentences]
         log_table(trainer.loggers, "val/translations", table_rows(rows), trainer.global_step)
         if self.num_attention:
-            self.show_attention(trainer, pl_module, rows[: self.num_attention])
+            self.heatmaps = self.attention_heatmaps(trainer, pl_module, rows[: self.num_attention])
+            if any(isinstance(logger, WandbLogger | TensorBoardLogger) for logger in trainer.loggers):
+                self.draw_heatmaps(trainer.loggers, trainer.global_step)
         self.seconds.append(time.perf_counter() - started)
         log.info("dashboard: %d translations and %d heatmaps in %.2f s", len(rows),
                  min(len(rows), self.num_attention), self.seconds[-1])
 
-    def show_attention(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[Row, ...]) -> None:
-        """Decode the sentences again to get the model's own output tokens, then plot where each
-        output token attended in the source (plot_dir/attention/sentence<ID>.png)."""
+    def attention_heatmaps(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[Row, ...]
+                           ) -> list[tuple[str, dict]]:
+        """Decode the sentences again to get the model's own output tokens, and where each output
+        token attended in the source: (caption, plots.attention_figure's arguments) per sentence."""
         vocab, m = pl_module.tokenizer, pl_module
         datamodule = getattr(trainer, "datamodule", None)  # the first validation set's tag, as it was scored
         tag = datamodule.prefix(datamodule.eval_sets("val")[0]) if hasattr(datamodule, "eval_sets") else []
@@ -123,17 +128,25 @@ class TranslationDashboard(Callback):
         maps = cross_attention_maps(m.model, src, tgt_in, m.pad_id, self.attention_layer,
                                     self.attention_heads)
         pl_module.model.train(was_training)
-        folder = self.plot_dir / "attention"
         layer = self.attention_layer % pl_module.model.config.num_decoder_layers
-        paths, captions = [], []
+        heatmaps = []
         for i, ids, hyp, weights in zip((row.id for row in rows), src_ids, hyps, maps):
             titles = ["mean of heads"] if self.attention_heads == "mean" else [f"head {h}" for h in range(len(weights))]
-            fig = plots.attention_figure(weights.numpy(), vocab.src.tokens(ids), vocab.tgt.tokens([*hyp, m.eos_id]),
-                                         titles, f"sentence {i}, decoder layer {layer}, step {trainer.global_step}")
-            paths.append(folder / f"sentence{i}.png")
-            captions.append(f"sentence{i}")
-            plots.save(fig, paths[-1])
-        log_images(trainer.loggers, "val/attention", paths, captions, trainer.global_step)
+            heatmaps.append((f"sentence{i}", {
+                "weights": weights.numpy(), "src_tokens": vocab.src.tokens(ids),
+                "tgt_tokens": vocab.tgt.tokens([*hyp, m.eos_id]), "titles": titles,
+                "suptitle": f"sentence {i}, decoder layer {layer}, step {trainer.global_step}"}))
+        return heatmaps
+
+    def draw_heatmaps(self, loggers: list[Logger], step: int) -> None:
+        """The heatmaps of the last validation as plot_dir/attention/sentence<ID>.png, and as images
+        for the loggers that show them (drawing is most of the dashboard's time: with neither wandb
+        nor TensorBoard, they are drawn once, at the end)."""
+        paths = [self.plot_dir / "attention" / f"{caption}.png" for caption, _ in self.heatmaps]
+        for path, (_, arguments) in zip(paths, self.heatmaps):
+            plots.save(plots.attention_figure(**arguments), path)
+        log_images(loggers, "val/attention", paths, [caption for caption, _ in self.heatmaps], step)
+        self.heatmaps = []
 
     # ----------------------------------------------------------------------------- the end
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -154,6 +167,8 @@ class TranslationDashboard(Callback):
             log_table(trainer.loggers, "test/translations", table_rows(results.rows), trainer.global_step)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.heatmaps:  # the last validation's, not drawn yet (no logger shows images)
+            self.draw_heatmaps([], trainer.global_step)
         if not (self.upload_best_checkpoint and trainer.is_global_zero):
             return
         best = trainer.checkpoint_callback
