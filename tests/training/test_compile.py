@@ -91,34 +91,29 @@ def batches_of_many_shapes(packed: bool, shapes=SHAPES) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_packed_step_of_a_gpu_compiles_with_inductor_in_as_many_graphs_as_aot_eager_and_equals_eager(
-        monkeypatch):
+def test_the_packed_step_of_a_gpu_compiles_with_inductor_in_one_graph_per_region_and_equals_eager(monkeypatch):
     """On a GPU the packed step calls torch's varlen attention op inside the compiled layers. With a
     CPU kernel for that op (tests/varlen_cpu.py) the same layers go through inductor here, with
     dropout 0.1 (inductor drawing its random numbers as eager does: fallback_random): over batches
     of many shapes, loss and gradients equal the eager step's, and inductor makes one graph per
-    region, as aot_eager does."""
+    region, as aot_eager does (test_regional_compilation_...[packed])."""
     monkeypatch.setattr(attention, "VARLEN_DEVICES", ("cuda", "cpu"))
     monkeypatch.setattr(attention, "VARLEN_DTYPES", (torch.float32,))
     model = make_model(dropout=0.1).train()
-    batches = batches_of_many_shapes(packed=True, shapes=SHAPES[:6])
     assert attention.uses_varlen_kernel(torch.zeros(2, 2), model.config.attention_dropout)
-    graphs = {}
-    for backend in ("counted_aot_eager", "counted_inductor"):
-        torch._dynamo.reset()
-        GRAPHS.clear()
-        compiled = compiled_step(backend)
-        with torch._inductor.config.patch(fallback_random=True):
-            for seed, batch in enumerate(batches):
-                torch.manual_seed(seed)
-                eager_loss, eager_grads = step(model, None, batch)
-                torch.manual_seed(seed)
-                loss, grads = step(model, compiled, batch)
-                torch.testing.assert_close(loss, eager_loss, atol=1e-4, rtol=1e-5)
-                for name in eager_grads:
-                    torch.testing.assert_close(grads[name], eager_grads[name], atol=1e-5, rtol=1e-4, msg=name)
-        graphs[backend] = graphs_per_region()
-    assert graphs == {"counted_aot_eager": [1, 1, 1], "counted_inductor": [1, 1, 1]}
+    torch._dynamo.reset()
+    GRAPHS.clear()
+    compiled = compiled_step("counted_inductor")
+    with torch._inductor.config.patch(fallback_random=True):
+        for seed, batch in enumerate(batches_of_many_shapes(packed=True, shapes=SHAPES[:6])):
+            torch.manual_seed(seed)
+            eager_loss, eager_grads = step(model, None, batch)
+            torch.manual_seed(seed)
+            loss, grads = step(model, compiled, batch)
+            torch.testing.assert_close(loss, eager_loss, atol=1e-4, rtol=1e-5)
+            for name in eager_grads:
+                torch.testing.assert_close(grads[name], eager_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+    assert graphs_per_region() == [1, 1, 1], sorted(GRAPHS)
 
 
 def test_a_region_past_torchs_recompile_limit_stops_the_run_in_one_line_after_logging_why(capfd):
@@ -126,12 +121,12 @@ def test_a_region_past_torchs_recompile_limit_stops_the_run_in_one_line_after_lo
     which region and what to do, and torch's `recompiles` log has said why it compiled again."""
     torch._dynamo.reset()
     model = make_model(dropout=0.0).train()
-    compiled = compiled_step("counted_aot_eager")
+    encoder = compiled_step("counted_aot_eager").runners.encoder  # the encoder's region alone
     with torch._dynamo.config.patch(recompile_limit=1):
-        step(model, compiled, ragged_batch([5, 3, 4], [4, 6, 2], seed=1))
+        model.encode(ragged_batch([5, 3, 4], [4, 6, 2], seed=1)["src"], run=encoder)
         with pytest.raises(RecompileLimitHit, match=r"^module.compile: the encoder layer was compiled more than 1 "
                            r"times .* Train with module.compile=false \(resume from checkpoints/last.ckpt\)"):
-            step(model, compiled, ragged_batch([5], [4], seed=2))  # one sentence: sizes of 1 are specialized
+            model.encode(ragged_batch([5], [4], seed=2)["src"], run=encoder)  # one sentence: sizes of 1 are specialized
     assert "Recompiling function compiled_encoder_layer" in capfd.readouterr().err
     torch._dynamo.reset()
 
@@ -156,15 +151,15 @@ class BatchShapes(L.Callback):
 
 
 def test_an_epoch_of_token_budget_batches_compiles_three_graphs(tmp_path):
-    """A real run with module.compile: two epochs of token-budget batches of many shapes compile
+    """A real run with module.compile: an epoch of token-budget batches of many shapes compiles
     one graph per region."""
     torch._dynamo.reset()
     GRAPHS.clear()
     metrics = run(compose_config(tmp_path / "run", [
-        "model=tiny", "module.compile=counted_aot_eager", "trainer.max_epochs=2", "data.corpus.num_train=400",
+        "model=tiny", "module.compile=counted_aot_eager", "trainer.max_epochs=1", "data.corpus.num_train=400",
         "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=300", "trainer.limit_val_batches=0",
         f"+callbacks.shapes._target_={__name__}.BatchShapes", f"+callbacks.shapes.path={tmp_path / 'shapes.json'}"]))
     shapes = {tuple(s) for s in json.loads((tmp_path / "shapes.json").read_text())}
     assert len(shapes) >= 10, shapes
     assert graphs_per_region() == [1, 1, 1], (sorted(GRAPHS), sorted(shapes))
-    assert metrics["steps"] > 20 and metrics["test/bleu"] >= 0
+    assert metrics["steps"] > 10 and metrics["test/bleu"] >= 0
