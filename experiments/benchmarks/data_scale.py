@@ -1,13 +1,14 @@
 """Data preparation at WMT scale: wall time of each phase and peak memory, for corpora of growing size.
 
-    python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1]
+    python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1] [--news]
 
 Writes a synthetic corpus of WMT14 en-de's shape (about 25 words a side, a Zipf vocabulary of 60k
-made-up words per language) once, of the largest size; smaller ones are its first lines. For each
-size, a fresh process prepares it as a training run does, with a cold cache and a 37k joint BPE
-trained on the default sample (data.tokenizer.train_sample): the streaming check and sample pass,
-tokenizer training, encoding of train / val / test into the Arrow cache, and the first training
-batch. Peak resident memory is that process's (and, with --num-proc > 1, its largest worker's).
+made-up words per language; --news: 5M, type-rich as news text is) once, of the largest size;
+smaller ones are its first lines. For each size, a fresh process prepares it as a training run
+does, with a cold cache and a 37k joint BPE trained on the default sample
+(data.tokenizer.train_sample): the streaming check and sample pass, tokenizer training, encoding of
+train / val / test into the Arrow cache, and the first training batch. Peak resident memory is
+that process's (and, with --num-proc > 1, its largest worker's).
 """
 
 import argparse
@@ -32,13 +33,31 @@ def words(rng: np.random.Generator, count: int) -> np.ndarray:
     return np.array(["".join(rng.choice(syllables, n)) for n in lengths])
 
 
-def write_corpus(folder: Path, pairs: int, seed: int = 0) -> None:
+def distinct_words(rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` distinct made-up words of 2 to 6 syllables, shorter ones first (the frequent ones)."""
+    syllables = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["sch", "ung", "er", "ein"])
+    made: dict[str, None] = {}
+    while len(made) < count:
+        n = 2 * (count - len(made))
+        lengths = np.sort(np.minimum(1 + rng.geometric(0.35, size=n), 6))
+        parts = syllables[rng.integers(0, len(syllables), size=(n, 6))]
+        drawn = parts[:, 0]
+        for k in range(1, 6):
+            drawn = np.char.add(drawn, np.where(k < lengths, parts[:, k], ""))
+        made.update(dict.fromkeys(drawn.tolist()))
+    return np.array(list(made)[:count])
+
+
+def write_corpus(folder: Path, pairs: int, news: bool = False, seed: int = 0) -> None:
     """train / val / test .en / .de: sentences of Zipf-distributed words, the target a word-for-word
-    image of the source (another vocabulary) with its last word moved to the front."""
+    image of the source (another vocabulary) with its last word moved to the front. The words: 60k
+    made-up ones per language, frequency ~ 1 / rank; `news`: 5M, frequency ~ 1 / rank**1.2, about
+    a million distinct words a side in 1M lines, as news text has (a small lexicon hides what the
+    tokenizer trainer's memory does on those)."""
     rng = np.random.default_rng(seed)
-    vocab = 60_000
-    src_words, tgt_words = words(rng, vocab), words(rng, vocab)
-    weights = 1.0 / np.arange(1, vocab + 1)
+    vocab, exponent, make = (5_000_000, 1.2, distinct_words) if news else (60_000, 1.0, words)
+    src_words, tgt_words = make(rng, vocab), make(rng, vocab)
+    weights = 1.0 / np.arange(1, vocab + 1) ** exponent
     weights /= weights.sum()
     folder.mkdir(parents=True, exist_ok=True)
     splits = {"train": pairs, "val": EVAL_PAIRS, "test": EVAL_PAIRS}
@@ -78,7 +97,7 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
     class Marks(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             text = record.getMessage()
-            if text.startswith("training ") and "vocabularies" in text:
+            if text.startswith("training ") and "vocabular" in text:  # a joint vocabulary, separate vocabularies
                 marks["tokenizer"] = time.perf_counter()
 
     logging.getLogger("transformer_mt").addHandler(Marks())
@@ -119,6 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000])
     parser.add_argument("--num-proc", type=int, default=1)
+    parser.add_argument("--news", action="store_true",
+                        help="a type-rich corpus, as news text is (about a million distinct words a side in 1M lines)")
     parser.add_argument("--corpus", help="a folder written by an earlier run of this script (kept)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -129,14 +150,16 @@ def main() -> None:
         corpus = Path(args.corpus or Path(tmp) / "corpus")
         if not (corpus / "train.en").is_file() or sum(1 for _ in open(corpus / "train.en")) < max(args.sizes):
             started = time.perf_counter()
-            write_corpus(corpus, max(args.sizes))
+            write_corpus(corpus, max(args.sizes), args.news)
             print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         print("| pairs | text (MB) | check + sample (s) | tokenizer (s) | encode (s) | first batch (s) | "
               "total (s) | peak RSS (MB) |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for size in args.sizes:
             out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc), "--child",
-                                  str(corpus), str(size)], capture_output=True, text=True, check=True)
+                                  str(corpus), str(size)], capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"{size:,} pairs: the child process failed:\n{out.stderr[-3000:]}")
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"| {r['pairs']:,} | {r['text_mb']:,.0f} | {r['check_s']:.0f} | {r['tokenizer_s']:.0f} | "
                   f"{r['encode_s']:.0f} | {r['first_batch_s']:.0f} | {r['total_s']:.0f} | {r['peak_mb']:,.0f} |",

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from transformer_mt.data.corpus import ParallelText
 from transformer_mt.data.tokenizer import (
     SPECIAL_TOKENS,
     BpeTokenizer,
@@ -14,7 +15,12 @@ from transformer_mt.data.tokenizer import (
     TokenizerOptions,
     Vocabularies,
 )
-from transformer_mt.data.vocabulary_training import build_vocabularies, train_bpe, train_sentencepiece
+from transformer_mt.data.vocabulary_training import (
+    build_vocabularies,
+    cached_vocabularies,
+    train_bpe,
+    train_sentencepiece,
+)
 from transformer_mt.errors import ConfigError, DataError
 
 EN = ["Two young, White males are outside near many bushes.", "A little girl climbing into a wooden playhouse.",
@@ -39,6 +45,18 @@ def test_round_trip_restores_the_text(options, tmp_path):
     assert again.src.encode(DE[:4]) == vocab.src.encode(DE[:4])
     vocab.save(tmp_path)
     assert Vocabularies.load(tmp_path).same_as(vocab)
+
+
+@pytest.mark.parametrize("options", [TokenizerOptions(type="bpe", vocab_size=300),
+                                     TokenizerOptions(type="bpe", joint=False, vocab_size=200),
+                                     TokenizerOptions(type="sentencepiece", vocab_size=150)])
+def test_a_cached_vocabulary_is_trained_on_the_sample_it_lets_go_of(options, tmp_path):
+    """cached_vocabularies hands the trainer the sample's lines as it drops them (the text is not
+    held at the trainer's peak): the vocabulary is the one the whole lists give."""
+    sample = ParallelText(list(EN), list(DE))
+    cached = cached_vocabularies(tmp_path / "entry", options, lambda: sample, [], progress=False)
+    assert cached.same_as(build_vocabularies(EN, DE, options))
+    assert set(sample.src) == set(sample.tgt) == {None}  # let go of, line by line
 
 
 def test_separate_vocabularies():
