@@ -107,7 +107,11 @@ def check_speed_steps(steps: dict, markdown: str) -> None:
         assert compiled["compile"] == "aot_eager" and compiled["systems"][0]["graphs"] >= 3
         assert compiled["recompiles"] == []  # what TORCH_LOGS=recompiles would have said
     assert steps["train_speed/base+packed"]["figures"]["systems"][0]["graphs"] == 0
+    check_kernel_steps(steps, markdown)
 
+
+def check_kernel_steps(steps: dict, markdown: str) -> None:
+    """The fused loss against the previous one, packed attention against padded, and the headings."""
     loss = steps["loss_speed"]["figures"]
     [width] = loss["widths"]
     loss_systems = {s["system"]: s for s in width["systems"]}
