@@ -365,8 +365,8 @@ def main() -> int:
         install(runner, args.device)
         if args.smoke and args.device == "cpu" and runner.deadline - time.monotonic() >= 5:
             warm = os.environ.get("GPU_RUN_WARM")  # a warm.py listening there already (the tests')
-            runner.warm = Warm.attach(warm, ROOT) if warm else Warm.start(work, ROOT, min(180, runner.deadline
-                                                                                          - time.monotonic()))
+            runner.warm = Warm(ROOT, warm) if warm else Warm.start(work, ROOT, min(180, runner.deadline
+                                                                                   - time.monotonic()))
         meta.update(environment(runner))
         for name in names:
             run_step(runner, name, args.smoke, args.device)

@@ -34,34 +34,28 @@ class Warm:
     descriptors, environment and argv). `run` is subprocess.run for `python SCRIPT ...` and
     `python -c ...`; None where warm.py did not come up (the steps then run as plain processes)."""
 
-    def __init__(self, work: Path, root: Path) -> None:
-        self.root = root
-        self.path = str(work / "warm.socket")
-        self.output = open(work / "warm.log", "w")  # closed in close()
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm.py")), self.path],
-                                        cwd=self.root,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                                        stdout=self.output, stderr=subprocess.STDOUT)
+    def __init__(self, root: Path, path: str, process: subprocess.Popen | None = None, output=None) -> None:
+        """The warm.py listening on `path`; `process` and its log `output` when this one started it
+        (else it is left running at close: GPU_RUN_WARM, the tests' own)."""
+        self.root, self.path, self.process, self.output = root, path, process, output
 
     @classmethod
     def start(cls, work: Path, root: Path, timeout_s: float = 180) -> "Warm | None":
-        warm = cls(work, root)
+        path = str(work / "warm.socket")
+        output = open(work / "warm.log", "w")  # closed in close()
+        process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm.py")), path], cwd=root,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
+                                   stdout=output, stderr=subprocess.STDOUT)
+        warm = cls(root, path, process, output)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and warm.process.poll() is None and not os.path.exists(warm.path):
+        while time.monotonic() < deadline and process.poll() is None and not os.path.exists(path):
             time.sleep(0.05)
-        if os.path.exists(warm.path):
+        if os.path.exists(path):
             return warm
         warm.close()
         log("warm.py did not come up: each step imports on its own; "
-            + " / ".join(Path(warm.output.name).read_text(errors="replace").strip().splitlines()[-3:]))
+            + " / ".join(Path(output.name).read_text(errors="replace").strip().splitlines()[-3:]))
         return None
-
-    @classmethod
-    def attach(cls, path: str, root: Path) -> "Warm":
-        """The warm.py already listening on `path` (GPU_RUN_WARM: the tests' own), left running at close."""
-        warm = cls.__new__(cls)
-        warm.root, warm.path, warm.process, warm.output = root, path, None, None
-        return warm
 
     @staticmethod
     def takes(command: list[str]) -> bool:
