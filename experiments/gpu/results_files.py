@@ -71,7 +71,8 @@ def markdown(results: dict) -> str:
            "## Steps", ""]
     out += table([{"step": n, "status": s["status"], "seconds": s.get("seconds"), "error": first_line(s)}
                   for n, s in steps.items()])
-    speed = [(n, s["figures"]) for n, s in steps.items() if n.startswith("train_speed/") and s["figures"]]
+    speed = [(n, s["figures"]) for n, s in steps.items()
+             if n.startswith("train_speed/") and s["figures"].get("systems")]
     if speed:
         out += ["", "## Training throughput (`loop_speed.py`)", ""]
         out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"],

@@ -175,8 +175,9 @@ def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
     record = runner.run(name, command, limit, env={"TORCH_LOGS": "recompiles"} if compile_ else None)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
-    if compile_ and runner.log_of(name).is_file():
-        record["figures"]["recompiles"] = recompiles(runner.log_of(name).read_text(errors="replace"))
+    if compile_ and runner.log_of(name).is_file():  # also for a step cut short: why its warm-up ran long
+        found = recompiles(runner.log_of(name).read_text(errors="replace"))
+        (record["figures"] if record["figures"] else record)["recompiles"] = found
 
 
 def recompiles(log_text: str) -> list[str]:

@@ -179,16 +179,34 @@ def test_smoke_run_on_cpu_reports_every_section_with_numbers(tmp_path, part):
     (check_speed_steps if part == "readme" else check_run_steps)(steps, markdown)
 
 
+PREFIX = "V1127 09:53:46.365000 5458 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] "
+RECOMPILES = "\n".join(PREFIX + line for line in [
+    "Recompiling function compiled_encoder_layer in src/transformer_mt/training/compiled.py:15",
+    "    triggered by the following guard failure(s):",
+    "    - 0/0: 2 <= args[1].size()[0]  # return F.linear(input, self.weight, self.bias)"]) + "\nstep 3 done"
+
+
 def test_recompilations_are_read_from_torchs_recompiles_log():
     gpu_run = load_script("experiments/gpu/run.py")
-    prefix = "V1127 09:53:46.365000 5458 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] "
-    log = "\n".join([
-        prefix + "Recompiling function compiled_encoder_layer in src/transformer_mt/training/compiled.py:15",
-        prefix + "    triggered by the following guard failure(s):",
-        prefix + "    - 0/0: 2 <= args[1].size()[0]  # return F.linear(input, self.weight, self.bias)",
-        "step 3 done"])
-    assert gpu_run.recompiles(log) == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
+    assert gpu_run.recompiles(RECOMPILES) == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
     assert gpu_run.recompiles("nothing to see") == []
+
+
+def test_a_compiled_step_that_fails_keeps_its_recompilations_and_the_tables_are_still_written(tmp_path):
+    """The compiled step that runs out of time in its warm-up (as on the H200) leaves no figures: its
+    recompilations are kept on the step, and results.md is still written (it once raised KeyError)."""
+    gpu_run = load_script("experiments/gpu/run.py")
+    runner = gpu_run.Runner(tmp_path / "out", tmp_path / "work", budget_s=60)
+    run = runner.run
+    runner.run = lambda name, command, limit_s, env=None: run(
+        name, [sys.executable, "-c", f"print({RECOMPILES!r}); raise SystemExit(1)"], limit_s, env)
+    gpu_run.train_speed(runner, "base+compile", smoke=False, device="cuda")
+    step = runner.steps["train_speed/base+compile"]
+    assert step["status"] == "failed" and step["figures"] == {}
+    assert step["recompiles"] == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
+    load_script("experiments/gpu/results_files.py").save(
+        tmp_path / "out", {"date": "2026-11-28", "smoke": False, "command": "run.sh"}, runner.steps)
+    assert "| train_speed/base+compile | failed |" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_steps_that_cannot_run_are_reported_fail_the_command_and_parts_merge(tmp_path):
