@@ -220,12 +220,28 @@ class TranslationModule(L.LightningModule):
         """For each set in turn (every rank in the same order): sum the loss statistics and gather the
         translations of every rank, then score them once. The first set's metrics are `{stage}/bleu`
         and so on, another's `{stage}/NAME/bleu`."""
+        languages = self.target_languages()
         for index, name in enumerate(self.names_of_sets(stage)):
             evaluation = self.evaluations.get(index) or Evaluation(self.device)
-            self.score_set(stage if index == 0 else f"{stage}/{name}", evaluation)
+            self.score_set(stage if index == 0 else f"{stage}/{name}", evaluation, languages.get(name),
+                           tuple(sorted(set(languages.values()))))
 
-    def score_set(self, prefix: str, evaluation: Evaluation) -> None:
-        """One set's metrics (`PREFIX/loss` ...), logged, and its results (`self.results[PREFIX]`)."""
+    def target_languages(self) -> dict[str, str]:
+        """Each corpus's target language, when the run's corpora have several that the language
+        identifier knows (each set is then scored for off-target outputs, `PREFIX/off_target`); else
+        none (one target language, or a corpus without one, as the toy's)."""
+        corpora = getattr(getattr(self.trainer, "datamodule", None), "corpora", {})
+        found = {name: getattr(corpus, "tgt_lang", None) for name, corpus in corpora.items()}
+        if None in found.values() or len(set(found.values())) < 2:
+            return {}
+        from transformer_mt.evaluation.off_target import known_languages  # py3langid: only a run that needs it
+
+        return found if set(found.values()) <= known_languages() else {}
+
+    def score_set(self, prefix: str, evaluation: Evaluation, language: str | None = None,
+                  languages: tuple[str, ...] = ()) -> None:
+        """One set's metrics (`PREFIX/loss` ...), logged, and its results (`self.results[PREFIX]`);
+        with its target `language` among the run's `languages`, its off-target rate too."""
         loss_sum, nll_sum, ntokens, rows = evaluation.gathered()
         hypotheses, references = [r.hypothesis for r in rows], [r.reference for r in rows]
         scores = corpus_scores(hypotheses, references)
@@ -237,6 +253,10 @@ class TranslationModule(L.LightningModule):
             f"{prefix}/chrf": scores["chrf"],
             f"{prefix}/ter": scores["ter"],
         }
+        if language is not None:
+            from transformer_mt.evaluation.off_target import off_target_rate
+
+            metrics[f"{prefix}/off_target"] = off_target_rate(hypotheses, language, languages)
         for name, value in metrics.items():
             self.log(name, value, prog_bar=name.endswith("bleu"), sync_dist=False)
         self.results[prefix] = EvalResults(metrics, tuple(rows), scores["bleu_signature"], scores["chrf_signature"],
@@ -244,7 +264,8 @@ class TranslationModule(L.LightningModule):
         if not self.trainer.sanity_checking and self.trainer.is_global_zero:
             stage, _, name = prefix.partition("/")
             label = self.split_name(stage) + (f"/{name}" if name else "")
-            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f", label, scores["bleu"],
-                     scores["chrf"], scores["ter"], metrics[f"{prefix}/loss"])
+            off_target = f"  off-target {metrics[f'{prefix}/off_target']:.1f}%" if language is not None else ""
+            log.info("%s: BLEU %.2f  chrF %.2f  TER %.2f  loss %.3f%s", label, scores["bleu"],
+                     scores["chrf"], scores["ter"], metrics[f"{prefix}/loss"], off_target)
             for row in rows[: self.hparams.num_samples]:
                 log.info("  src: %s\n  ref: %s\n  hyp: %s", row.source, row.reference, row.hypothesis)
