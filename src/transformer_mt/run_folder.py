@@ -34,6 +34,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 LOCK_FILE = "run.lock"
+PIPELINES = ("distill",)  # tasks whose run folder is claimed like a training run's, and gone on in when run again
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
 
 
@@ -109,13 +110,14 @@ def earlier_run(folder: Path, ckpt_path: str | None) -> str | None:
             "(hydra.run.dir=...)")
 
 
-def claim(folder: Path, ckpt_path: str | None) -> FolderLock:
-    """The lock of `folder` for a training run, or SystemExit(1) after one line saying why not."""
+def claim(folder: Path, ckpt_path: str | None, pipeline: bool = False) -> FolderLock:
+    """The lock of `folder` for a training run or a pipeline (which goes on in its folder when run
+    again), or SystemExit(1) after one line saying why not."""
     lock = FolderLock(folder)
     if not lock.acquire():
-        refuse(f"{folder} is the run folder of another training run, still running ({lock.holder()}): wait for it "
-               "to end, or give this run another folder (hydra.run.dir=...)")
-    problem = earlier_run(folder, ckpt_path)
+        refuse(f"{folder} is the run folder of another {'pipeline' if pipeline else 'training run'}, still running "
+               f"({lock.holder()}): wait for it to end, or give this run another folder (hydra.run.dir=...)")
+    problem = None if pipeline else earlier_run(folder, ckpt_path)
     if problem:
         lock.release()
         refuse(problem)
@@ -149,9 +151,10 @@ class ClaimRunFolder(Callback):
         if not launching_process():
             return
         check_writable(Path(config.hydra.run.dir))
-        if config.task.get("name") != "train":
+        name = config.task.get("name")
+        if name not in ("train", *PIPELINES):
             return
-        self.lock = claim(Path(config.hydra.run.dir), config.get("ckpt_path"))
+        self.lock = claim(Path(config.hydra.run.dir), config.get("ckpt_path"), pipeline=name in PIPELINES)
         atexit.register(self.lock.release)  # also when the task exits (sys.exit) instead of returning
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:

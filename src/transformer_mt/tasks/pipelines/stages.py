@@ -1,0 +1,72 @@
+"""A pipeline's stages: each one a subfolder of the pipeline's run folder, with the fingerprint of
+its inputs in `stage.json`. A stage whose inputs changed (another teacher, another source file,
+other decoding options) is redone, and every stage after it, and the log says why; a stage that
+finished (`done` in its stage.json) is skipped; one that stopped part-way goes on from what it
+left (its chunks, its last.ckpt)."""
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_mt.atomic import atomic_file
+from transformer_mt.data.cache_entry import digest
+
+log = logging.getLogger(__name__)
+
+RECORD = "stage.json"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Stage `name` of a pipeline, in `folder`; `inputs`: what its result depends on (JSON)."""
+
+    name: str
+    folder: Path
+    inputs: dict
+
+    @property
+    def fingerprint(self) -> str:
+        return digest(self.inputs)
+
+    def recorded(self) -> dict:
+        path = self.folder / RECORD
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def done(self) -> bool:
+        return self.recorded().get("done") is True
+
+    def changed(self) -> list[str]:
+        """The inputs that differ from those the folder's work was done with ([] when none, or no work yet)."""
+        before = self.recorded().get("inputs")
+        if before is None:
+            return []
+        return sorted(key for key in {*before, *self.inputs} if before.get(key) != json.loads(
+            json.dumps(self.inputs.get(key), default=str)))
+
+    def start(self) -> None:
+        """Record the inputs the work in the folder is done with (not done yet)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.write(done=False)
+
+    def finish(self) -> None:
+        self.write(done=True)
+
+    def write(self, done: bool) -> None:
+        with atomic_file(self.folder / RECORD) as tmp:
+            tmp.write_text(json.dumps({"stage": self.name, "fingerprint": self.fingerprint, "done": done,
+                                       "inputs": self.inputs}, indent=2, default=str) + "\n")
+
+
+def settle(stages: list[Stage]) -> None:
+    """Discard the work of the first stage whose inputs changed, and of every stage after it,
+    saying why in the log."""
+    for i, stage in enumerate(stages):
+        changed = stage.changed()
+        if changed:
+            log.info("%s: its inputs changed (%s): redoing it and every stage after it", stage.name,
+                     ", ".join(changed))
+            for later in stages[i:]:
+                shutil.rmtree(later.folder, ignore_errors=True)
+            return

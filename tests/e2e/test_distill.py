@@ -1,0 +1,130 @@
+"""task=distill, sequence-level distillation in one command: the teacher's translations of the
+training sources are written chunk by chunk (each one what task=translate gives), a student trains
+on them and is compared with a baseline run by sacreBLEU's paired tests; stopped in any stage, the
+same command goes on where it stopped and ends as the uninterrupted pipeline; a stage whose inputs
+changed is redone with every stage after it."""
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import SMALL_RUN, interrupt_at, run_py
+from transformer_mt.evaluation.significance import paired_test
+from transformer_mt.run_folder import FolderLock
+from transformer_mt.tasks.pipelines.stages import Stage, settle
+
+pytestmark = pytest.mark.slow
+# the student learns the small run's data (300 training pairs, 7 test pairs): the small run is its
+# teacher and its baseline; the teacher's beam is short, so that its (poor) translations end soon
+DECODING = ["task.teacher_decoding.beam_size=2", "task.teacher_decoding.options.max_len_b=5"]
+STUDENT = [*SMALL_RUN[1:], "trainer.max_epochs=2", "data.max_tokens=512", "~callbacks.epoch_checkpoint",
+           "callbacks.last_checkpoint.every_n_steps=4"]
+
+
+def distill(folder: Path, teacher: Path, cache: Path, *extra: str):
+    return run_py("task=distill", f"task.teacher={teacher}", f"task.baseline={teacher}", "task.chunk_lines=100",
+                  *DECODING, *STUDENT, *extra, f"hydra.run.dir={folder}", f"paths.cache_dir={cache}")
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return torch.load(folder / "student" / "checkpoints" / "last.ckpt", map_location="cpu",
+                      weights_only=True)["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def distilled(small_run, tmp_path_factory):
+    """The uninterrupted pipeline: its folder, the teacher's folder and the data cache."""
+    root = tmp_path_factory.mktemp("distill")
+    result = distill(root / "whole", small_run[0], root / "cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root / "whole", small_run[0], root / "cache"
+
+
+def test_the_teachers_translations_train_the_student_which_is_compared_with_the_baseline(distilled, tmp_path):
+    folder, teacher, cache = distilled
+    for stage in ("synthetic", "student", "evaluation"):
+        assert json.loads((folder / stage / "stage.json").read_text())["done"] is True
+    sources = (folder / "synthetic" / "train.src").read_text().splitlines()
+    assert len(sources) == 300 and len(list((folder / "synthetic" / "chunks").glob("*.tgt"))) == 3
+    chunk = folder / "synthetic" / "chunks" / "00001"
+    checkpoint = json.loads((teacher / "metrics.json").read_text())["tested_checkpoint"]
+    result = run_py("task=translate", f"ckpt_path={checkpoint}", "decoding=beam", "decoding.beam_size=2",
+                    "decoding.length_norm.alpha=1.0", "decoding.options.max_len_b=5", f"task.input={chunk}.src",
+                    f"hydra.run.dir={tmp_path}/translate")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == Path(f"{chunk}.tgt").read_text()  # the teacher's translations, as task=translate gives
+    config = (folder / "student" / "config.yaml").read_text()
+    assert f"data_dir: {folder}/synthetic" in config and "weight: 0.0" in config  # originals: evaluated only
+    metrics = json.loads((folder / "student" / "metrics.json").read_text())
+    base = json.loads((teacher / "metrics.json").read_text())
+    refs = Path(metrics["references"]).read_text().splitlines()
+    expected = paired_test(Path(base["translations"]).read_text().splitlines(),
+                           Path(metrics["translations"]).read_text().splitlines(), refs)
+    comparison = json.loads((folder / "evaluation" / "comparison.json").read_text())
+    assert (comparison["student_bleu"], comparison["baseline_bleu"], comparison["p_bootstrap"]) == \
+        (expected.system, expected.baseline, expected.p_bootstrap)
+    assert comparison["student_bleu"] == metrics["test/bleu"]
+
+
+def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_uninterrupted_pipeline(distilled, tmp_path):
+    folder, teacher, cache = distilled
+    after_a_chunk = tmp_path / "after_a_chunk"  # what a kill while the third chunk was translated leaves
+    shutil.copytree(folder, after_a_chunk)
+    for leftover in ["chunks/00002.src", "chunks/00002.tgt", "train.src", "train.tgt"]:
+        (after_a_chunk / "synthetic" / leftover).unlink()
+    stage = json.loads((after_a_chunk / "synthetic" / "stage.json").read_text())
+    (after_a_chunk / "synthetic" / "stage.json").write_text(json.dumps({**stage, "done": False}))
+    shutil.rmtree(after_a_chunk / "student")
+    shutil.rmtree(after_a_chunk / "evaluation")
+    result = distill(after_a_chunk, teacher, cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "synthetic corpus: 2 chunks were done already" in (after_a_chunk / "run.log").read_text()
+    stopped = distill(tmp_path / "mid_training", teacher, cache, *interrupt_at(5, "SIGTERM"))
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    resumed = distill(tmp_path / "mid_training", teacher, cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    log = (tmp_path / "mid_training" / "run.log").read_text()
+    assert "synthetic: done" in log and "student: resuming from" in log
+    whole = weights(folder)
+    for other in (after_a_chunk, tmp_path / "mid_training"):
+        assert (other / "synthetic" / "train.tgt").read_text() == (folder / "synthetic" / "train.tgt").read_text()
+        assert all(torch.equal(whole[k], v) for k, v in weights(other).items()), other
+        assert json.loads((other / "evaluation" / "comparison.json").read_text()) == \
+            json.loads((folder / "evaluation" / "comparison.json").read_text())
+
+
+def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="transformer_mt")
+    stages = [Stage(name, tmp_path / name, {"teacher": "a", "beam": 5}) for name in ("synthetic", "student")]
+    for stage in stages:
+        stage.start()
+        (stage.folder / "work").write_text("done")
+        stage.finish()
+    settle(stages)  # nothing changed: the work stays
+    assert all((s.folder / "work").is_file() and s.done() for s in stages) and not caplog.text
+    changed = [Stage("synthetic", tmp_path / "synthetic", {"teacher": "a", "beam": 4}), stages[1]]
+    settle(changed)
+    assert not (tmp_path / "synthetic").exists() and not (tmp_path / "student").exists()
+    assert "synthetic: its inputs changed (beam): redoing it and every stage after it" in caplog.text
+
+
+def test_a_teacher_that_is_not_there_is_one_line(tmp_path):
+    result = run_py("task=distill", f"task.teacher={tmp_path}/nothing.ckpt", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: task.teacher={tmp_path}/nothing.ckpt: no such checkpoint"]
+
+
+def test_a_second_pipeline_into_a_folder_in_use_is_refused_in_one_line(tmp_path):
+    lock = FolderLock(tmp_path / "run")
+    assert lock.acquire()
+    try:
+        result = run_py("task=distill", f"task.teacher={tmp_path}/t.ckpt", f"hydra.run.dir={tmp_path}/run")
+    finally:
+        lock.release()
+    assert result.returncode == 1 and result.stderr.startswith(f"error: {tmp_path}/run is the run folder of another "
+                                                               "pipeline, still running (")
+    assert len(result.stderr.strip().splitlines()) == 1
