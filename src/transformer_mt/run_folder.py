@@ -34,7 +34,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 LOCK_FILE = "run.lock"
-PIPELINES = ("distill",)  # tasks whose run folder is claimed like a training run's, and gone on in when run again
+# tasks whose run folder is claimed like a training run's, and gone on in when run again
+PIPELINES = ("distill", "backtranslate")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
 
 

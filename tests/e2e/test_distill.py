@@ -49,14 +49,14 @@ def test_the_teachers_translations_train_the_student_which_is_compared_with_the_
     for stage in ("synthetic", "student", "evaluation"):
         assert json.loads((folder / stage / "stage.json").read_text())["done"] is True
     sources = (folder / "synthetic" / "train.src").read_text().splitlines()
-    assert len(sources) == 300 and len(list((folder / "synthetic" / "chunks").glob("*.tgt"))) == 3
+    assert len(sources) == 300 and len(list((folder / "synthetic" / "chunks").glob("*.out"))) == 3
     chunk = folder / "synthetic" / "chunks" / "00001"
     checkpoint = json.loads((teacher / "metrics.json").read_text())["tested_checkpoint"]
     result = run_py("task=translate", f"ckpt_path={checkpoint}", "decoding=beam", "decoding.beam_size=2",
-                    "decoding.length_norm.alpha=1.0", "decoding.options.max_len_b=5", f"task.input={chunk}.src",
+                    "decoding.length_norm.alpha=1.0", "decoding.options.max_len_b=5", f"task.input={chunk}.in",
                     f"hydra.run.dir={tmp_path}/translate")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout == Path(f"{chunk}.tgt").read_text()  # the teacher's translations, as task=translate gives
+    assert result.stdout == Path(f"{chunk}.out").read_text()  # the teacher's translations, as task=translate gives
     config = (folder / "student" / "config.yaml").read_text()
     assert f"data_dir: {folder}/synthetic" in config and "weight: 0.0" in config  # originals: evaluated only
     metrics = json.loads((folder / "student" / "metrics.json").read_text())
@@ -74,7 +74,7 @@ def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_unin
     folder, teacher, cache = distilled
     after_a_chunk = tmp_path / "after_a_chunk"  # what a kill while the third chunk was translated leaves
     shutil.copytree(folder, after_a_chunk)
-    for leftover in ["chunks/00002.src", "chunks/00002.tgt", "train.src", "train.tgt"]:
+    for leftover in ["chunks/00002.in", "chunks/00002.out", "train.src", "train.tgt"]:
         (after_a_chunk / "synthetic" / leftover).unlink()
     stage = json.loads((after_a_chunk / "synthetic" / "stage.json").read_text())
     (after_a_chunk / "synthetic" / "stage.json").write_text(json.dumps({**stage, "done": False}))

@@ -1,7 +1,8 @@
 """A synthetic corpus: source lines translated by a model (a teacher's translations of the training
 sources, or a reverse model's of target-side text), written in chunks of `chunk_lines`, each
-atomically as chunks/NNNNN.src and chunks/NNNNN.tgt (the .tgt last: a chunk whose .tgt is there is
-done), then joined into train.SRC and train.TGT. Killed anywhere, the same call goes on at the first
+atomically as chunks/NNNNN.in (the lines translated) and chunks/NNNNN.out (their translations,
+written last: a chunk whose .out is there is done), then joined into two files, train.A (the lines)
+and train.B. Killed anywhere, the same call goes on at the first
 chunk not done; each chunk's decoding is seeded from (seed, chunk), so sampling gives the corpus an
 uninterrupted run gives. Lines stream through: memory holds one chunk."""
 
@@ -44,7 +45,7 @@ def write_synthetic(module: TranslationModule, sources: Iterable[list[str]], fol
     long_lines, written, resumed = LongLines("skip"), 0, 0
     with ProgressBar("translating", total, "lines", progress) as bar:
         for index, lines in enumerate(lines_in_chunks(sources, chunk_lines)):
-            src_file, tgt_file = chunks_dir / f"{index:05d}.src", chunks_dir / f"{index:05d}.tgt"
+            src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
             if not tgt_file.is_file():
                 torch.manual_seed(chunk_seed(seed, index))
                 nbests = translate_lines(module, lines, max_tokens, first_line=written + 1, bar=bar,
@@ -68,8 +69,8 @@ def write_lines(path: Path, lines: list[str]) -> None:
 
 
 def join(chunks_dir: Path, folder: Path, names: tuple[str, str]) -> None:
-    """folder/train.{names[0]} and train.{names[1]}: the chunks' sources and translations end to end."""
-    for suffix, name in zip(("src", "tgt"), names):
+    """folder/train.{names[0]} and train.{names[1]}: the chunks' lines and translations end to end."""
+    for suffix, name in zip(("in", "out"), names):
         with atomic_file(folder / f"train.{name}") as tmp, open(tmp, "w", encoding="utf-8") as out:
             for part in sorted(chunks_dir.glob(f"*.{suffix}")):
                 out.write(part.read_text(encoding="utf-8"))

@@ -1,0 +1,125 @@
+"""task=backtranslate: back-translation (Sennrich et al. 2016; sampled, Edunov et al. 2018) in one
+command, in stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
+
+1. baseline/: the parallel-only training run on `data.corpus` (skipped with task.baseline=RUN_FOLDER).
+2. reverse/: the reverse model, a training run on `data.corpus` turned around (its splits written as
+   text files in reverse/data/); skipped with task.reverse=RUN_FOLDER|CKPT|[...].
+3. synthetic/: the reverse model translates `task.monolingual` (target-side text) with
+   `task.reverse_decoding` (unrestricted sampling), in chunks written atomically
+   (tasks/pipelines/synthetic.py): train.TGT holds the text, train.SRC its back-translations.
+4. forward/: the training run on `data.corpus` and the synthetic corpus (`data.corpora.bt`, tagged
+   `task.tag`, weighted `task.weight`).
+5. evaluation/: the forward model's test translations against the baseline's, by sacreBLEU's
+   paired tests: comparison.json and one line in the log.
+
+The same command again goes on where it stopped; a stage whose inputs changed is redone, with every
+stage after it."""
+
+import logging
+from contextlib import ExitStack
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from transformer_mt.atomic import atomic_file
+from transformer_mt.checkpoints.loading import load_module, task_device
+from transformer_mt.config import plain
+from transformer_mt.data.corpus import SPLITS, count_lines, file_digest, file_lines
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.tasks.distill import teacher_checkpoints
+from transformer_mt.tasks.pipelines.compose import passed_on, shaping
+from transformer_mt.tasks.pipelines.stage_work import compare, finished_run, synthetic_corpus, train_in
+from transformer_mt.tasks.pipelines.stages import Stage, settle
+from transformer_mt.tasks.pipelines.synthetic import write_synthetic
+from transformer_mt.validate import check, integer, number
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig) -> dict:
+    options, folder = cfg.task, Path(cfg.paths.output_dir)
+    check("task.chunk_lines", options.chunk_lines, integer(1), "an integer >= 1")
+    check("task.weight", options.weight, number(0.0), "a number >= 0")
+    monolingual = Path(str(options.monolingual))
+    corpus = instantiate(cfg.data.corpus)
+    names = (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
+    training = {"data": corpus.fingerprint("train"), "overrides": shaping(passed_on())}
+    given = teacher_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
+    stages = {
+        "baseline": Stage("baseline", folder / "baseline", training),
+        "reverse": Stage("reverse", folder / "reverse", training),
+        "synthetic": Stage("synthetic", folder / "synthetic", {
+            "reverse": [file_digest(p) for p in given] if given else "reverse/",
+            "monolingual": file_digest(monolingual), "decoding": plain(options.reverse_decoding),
+            "chunk_lines": options.chunk_lines, "seed": cfg.seed})}
+    stages["forward"] = Stage("forward", folder / "forward", {
+        "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.tag, **training})
+    stages["evaluation"] = Stage("evaluation", folder / "evaluation", {
+        "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
+    settle(list(stages.values()))
+    baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
+                else train_in(stages["baseline"], task_options(cfg)))
+    reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
+    back_translate(cfg, reverse, monolingual, stages["synthetic"], names)
+    bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
+    metrics = train_in(stages["forward"], [*task_options(cfg), f"+data.corpora.bt={bt}"])
+    if metrics and baseline:
+        metrics["comparison"] = compare(stages["evaluation"], baseline, metrics, "forward")
+    return metrics
+
+
+def task_options(cfg: DictConfig) -> list[str]:
+    """The task=train options of the pipeline's training runs."""
+    return [f"task.last_n={cfg.task.last_n}", f"task.tokenized_bleu={cfg.task.tokenized_bleu}"]
+
+
+def reverse_model(cfg: DictConfig, stage: Stage, corpus, names: tuple[str, str]) -> Path:
+    """Stage 2: the reverse model, trained on data.corpus turned around; its tested checkpoint."""
+    data = stage.folder / "data"
+    if stage.done():
+        log.info("reverse: done (%s)", stage.folder)
+    else:
+        splits = write_reversed(corpus, data, names)
+        node = (f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: '{data}', src_lang: {names[1]}, "
+                f"tgt_lang: {names[0]}, splits: {{{', '.join(f'{s}: {s}' for s in splits)}}}}}")
+        train_in(stage, [*task_options(cfg), "~data.corpus", f"+data.corpus={node}"])
+    tested = Path(finished_run(stage.folder, "task.reverse")["tested_checkpoint"])
+    return stage.folder / "checkpoints" / tested.name  # in this folder, also where it was moved
+
+
+def write_reversed(corpus, folder: Path, names: tuple[str, str]) -> list[str]:
+    """The corpus's splits as text files folder/SPLIT.{names}, for a reverse model to read; the
+    splits written (train, and val and test where the corpus has them)."""
+    written = []
+    for split in SPLITS:
+        try:
+            pairs = corpus.pairs(split)
+            with ExitStack() as files:
+                src, tgt = (files.enter_context(atomic_file(folder / f"{split}.{name}")) for name in names)
+                with open(src, "w", encoding="utf-8") as src_out, open(tgt, "w", encoding="utf-8") as tgt_out:
+                    for chunk_src, chunk_tgt in pairs:
+                        src_out.writelines(line + "\n" for line in chunk_src)
+                        tgt_out.writelines(line + "\n" for line in chunk_tgt)
+        except (DataError, ConfigError):
+            if split == "train":
+                raise
+            continue  # no such split: the reverse model is not validated or tested on it
+        written.append(split)
+    return written
+
+
+def back_translate(cfg: DictConfig, reverse: list[Path], monolingual: Path, stage: Stage,
+                   names: tuple[str, str]) -> None:
+    """Stage 3: the reverse model's translations of the monolingual text, chunk by chunk."""
+    if stage.done():
+        log.info("synthetic: done (%s)", stage.folder)
+        return
+    stage.start()
+    log.info("synthetic: %s back-translates %s into %s", " + ".join(map(str, reverse)), monolingual, stage.folder)
+    module = load_module(reverse, cfg.task.reverse_decoding, cfg.quantize).to(task_device(cfg.trainer))
+    lines = write_synthetic(module, [file_lines(monolingual)], stage.folder, (names[1], names[0]),
+                            cfg.task.chunk_lines, cfg.task.max_tokens, cfg.seed, count_lines(monolingual),
+                            cfg.get("progress"))
+    stage.finish()
+    log.info("synthetic: %d back-translated pairs in %s", lines, stage.folder)

@@ -1,0 +1,72 @@
+"""A pipeline's training stages and its comparison: a training run in a stage's folder (resumed
+from its last.ckpt, skipped when finished), the override that adds a synthetic corpus to a run,
+and a run's test translations against a baseline run's by sacreBLEU's paired tests."""
+
+import json
+import logging
+from pathlib import Path
+
+from transformer_mt.atomic import atomic_file
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.pipelines.compose import stage_config
+from transformer_mt.tasks.pipelines.stages import Stage
+
+log = logging.getLogger(__name__)
+
+
+def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weight: float = 1.0) -> str:
+    """The value of a `+data.corpora.NAME=` override: the train split of a synthetic corpus's folder."""
+    return (f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: '{folder}', src_lang: {names[0]}, "
+            f"tgt_lang: {names[1]}, splits: {{train: train}}, weight: {weight}, tag: {tag if tag else 'null'}}}")
+
+
+def train_in(stage: Stage, overrides: list[str]) -> dict:
+    """A training run in the stage's folder, as `python run.py <the pipeline's overrides> task=train
+    OVERRIDES` makes it: resumed from its last.ckpt, skipped (its metrics read) when finished."""
+    from transformer_mt.tasks import run as run_task
+
+    metrics_file = stage.folder / "metrics.json"
+    if stage.done() and metrics_file.is_file():
+        log.info("%s: done (%s)", stage.name, metrics_file)
+        return json.loads(metrics_file.read_text())
+    stage.start()
+    last = stage.folder / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        overrides = [*overrides, f"ckpt_path={last}"]
+        log.info("%s: resuming from %s", stage.name, last)
+    metrics = run_task(stage_config(str(stage.folder), ["task=train", *overrides]))
+    stage.finish()
+    return metrics
+
+
+def finished_run(folder: Path, key: str) -> dict:
+    """The metrics.json of a finished training run in `folder` (`key`: the setting that names it)."""
+    path = folder / "metrics.json"
+    if not path.is_file():
+        raise ConfigError(f"{key}={folder}: a folder without metrics.json (not a finished training run)")
+    return json.loads(path.read_text())
+
+
+def compare(stage: Stage, baseline: dict, metrics: dict, what: str) -> dict:
+    """The run of `metrics` (`what`: student, forward model) against the `baseline` run's metrics, on
+    the same test references: comparison.json in the stage's folder, and one line in the log."""
+    from transformer_mt.evaluation.significance import paired_test
+
+    if stage.done():
+        return json.loads((stage.folder / "comparison.json").read_text())
+    hyps, base_hyps = (Path(m["translations"]).read_text().splitlines() for m in (metrics, baseline))
+    refs = Path(metrics["references"]).read_text().splitlines()
+    if Path(baseline["references"]).read_text().splitlines() != refs:
+        raise ConfigError(f"the baseline {baseline['translations']} was tested on other references than the {what}")
+    stage.start()
+    result = paired_test(base_hyps, hyps, refs)
+    comparison = {"baseline": baseline["translations"], "baseline_bleu": result.baseline, f"{what}_bleu": result.system,
+                  "delta": result.delta, "ci": [result.ci_low, result.ci_high], "p_bootstrap": result.p_bootstrap,
+                  "p_randomization": result.p_randomization, "significant": result.significant and result.delta != 0}
+    with atomic_file(stage.folder / "comparison.json") as tmp:
+        tmp.write_text(json.dumps(comparison, indent=2) + "\n")
+    stage.finish()
+    log.info("%s: %s %.2f BLEU, baseline %.2f (%+.2f, 95%% CI %+.2f..%+.2f, p = %.4f / %.4f: %s)", stage.name, what,
+             result.system, result.baseline, result.delta, result.ci_low, result.ci_high, result.p_bootstrap,
+             result.p_randomization, "significant" if comparison["significant"] else "not significant")
+    return comparison
