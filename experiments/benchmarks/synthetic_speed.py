@@ -1,0 +1,74 @@
+"""Translating a corpus for a pipeline (task=distill's and task=backtranslate's synthetic stage)
+against task=translate on the same lines, the same model and decoding, in one process: lines per
+second of each (best of --repeat rounds, taking turns, the first one alternating), their ratio,
+whether the outputs are equal, and what the synthetic stage's rate means at Multi30k size (29,000
+lines) and WMT14 size (4.5M).
+
+    python experiments/benchmarks/synthetic_speed.py --ckpt experiments/multi30k/multi30k_en_de.ckpt \\
+        --source $DATA_DIR/multi30k/train.en --limit 2000 [--beam 5] [--chunk-lines 1000] [--repeat 2]
+
+task=translate's path is `translate_lines` over the input in lists of 1,000 lines (tasks/translate.py);
+the synthetic stage's is `write_synthetic` (chunks written atomically, then joined).
+"""
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from transformer_mt.checkpoints.loading import load_module
+from transformer_mt.data.corpus import read_lines
+from transformer_mt.tasks.lines.reading import line_chunks
+from transformer_mt.tasks.pipelines.synthetic import write_synthetic
+from transformer_mt.tasks.translate import translate_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--limit", type=int, default=2000)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--chunk-lines", type=int, default=1000)
+    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    lines = read_lines(args.source)[: args.limit]
+    decoding = OmegaConf.load(ROOT / "conf" / "decoding" / "beam.yaml")  # task=distill's teacher_decoding
+    decoding.beam_size, decoding.length_norm.alpha = args.beam, 1.0
+    module = load_module(Path(args.ckpt), decoding)
+    best = {"task=translate": float("inf"), "synthetic stage": float("inf")}
+    outputs = {}
+    def translate() -> list[str]:
+        return [n[0].text for chunk in line_chunks(lines) for n in translate_lines(module, chunk, args.max_tokens)]
+
+    def synthetic() -> list[str]:
+        with tempfile.TemporaryDirectory() as folder:
+            write_synthetic(module, [lines], Path(folder), ("in", "out"), args.chunk_lines, args.max_tokens,
+                            seed=0, total=len(lines), progress=False)
+            return (Path(folder) / "train.out").read_text().splitlines()
+
+    systems = {"task=translate": translate, "synthetic stage": synthetic}
+    for round_ in range(args.repeat):  # the systems take turns, the first one alternating
+        for name in list(systems)[:: 1 if round_ % 2 == 0 else -1]:
+            start = time.perf_counter()
+            outputs[name] = systems[name]()
+            best[name] = min(best[name], time.perf_counter() - start)
+    rate = {name: len(lines) / seconds for name, seconds in best.items()}
+    print(f"{len(lines)} lines of {args.source}, beam {args.beam}, chunks of {args.chunk_lines} lines")
+    print("| system | seconds | lines/s |\n| --- | ---: | ---: |")
+    for name, seconds in best.items():
+        print(f"| {name} | {seconds:.1f} | {rate[name]:.1f} |")
+    same = sum(a == b for a, b in zip(outputs["task=translate"], outputs["synthetic stage"]))
+    print(f"synthetic stage / task=translate: {rate['synthetic stage'] / rate['task=translate']:.3f}x; "
+          f"{same} of {len(lines)} outputs equal")
+    for name, size in (("Multi30k", 29_000), ("WMT14", 4_500_000)):
+        print(f"at {name} size ({size:,} lines): {size / rate['synthetic stage'] / 3600:.2f} hours")
+
+
+if __name__ == "__main__":
+    main()
