@@ -28,7 +28,7 @@ from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, 
 from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
 from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
-from transformer_mt.data.mixture import Mixture, corpus_tokens, named_corpora, weighted_sample
+from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, weighted_sample
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
 from transformer_mt.errors import ConfigError, DataError
@@ -173,8 +173,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def prefix(self, name: str) -> list[int]:
         """The ids corpus `name` puts before each source: its tag's, or none."""
-        key = "data.corpus.tag" if name == "main" else f"data.corpora.{name}.tag"
-        return self.vocabularies.source_prefix(self.tag[name], key)
+        return self.vocabularies.source_prefix(self.tag[name], f"{corpus_key(name)}.tag")
 
     def prepare_data(self) -> None:
         """The token ids of this stage's splits, built once into the cache."""

@@ -47,6 +47,11 @@ def tempered(weights: list[float], pairs: list[int], temperature: float | None) 
     return [float(share * total / n) if n else 0.0 for share, n in zip(shares, pairs)]
 
 
+def corpus_key(name: str) -> str:
+    """The config key of the run's corpus `name`: data.corpus for `main`, else data.corpora.NAME."""
+    return "data.corpus" if name == "main" else f"data.corpora.{name}"
+
+
 def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
     """The run's corpora by name: `data.corpora`'s, after `data.corpus` (named `main`) when both are set."""
     named = {"main": corpus} if corpus is not None else {}
@@ -57,7 +62,7 @@ def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corp
     if not named:
         raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
     for name, each in named.items():
-        key = "data.corpus" if name == "main" else f"data.corpora.{name}"
+        key = corpus_key(name)
         check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
         if getattr(each, "tag", None) is not None:
             tag_token(each.tag, f"{key}.tag")
