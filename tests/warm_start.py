@@ -10,7 +10,6 @@ where the server did not come up."""
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -55,13 +54,7 @@ class Server:
             connection, reader, pid = warm_client.start(
                 self.path, [RUN_PY, *args], str(cwd), env, [stdin.fileno(), out.fileno(), err.fileno()],
                 python=self.python, cores=sorted(cores) if cores else None)
-            with connection:
-                connection.settimeout(timeout)
-                try:
-                    status = int(reader.readline())
-                except TimeoutError:
-                    os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired([RUN_PY, *args], timeout) from None
+            status = warm_client.wait(connection, reader, pid, [RUN_PY, *args], timeout)
             out.seek(0)
             err.seek(0)
             return subprocess.CompletedProcess([sys.executable, RUN_PY, *args], status,

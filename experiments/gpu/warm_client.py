@@ -72,19 +72,25 @@ class Warm:
             except (OSError, ValueError) as error:
                 log(f"warm.py did not take the step ({type(error).__name__}): a plain process instead")
                 return None
-        with connection:
-            connection.settimeout(timeout_s)
-            try:
-                return int(reader.readline() or -1)  # -1: warm.py went before saying it
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(command, timeout_s) from None
+        return wait(connection, reader, pid, command, timeout_s)
 
     def close(self) -> None:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
             self.output.close()
+
+
+def wait(connection: socket.socket, reader: io.TextIOWrapper, pid: int, command: list[str], timeout_s: float) -> int:
+    """The exit status of the process `start` forked (-1: warm.py went before saying it);
+    subprocess.TimeoutExpired after timeout_s, the process killed. The connection is closed."""
+    with connection:
+        connection.settimeout(timeout_s)
+        try:
+            return int(reader.readline() or -1)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired(command, timeout_s) from None
 
 
 def start(path: str, argv: list[str], cwd: str, env: dict, fds: list[int], **extra
