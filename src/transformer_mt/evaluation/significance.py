@@ -86,7 +86,8 @@ def sacrebleu_p_value(baseline: list[str], system: list[str], references: list[s
 
 
 def difference_interval(baseline: list[str], system: list[str], references: list[str],
-                        n_samples: int, metric: str = "bleu") -> tuple[float, float]:
+                        n_samples: int, metric: str = "bleu", stats: list[np.ndarray] | None = None
+                        ) -> tuple[float, float]:
     """The 95% interval of score(system) - score(baseline) over the paired bootstrap's resamples,
     drawn as sacreBLEU's PairedTest draws them (its seed, $SACREBLEU_SEED or 12345), with the
     bounds sacreBLEU's own `estimate_ci` takes (the n // 40-th sample from each end)."""
@@ -94,7 +95,8 @@ def difference_interval(baseline: list[str], system: list[str], references: list
     rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
     idxs = rng.choice(len(system), size=(n_samples, len(system)), replace=True)
     scorer = sacrebleu_metric(metric)
-    stats = [sentence_statistics(hyps, references, metric) for hyps in (baseline, system)]
+    if stats is None:  # each side's sentence statistics (paired_test has them already)
+        stats = [sentence_statistics(hyps, references, metric) for hyps in (baseline, system)]
     base, other = (np.array([scorer._compute_score_from_stats(s[i].sum(0)).score for i in idxs]) for s in stats)
     diffs = np.sort(other - base)
     low = n_samples // 40
@@ -110,7 +112,7 @@ def paired_test(baseline: list[str], system: list[str], references: list[str],
         raise ValueError(f"{len(baseline)} baseline, {len(system)} system and {len(references)} reference lines")
     base_score, score, p_bootstrap = sacrebleu_p_value(baseline, system, references, "bs", n_bootstrap, metric)
     _, _, p_randomization = sacrebleu_p_value(baseline, system, references, "ar", n_randomization, metric)
-    low, high = difference_interval(baseline, system, references, n_bootstrap, metric)
-    identical = baseline == system or np.array_equal(sentence_statistics(baseline, references, metric),
-                                                     sentence_statistics(system, references, metric))
+    stats = [sentence_statistics(hyps, references, metric) for hyps in (baseline, system)]
+    low, high = difference_interval(baseline, system, references, n_bootstrap, metric, stats)
+    identical = baseline == system or np.array_equal(*stats)
     return PairedResult(base_score, score, low, high, p_bootstrap, p_randomization, metric, identical)
