@@ -38,7 +38,10 @@ def attention_figure(weights, src_tokens: list[str], tgt_tokens: list[str], titl
             continue
         image = ax.imshow(weights[k], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(s), src_tokens, rotation=90, fontsize=7)
-        ax.set_yticks(range(t), tgt_tokens, fontsize=7)
+        if k % cols == 0:  # the panels of a row share their target tokens: labelled once, at its left
+            ax.set_yticks(range(t), tgt_tokens, fontsize=7)
+        else:
+            ax.set_yticks([])
         ax.set_title(titles[k], fontsize=8)
     fig.colorbar(image, cax=fig.add_axes((1 - 0.75 * colorbar / width, bottom / height, 0.15 / width,
                                           1 - (bottom + top) / height)))
