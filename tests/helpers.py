@@ -287,3 +287,16 @@ def keep_epoch_end(path: Path, epoch: int = 1) -> list[str]:
     """The overrides that make a run keep the last.ckpt of the end of epoch `epoch - 1` in `path`."""
     return [f"+callbacks.keep._target_={__name__}.KeepEpochEnd", f"+callbacks.keep.path={path}",
             f"+callbacks.keep.epoch={epoch}"]
+
+
+def stopped_in_the_third_chunk(finished: Path, copy: Path, later: list[str]) -> Path:
+    """A copy of a finished pipeline's folder as a kill while its synthetic stage wrote its third
+    chunk leaves it: two chunks done, nothing joined, the stage not done, the `later` stages gone."""
+    shutil.copytree(finished, copy)
+    for leftover in ["chunks/00002.in", "chunks/00002.out", "train.src", "train.tgt"]:
+        (copy / "synthetic" / leftover).unlink()
+    record = copy / "synthetic" / "stage.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "done": False}))
+    for stage in later:
+        shutil.rmtree(copy / stage)
+    return copy

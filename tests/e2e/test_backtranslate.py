@@ -5,14 +5,13 @@ model trains on the parallel data and the tagged back-translations and is compar
 baseline; stopped after a chunk, the same command ends as the uninterrupted pipeline."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from tests.helpers import SMALL_RUN, run_py
+from tests.helpers import SMALL_RUN, run_py, stopped_in_the_third_chunk
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.evaluation.significance import paired_test
 
@@ -66,14 +65,7 @@ def test_back_translations_train_the_forward_model_which_is_compared_with_the_ba
 
 def test_stopped_after_a_chunk_the_same_command_ends_as_the_uninterrupted_pipeline(pipeline, tmp_path):
     folder, mono, cache = pipeline
-    stopped = tmp_path / "stopped"  # what a kill while the third chunk was sampled leaves
-    shutil.copytree(folder, stopped)
-    for leftover in ["chunks/00002.in", "chunks/00002.out", "train.src", "train.tgt"]:
-        (stopped / "synthetic" / leftover).unlink()
-    stage = json.loads((stopped / "synthetic" / "stage.json").read_text())
-    (stopped / "synthetic" / "stage.json").write_text(json.dumps({**stage, "done": False}))
-    shutil.rmtree(stopped / "forward")
-    shutil.rmtree(stopped / "evaluation")
+    stopped = stopped_in_the_third_chunk(folder, tmp_path / "stopped", ["forward", "evaluation"])
     result = backtranslate(stopped, mono, cache)
     assert result.returncode == 0, result.stderr[-3000:]
     log = (stopped / "run.log").read_text()

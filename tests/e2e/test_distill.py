@@ -6,13 +6,12 @@ changed is redone with every stage after it."""
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import SMALL_RUN, interrupt_at, run_py
+from tests.helpers import SMALL_RUN, interrupt_at, run_py, stopped_in_the_third_chunk
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
 from transformer_mt.tasks.pipelines.stages import Stage, settle
@@ -72,14 +71,7 @@ def test_the_teachers_translations_train_the_student_which_is_compared_with_the_
 
 def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_uninterrupted_pipeline(distilled, tmp_path):
     folder, teacher, cache = distilled
-    after_a_chunk = tmp_path / "after_a_chunk"  # what a kill while the third chunk was translated leaves
-    shutil.copytree(folder, after_a_chunk)
-    for leftover in ["chunks/00002.in", "chunks/00002.out", "train.src", "train.tgt"]:
-        (after_a_chunk / "synthetic" / leftover).unlink()
-    stage = json.loads((after_a_chunk / "synthetic" / "stage.json").read_text())
-    (after_a_chunk / "synthetic" / "stage.json").write_text(json.dumps({**stage, "done": False}))
-    shutil.rmtree(after_a_chunk / "student")
-    shutil.rmtree(after_a_chunk / "evaluation")
+    after_a_chunk = stopped_in_the_third_chunk(folder, tmp_path / "after_a_chunk", ["student", "evaluation"])
     result = distill(after_a_chunk, teacher, cache)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "synthetic corpus: 2 chunks were done already" in (after_a_chunk / "run.log").read_text()

@@ -19,33 +19,35 @@ import logging
 from contextlib import ExitStack
 from pathlib import Path
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.checkpoints.loading import load_module, task_device
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, count_lines, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.tasks.distill import teacher_checkpoints
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
-from transformer_mt.tasks.pipelines.stage_work import compare, finished_run, synthetic_corpus, train_in
+from transformer_mt.tasks.pipelines.stage_work import (
+    compare,
+    finished_run,
+    model_checkpoints,
+    pipeline_corpus,
+    synthetic_corpus,
+    train_in,
+    translate_in,
+)
 from transformer_mt.tasks.pipelines.stages import Stage, settle
-from transformer_mt.tasks.pipelines.synthetic import write_synthetic
-from transformer_mt.validate import check, integer, number
+from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict:
     options, folder = cfg.task, Path(cfg.paths.output_dir)
-    check("task.chunk_lines", options.chunk_lines, integer(1), "an integer >= 1")
+    corpus, names = pipeline_corpus(cfg)
     check("task.weight", options.weight, number(0.0), "a number >= 0")
     monolingual = Path(str(options.monolingual))
-    corpus = instantiate(cfg.data.corpus)
-    names = (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
     training = {"data": corpus.fingerprint("train"), "overrides": shaping(passed_on())}
-    given = teacher_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
+    given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
     stages = {
         "baseline": Stage("baseline", folder / "baseline", training),
         "reverse": Stage("reverse", folder / "reverse", training),
@@ -61,7 +63,8 @@ def run(cfg: DictConfig) -> dict:
     baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
                 else train_in(stages["baseline"], task_options(cfg)))
     reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
-    back_translate(cfg, reverse, monolingual, stages["synthetic"], names)
+    translate_in(stages["synthetic"], cfg, reverse, options.reverse_decoding, str(monolingual),
+                 lambda: ([file_lines(monolingual)], count_lines(monolingual)), (names[1], names[0]))
     bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
     metrics = train_in(stages["forward"], [*task_options(cfg), f"+data.corpora.bt={bt}"])
     if metrics and baseline:
@@ -107,19 +110,3 @@ def write_reversed(corpus, folder: Path, names: tuple[str, str]) -> list[str]:
             continue  # no such split: the reverse model is not validated or tested on it
         written.append(split)
     return written
-
-
-def back_translate(cfg: DictConfig, reverse: list[Path], monolingual: Path, stage: Stage,
-                   names: tuple[str, str]) -> None:
-    """Stage 3: the reverse model's translations of the monolingual text, chunk by chunk."""
-    if stage.done():
-        log.info("synthetic: done (%s)", stage.folder)
-        return
-    stage.start()
-    log.info("synthetic: %s back-translates %s into %s", " + ".join(map(str, reverse)), monolingual, stage.folder)
-    module = load_module(reverse, cfg.task.reverse_decoding, cfg.quantize).to(task_device(cfg.trainer))
-    lines = write_synthetic(module, [file_lines(monolingual)], stage.folder, (names[1], names[0]),
-                            cfg.task.chunk_lines, cfg.task.max_tokens, cfg.seed, count_lines(monolingual),
-                            cfg.get("progress"))
-    stage.finish()
-    log.info("synthetic: %d back-translated pairs in %s", lines, stage.folder)

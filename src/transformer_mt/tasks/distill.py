@@ -14,30 +14,34 @@ The same command again goes on where it stopped; a stage whose inputs changed (a
 other sources, other decoding options) is redone, with every stage after it."""
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_mt.checkpoints.loading import load_module, task_device
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import file_digest
-from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
-from transformer_mt.tasks.pipelines.stage_work import compare, finished_run, synthetic_corpus, train_in
+from transformer_mt.tasks.pipelines.stage_work import (
+    compare,
+    finished_run,
+    model_checkpoints,
+    pipeline_corpus,
+    synthetic_corpus,
+    train_in,
+    translate_in,
+)
 from transformer_mt.tasks.pipelines.stages import Stage, settle
-from transformer_mt.tasks.pipelines.synthetic import write_synthetic
-from transformer_mt.validate import check, integer, number
+from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict:
     options, folder = cfg.task, Path(cfg.paths.output_dir)
-    check("task.chunk_lines", options.chunk_lines, integer(1), "an integer >= 1")
+    corpus, names = pipeline_corpus(cfg)
     check("task.originals_weight", options.originals_weight, number(0.0), "a number >= 0")
-    teacher = teacher_checkpoints(plain(options.teacher))
-    corpus = instantiate(cfg.data.corpus)
+    teacher = model_checkpoints(plain(options.teacher), "task.teacher")
     synthetic = Stage("synthetic", folder / "synthetic", {
         "teacher": [file_digest(p) for p in teacher], "sources": corpus.fingerprint("train"),
         "decoding": plain(options.teacher_decoding), "tag": options.tag, "chunk_lines": options.chunk_lines,
@@ -48,46 +52,18 @@ def run(cfg: DictConfig) -> dict:
     baseline = Path(options.baseline) if options.get("baseline") else None
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     settle([synthetic, student, evaluation])
-    names = (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
-    if synthetic.done():
-        log.info("synthetic: done (%s)", synthetic.folder)
-    else:
-        translate_sources(cfg, teacher, corpus, synthetic, names)
+    translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
+                 lambda: training_sources(corpus), names, options.get("tag"))
     metrics = train_student(cfg, student, synthetic.folder, names)
     if baseline is not None and metrics:
         metrics["comparison"] = compare(evaluation, finished_run(baseline, "task.baseline"), metrics, "student")
     return metrics
 
 
-def teacher_checkpoints(given, key: str = "task.teacher") -> list[Path]:
-    """A model named by `key` (task.teacher, task.reverse) as checkpoint files: a run folder stands
-    for its tested checkpoint, a list for an ensemble."""
-    if given in (None, "", []):
-        raise ConfigError(f"{key}: name the model (a run folder, a checkpoint, or a list of them)")
-    paths = []
-    for each in [given] if isinstance(given, str) else given:
-        path = Path(each)
-        if path.is_dir():
-            path = Path(finished_run(path, key)["tested_checkpoint"])
-        if not path.is_file():
-            raise ConfigError(f"{key}={each}: no such checkpoint")
-        paths.append(path)
-    return paths
-
-
-def translate_sources(cfg: DictConfig, teacher: list[Path], corpus, stage: Stage, names: tuple[str, str]) -> None:
-    """Stage 1: the teacher's translations of the training sources, chunk by chunk."""
-    stage.start()
-    log.info("synthetic: %s translates the training sources of data.corpus into %s",
-             " + ".join(map(str, teacher)), stage.folder)
-    module = load_module(teacher, cfg.task.teacher_decoding, cfg.quantize).to(task_device(cfg.trainer))
-    prefix = module.tokenizer.source_prefix(cfg.task.get("tag"), "task.tag")
+def training_sources(corpus) -> tuple[Iterable[list[str]], int | None]:
+    """The training split's sources, in chunks as read, and their number when the corpus can count them."""
     pairs = corpus.pairs("train")
-    total = pairs.size() if pairs.size else None
-    lines = write_synthetic(module, (src for src, _ in pairs), stage.folder, names, cfg.task.chunk_lines,
-                            cfg.task.max_tokens, cfg.seed, total, cfg.get("progress"), prefix)
-    stage.finish()
-    log.info("synthetic: %d pairs in %s", lines, stage.folder)
+    return (src for src, _ in pairs), pairs.size() if pairs.size else None
 
 
 def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str]) -> dict:

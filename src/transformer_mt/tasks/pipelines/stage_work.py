@@ -1,17 +1,55 @@
-"""A pipeline's training stages and its comparison: a training run in a stage's folder (resumed
-from its last.ckpt, skipped when finished), the override that adds a synthetic corpus to a run,
-and a run's test translations against a baseline run's by sacreBLEU's paired tests."""
+"""A pipeline's stages of work: its corpus, the synthetic stage (a model translating lines chunk by
+chunk), a training run in a stage's folder (resumed from its last.ckpt, skipped when finished), the
+override that adds a synthetic corpus to a run, and a run's test translations against a baseline
+run's by sacreBLEU's paired tests."""
 
 import json
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
 from transformer_mt.atomic import atomic_file
+from transformer_mt.checkpoints.loading import load_module, task_device
+from transformer_mt.data.corpus import Corpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
+from transformer_mt.tasks.pipelines.synthetic import write_synthetic
+from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
+
+
+def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
+    """data.corpus, built, and its two languages (`src` and `tgt` for a corpus without, the toy's);
+    task.chunk_lines is checked first."""
+    check("task.chunk_lines", cfg.task.chunk_lines, integer(1), "an integer >= 1")
+    corpus = instantiate(cfg.data.corpus)
+    return corpus, (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
+
+
+def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: DictConfig, what: str,
+                 sources: Callable[[], tuple[Iterable[list[str]], int | None]], names: tuple[str, str],
+                 tag: str | None = None) -> None:
+    """The synthetic stage: `models` (several: an ensemble) translate with `decoding` the lines that
+    `sources()` gives (chunks of lines, and their number when known; `what` says what they are),
+    chunk by chunk into the stage's folder (train.{names[0]}: the lines; train.{names[1]}: their
+    translations), `tag` (task.tag) put before each; skipped when done."""
+    if stage.done():
+        log.info("%s: done (%s)", stage.name, stage.folder)
+        return
+    stage.start()
+    log.info("%s: %s translates %s into %s", stage.name, " + ".join(map(str, models)), what, stage.folder)
+    module = load_module(models, decoding, cfg.quantize).to(task_device(cfg.trainer))
+    prefix = module.tokenizer.source_prefix(tag, "task.tag")
+    chunks, total = sources()
+    lines = write_synthetic(module, chunks, stage.folder, names, cfg.task.chunk_lines, cfg.task.max_tokens,
+                            cfg.seed, total, cfg.get("progress"), prefix)
+    stage.finish()
+    log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
 
 
 def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weight: float = 1.0) -> str:
@@ -37,6 +75,22 @@ def train_in(stage: Stage, overrides: list[str]) -> dict:
     metrics = run_task(stage_config(str(stage.folder), ["task=train", *overrides]))
     stage.finish()
     return metrics
+
+
+def model_checkpoints(given, key: str) -> list[Path]:
+    """A model named by `key` (task.teacher, task.reverse) as checkpoint files: a run folder stands
+    for its tested checkpoint, a list for an ensemble."""
+    if given in (None, "", []):
+        raise ConfigError(f"{key}: name the model (a run folder, a checkpoint, or a list of them)")
+    paths = []
+    for each in [given] if isinstance(given, str) else given:
+        path = Path(each)
+        if path.is_dir():
+            path = Path(finished_run(path, key)["tested_checkpoint"])
+        if not path.is_file():
+            raise ConfigError(f"{key}={each}: no such checkpoint")
+        paths.append(path)
+    return paths
 
 
 def finished_run(folder: Path, key: str) -> dict:
