@@ -1,6 +1,6 @@
 """Every GPU measurement in one command, for a fresh GPU machine (see README.md).
 
-    python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs] [--steps A,B,...]
+    python experiments/gpu/run.py [--device cuda|cpu] [--smoke] [--only speed|runs|setup] [--steps A,B,...]
         [--out DIR] [--budget-minutes 25]
     python experiments/gpu/run.py --merge A/results.json B/results.json ... [--out DIR]
 
@@ -60,7 +60,7 @@ from warm_client import Warm, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-GROUPS = ("speed", "runs")
+GROUPS = ("speed", "runs", "setup")  # setup: no step, the install and the environment alone
 
 
 class Runner:
@@ -288,7 +288,8 @@ def full_name(short: str) -> str:
 
 def step_names(only: str | None, steps: str | None) -> list[str]:
     """The steps to run, in this order: --steps as given (by their short names: `base`, `loss`,
-    `base+compile`, `toy`), else both groups or the one --only names."""
+    `base+compile`, `toy`), else both groups or the one --only names (`setup`: none, the install and
+    the environment alone)."""
     short = [*SPEED, *RUNS]
     speed = [full_name(n) for n in SPEED]
     if not steps:

@@ -240,6 +240,9 @@ def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_pa
         "error: --steps: no step 'huge'; the steps are base, base+packed, loss, attention, big, big+packed, "
         "base+packed+compile, base+compile, big+compile, base+pad8, toy, multi30k, evaluate, decode"]
     assert not (tmp_path / "unknown" / "results.json").exists()
+    gpu_run = load_script("experiments/gpu/run.py")
+    assert gpu_run.step_names("setup", None) == []  # --only setup: the install and the environment alone
+    assert gpu_run.step_names("runs", None) == list(RUN_STEPS)
 
 
 def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outside_keeps_them(tmp_path):

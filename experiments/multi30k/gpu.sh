@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Full-budget Multi30k recipe runs side by side on one lent GPU (experiments/multi30k/README.md, "On a
+# GPU"). `start` installs the carried wheels when the project does not import (experiments/gpu/run.py
+# --only setup) and launches each JOB in a process session of its own, so that it outlives the device
+# tool's command; `wait` follows them for at most SECONDS, then packs each finished run into
+# OUT/JOB.tgz: the tested checkpoint, metrics, logs, curves and translations (no epoch or resume
+# checkpoints). A job is lanes.sh's (skipped when done, resumed from its last.ckpt) plus GPU_OVERRIDES.
+#   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en
+#   bash experiments/multi30k/gpu.sh wait RUNS SECONDS OUT
+# Data: $DATA_DIR, else .gpu-data; cache: $TRANSFORMER_MT_CACHE, else .gpu-cache (carry the
+# vocabularies made here: runs on every machine then share one tokenizer, which ensembles need).
+set -u
+cd "$(dirname "$0")/../.."
+export PYTHON=${PYTHON:-python3} DATA_DIR=${DATA_DIR:-$PWD/.gpu-data}
+export TRANSFORMER_MT_CACHE=${TRANSFORMER_MT_CACHE:-$PWD/.gpu-cache}
+# float32 as the recipe says (TF32 matrix products on the GPU) and eager: the model is small enough
+# that kernel launches, not arithmetic, bound the step, and a compiled run waits ~46 s for its graphs.
+# Validation on one batch: it still ends every epoch with the epoch checkpoint that the tested average
+# of the last 10 is made of, without a full greedy decode of val each epoch (the weights do not depend
+# on validation; val BLEU of a tested checkpoint: task=evaluate data.split=val)
+read -r -a GPU <<< "${GPU_OVERRIDES:-trainer=gpu trainer.precision=32-true module.compile=false data.num_workers=2 \
+logger=csv trainer.limit_val_batches=1 callbacks.dashboard.every_n_validations=1000}"
+
+run_job() {  # run_job RUNS NAME: the job in the foreground
+  local runs=$1 name=$2 args
+  source experiments/multi30k/lanes.sh
+  source experiments/multi30k/both_directions/run.sh
+  case $name in
+    seed*) args=(experiment=multi30k_recipe "seed=${name#seed}") ;;
+    both) args=("${BOTH[@]}") ;;
+    de_en) args=("${DE_EN_RECIPE[@]}") ;;
+    *) echo "gpu.sh: no job $name (seedN, both, de_en)" >&2; return 1 ;;
+  esac
+  job "$runs/$name" "${args[@]}" "${GPU[@]}"
+}
+
+start() {  # start RUNS JOB...
+  local runs=$1 name
+  shift
+  mkdir -p "$runs"
+  "$PYTHON" experiments/gpu/run.py --only setup --out "$runs/setup" > "$runs/setup.log" 2>&1
+  if ! "$PYTHON" -c "import transformer_mt, hydra" 2> /dev/null; then
+    echo "gpu.sh: the project does not import after the install ($runs/setup.log)" >&2
+    return 1
+  fi
+  for name in "$@"; do
+    setsid nohup bash "$0" job "$runs" "$name" > "$runs/$name.out" 2>&1 < /dev/null &
+    echo "$name: started" >&2
+  done
+}
+
+follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, then the finished runs packed
+  local runs=$1 out=$3 end=$((SECONDS + $2)) log name
+  while [ $SECONDS -lt $end ] && pgrep -f "gpu.sh job $runs " > /dev/null; do
+    sleep $((end - SECONDS < 30 ? end - SECONDS : 30))
+    for log in "$runs"/*.log; do
+      [ "$log" = "$runs/setup.log" ] || echo "$(basename "$log" .log): $(tail -n 1 "$log" | cut -c 1-150)" >&2
+    done
+  done
+  mkdir -p "$out"
+  for log in "$runs"/*.log; do
+    name=$(basename "$log" .log)
+    if [ -f "$runs/$name/metrics.json" ]; then
+      tar czf "$out/$name.tgz" -C "$runs" --exclude checkpoints/epochs --exclude checkpoints/last.ckpt \
+        --exclude checkpoints/best.ckpt "$name" "$name.log"
+      echo "$name: done, packed into $out/$name.tgz" >&2
+    elif [ "$name" != setup ]; then
+      echo "$name: not finished" >&2
+    fi
+  done
+}
+
+case ${1:-} in
+  start) shift; start "$@" ;;
+  job) shift; run_job "$@" ;;
+  wait) shift; follow "$@" ;;
+  *) echo "usage: gpu.sh start RUNS JOB... | gpu.sh wait RUNS SECONDS OUT" >&2; exit 1 ;;
+esac
