@@ -5,23 +5,29 @@ whether the outputs are equal, and what the synthetic stage's rate means at Mult
 lines) and WMT14 size (4.5M).
 
     python experiments/benchmarks/synthetic_speed.py --ckpt experiments/multi30k/multi30k_en_de.ckpt \\
-        --source $DATA_DIR/multi30k/train.en --limit 2000 [--beam 5] [--chunk-lines 1000] [--repeat 2]
+        --source $DATA_DIR/multi30k/train.en --limit 2000 [--beam 5] [--chunk-lines 1000] [--repeat 2] \\
+        [--devices 2]
 
 task=translate's path is `translate_lines` over the input in lists of 1,000 lines (tasks/translate.py);
-the synthetic stage's is `write_synthetic` (chunks written atomically, then joined).
+the synthetic stage's is `write_synthetic` (chunks written atomically, then joined), with --devices N
+on N CPU processes that share the threads (trainer.accelerator=cpu trainer.devices=N).
 """
 
 import argparse
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
+import torch
 from omegaconf import OmegaConf
 
 from transformer_mt.checkpoints.loading import load_module
+from transformer_mt.config import plain
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.tasks.lines.reading import line_chunks
-from transformer_mt.tasks.pipelines.synthetic import write_synthetic
+from transformer_mt.tasks.pipelines.stage_work import file_sources
+from transformer_mt.tasks.pipelines.synthetic import Translation, write_synthetic
 from transformer_mt.tasks.translate import translate_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +42,7 @@ def main() -> None:
     parser.add_argument("--chunk-lines", type=int, default=1000)
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--devices", type=int, default=1, help="the synthetic stage's CPU processes")
     args = parser.parse_args()
     lines = read_lines(args.source)[: args.limit]
     decoding = OmegaConf.load(ROOT / "conf" / "decoding" / "beam.yaml")  # task=distill's teacher_decoding
@@ -46,10 +53,14 @@ def main() -> None:
     def translate() -> list[str]:
         return [n[0].text for chunk in line_chunks(lines) for n in translate_lines(module, chunk, args.max_tokens)]
 
+    translation = Translation((Path(args.ckpt),), plain(decoding), None, None, args.max_tokens, args.chunk_lines, 0)
+
     def synthetic() -> list[str]:
         with tempfile.TemporaryDirectory() as folder:
-            write_synthetic(module, [lines], Path(folder), ("in", "out"), args.chunk_lines, args.max_tokens,
-                            seed=0, total=len(lines), progress=False)
+            source = Path(folder) / "source.txt"
+            source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            write_synthetic(translation, partial(file_sources, source), Path(folder), ("in", "out"),
+                            [torch.device("cpu")] * args.devices, progress=False)
             return (Path(folder) / "train.out").read_text().splitlines()
 
     systems = {"task=translate": translate, "synthetic stage": synthetic}
@@ -59,7 +70,8 @@ def main() -> None:
             outputs[name] = systems[name]()
             best[name] = min(best[name], time.perf_counter() - start)
     rate = {name: len(lines) / seconds for name, seconds in best.items()}
-    print(f"{len(lines)} lines of {args.source}, beam {args.beam}, chunks of {args.chunk_lines} lines")
+    print(f"{len(lines)} lines of {args.source}, beam {args.beam}, chunks of {args.chunk_lines} lines, "
+          f"the synthetic stage on {args.devices} CPU process(es), {torch.get_num_threads()} threads in all")
     print("| system | seconds | lines/s |\n| --- | ---: | ---: |")
     for name, seconds in best.items():
         print(f"| {name} | {seconds:.1f} | {rate[name]:.1f} |")

@@ -70,6 +70,26 @@ def task_device(trainer: DictConfig) -> torch.device:
     return torch.device("cuda")
 
 
+def task_devices(trainer: DictConfig) -> list[torch.device]:
+    """Where work that shares out (the synthetic stage of task=distill and task=backtranslate) runs:
+    trainer.devices of trainer.accelerator's devices. On the CPU, N is N processes (each a share of
+    the threads); on GPUs, N is the first N, [A, B] those, -1 or auto all of them."""
+    devices = plain(trainer.get("devices", 1))
+    if isinstance(devices, list) and devices and all(isinstance(d, int) and d >= 0 for d in devices):
+        count = len(devices)
+    elif devices in (-1, "-1", "auto"):
+        count = None
+    elif isinstance(devices, int) and devices >= 1:
+        count = devices
+    else:
+        raise ConfigError(f"trainer.devices={devices}: a number >= 1, a list of GPU numbers, -1 or auto")
+    one = task_device({**trainer, "devices": [devices[0]] if isinstance(devices, list) else 1})
+    if one.type == "cpu":
+        return [one] * (count or 1)
+    ids = devices if isinstance(devices, list) else range(count or torch.cuda.device_count())
+    return [torch.device("cuda", int(i)) for i in ids]
+
+
 def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU), in today's layout whatever
     version wrote it (checkpoints/upgrades.py). Memory-mapped: tensors are read only when used, so

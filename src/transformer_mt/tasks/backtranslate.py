@@ -17,17 +17,19 @@ stage after it."""
 
 import logging
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.config import plain
-from transformer_mt.data.corpus import SPLITS, count_lines, file_digest, file_lines
+from transformer_mt.data.corpus import SPLITS, file_digest
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
 from transformer_mt.tasks.pipelines.stage_work import (
     compare,
+    file_sources,
     finished_run,
     model_checkpoints,
     pipeline_corpus,
@@ -64,7 +66,7 @@ def run(cfg: DictConfig) -> dict:
                 else train_in(stages["baseline"], task_options(cfg)))
     reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
     translate_in(stages["synthetic"], cfg, reverse, options.reverse_decoding, str(monolingual),
-                 lambda: ([file_lines(monolingual)], count_lines(monolingual)), (names[1], names[0]))
+                 partial(file_sources, monolingual), (names[1], names[0]))
     bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
     metrics = train_in(stages["forward"], [*task_options(cfg), f"+data.corpora.bt={bt}"])
     if metrics and baseline:

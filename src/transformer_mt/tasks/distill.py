@@ -14,7 +14,7 @@ The same command again goes on where it stopped; a stage whose inputs changed (a
 other sources, other decoding options) is redone, with every stage after it."""
 
 import logging
-from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -24,6 +24,7 @@ from transformer_mt.data.corpus import file_digest
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
 from transformer_mt.tasks.pipelines.stage_work import (
     compare,
+    corpus_sources,
     finished_run,
     model_checkpoints,
     pipeline_corpus,
@@ -53,17 +54,11 @@ def run(cfg: DictConfig) -> dict:
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     settle([synthetic, student, evaluation])
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
-                 lambda: training_sources(corpus), names, options.get("tag"))
+                 partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
     metrics = train_student(cfg, student, synthetic.folder, names)
     if baseline is not None and metrics:
         metrics["comparison"] = compare(evaluation, finished_run(baseline, "task.baseline"), metrics, "student")
     return metrics
-
-
-def training_sources(corpus) -> tuple[Iterable[list[str]], int | None]:
-    """The training split's sources, in chunks as read, and their number when the corpus can count them."""
-    pairs = corpus.pairs("train")
-    return (src for src, _ in pairs), pairs.size() if pairs.size else None
 
 
 def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str]) -> dict:

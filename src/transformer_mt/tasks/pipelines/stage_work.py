@@ -5,19 +5,20 @@ run's by sacreBLEU's paired tests."""
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.checkpoints.loading import load_module, task_device
-from transformer_mt.data.corpus import Corpus
+from transformer_mt.checkpoints.loading import task_devices
+from transformer_mt.config import plain
+from transformer_mt.data.corpus import Corpus, count_lines, file_lines
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
-from transformer_mt.tasks.pipelines.synthetic import write_synthetic
+from transformer_mt.tasks.pipelines.synthetic import Sources, Translation, write_synthetic
 from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
@@ -32,24 +33,36 @@ def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
 
 
 def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: DictConfig, what: str,
-                 sources: Callable[[], tuple[Iterable[list[str]], int | None]], names: tuple[str, str],
-                 tag: str | None = None) -> None:
+                 sources: Sources, names: tuple[str, str], tag: str | None = None) -> None:
     """The synthetic stage: `models` (several: an ensemble) translate with `decoding` the lines that
     `sources()` gives (chunks of lines, and their number when known; `what` says what they are),
     chunk by chunk into the stage's folder (train.{names[0]}: the lines; train.{names[1]}: their
-    translations), `tag` (task.tag) put before each; skipped when done."""
+    translations), `tag` (task.tag) put before each, on every device of trainer.devices; skipped
+    when done."""
     if stage.done():
         log.info("%s: done (%s)", stage.name, stage.folder)
         return
     stage.start()
-    log.info("%s: %s translates %s into %s", stage.name, " + ".join(map(str, models)), what, stage.folder)
-    module = load_module(models, decoding, cfg.quantize).to(task_device(cfg.trainer))
-    prefix = module.tokenizer.source_prefix(tag, "task.tag")
-    chunks, total = sources()
-    lines = write_synthetic(module, chunks, stage.folder, names, cfg.task.chunk_lines, cfg.task.max_tokens,
-                            cfg.seed, total, cfg.get("progress"), prefix)
+    devices = task_devices(cfg.trainer)
+    log.info("%s: %s translates %s into %s%s", stage.name, " + ".join(map(str, models)), what, stage.folder,
+             f" on {len(devices)} devices" if len(devices) > 1 else "")
+    translation = Translation(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
+                              cfg.task.chunk_lines, cfg.seed)
+    lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
     stage.finish()
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
+
+
+def corpus_sources(corpus: DictConfig) -> tuple[Iterable[list[str]], int | None]:
+    """The training split's sources of the corpus that `corpus` builds, in chunks as read, and their
+    number when the corpus can count them (a synthetic stage's Sources, with functools.partial)."""
+    pairs = instantiate(corpus).pairs("train")
+    return (src for src, _ in pairs), pairs.size() if pairs.size else None
+
+
+def file_sources(path: Path) -> tuple[Iterable[list[str]], int]:
+    """The lines of a text file and their number (a synthetic stage's Sources, with functools.partial)."""
+    return [file_lines(path)], count_lines(path)
 
 
 def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weight: float = 1.0) -> str:

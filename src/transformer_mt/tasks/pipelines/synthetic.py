@@ -2,12 +2,16 @@
 sources, or a reverse model's of target-side text), written in chunks of `chunk_lines`, each
 atomically as chunks/NNNNN.in (the lines translated) and chunks/NNNNN.out (their translations,
 written last: a chunk whose .out is there is done), then joined into two files, train.A (the lines)
-and train.B. Killed anywhere, the same call goes on at the first
-chunk not done; each chunk's decoding is seeded from (seed, chunk), so sampling gives the corpus an
-uninterrupted run gives. Lines stream through: memory holds one chunk."""
+and train.B. Killed anywhere, the same call goes on at the first chunk not done; each chunk's
+decoding is seeded from (seed, chunk), so sampling gives the corpus an uninterrupted run gives. On
+several devices (trainer.devices > 1), device k of N translates chunks k, k + N, ... in a process of
+its own (tasks/pipelines/shards.py); the corpus is the same, in input order. Lines stream through:
+memory holds one chunk."""
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -16,10 +20,27 @@ import torch
 from transformer_mt.atomic import atomic_file
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.lines.long_lines import LongLines
-from transformer_mt.tasks.translate import translate_lines
-from transformer_mt.training import TranslationModule
+from transformer_mt.tasks.pipelines.shards import run_on_devices
 
 log = logging.getLogger(__name__)
+
+# what a synthetic stage translates: (its lines in chunks, their number when known); a top-level
+# function or a partial of one, so that a process of its own can call it again
+Sources = Callable[[], tuple[Iterable[list[str]], int | None]]
+
+
+@dataclass(frozen=True)
+class Translation:
+    """How the lines are translated: the model (several checkpoints: an ensemble), its decoding and
+    int8 rule, the tag put before every source (task.tag), the batches' token budget, the chunk
+    size and the seed the chunks' seeds come from."""
+    models: tuple[Path, ...]
+    decoding: dict
+    quantize: str | None
+    tag: str | None
+    max_tokens: int
+    chunk_lines: int
+    seed: int
 
 
 def lines_in_chunks(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
@@ -34,33 +55,57 @@ def chunk_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index) % (2**63)
 
 
-def write_synthetic(module: TranslationModule, sources: Iterable[list[str]], folder: Path, names: tuple[str, str],
-                    chunk_lines: int, max_tokens: int, seed: int, total: int | None, progress: bool | None,
-                    source_prefix: list[int] | None = None) -> int:
-    """Translate the lines of `sources` (chunks of lines) into folder/train.{names[0]} (the sources)
-    and folder/train.{names[1]} (their translations); a source line longer than the model takes gets
-    an empty translation (the pair is then dropped from training) and is counted. The lines written."""
+def write_synthetic(translation: Translation, sources: Sources, folder: Path, names: tuple[str, str],
+                    devices: list[torch.device], progress: bool | None) -> int:
+    """Translate the lines of `sources()` into folder/train.{names[0]} (the sources) and
+    folder/train.{names[1]} (their translations) on `devices`; a source line longer than the model
+    takes gets an empty translation (the pair is then dropped from training) and is counted. The
+    lines written."""
     chunks_dir = folder / "chunks"
     chunks_dir.mkdir(parents=True, exist_ok=True)
-    long_lines, written, resumed = LongLines("skip"), 0, 0
-    with ProgressBar("translating", total, "lines", progress) as bar:
-        for index, lines in enumerate(lines_in_chunks(sources, chunk_lines)):
-            src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
-            if not tgt_file.is_file():
-                torch.manual_seed(chunk_seed(seed, index))
-                nbests = translate_lines(module, lines, max_tokens, first_line=written + 1, bar=bar,
-                                         name="synthetic sources", long_lines=long_lines, source_prefix=source_prefix)
-                write_lines(src_file, lines)
-                write_lines(tgt_file, [nbest[0].text for nbest in nbests])
-            else:
-                resumed += 1
-                bar.advance(len(lines))
-            written += len(lines)
+    resumed = len(list(chunks_dir.glob("*.out")))
+    work = partial(translate_chunks, translation, sources, chunks_dir)
+    with ProgressBar("translating", sources()[1], "lines", progress) as bar:
+        if len(devices) == 1:
+            work(0, 1, devices[0], bar)
+        else:
+            counted: set[Path] = set()
+            run_on_devices(work, devices, lambda: advance(bar, chunks_dir, counted))
     if resumed:
         log.info("synthetic corpus: %d chunks were done already (%s), the others translated now", resumed, chunks_dir)
-    long_lines.report(written)
-    join(chunks_dir, folder, names)
-    return written
+    return join(chunks_dir, folder, names)
+
+
+def translate_chunks(translation: Translation, sources: Sources, chunks_dir: Path, rank: int, world: int,
+                     device: torch.device, bar: ProgressBar | None = None) -> None:
+    """Chunks rank, rank + world, ... of `sources()` that are not done, translated on `device`, each
+    written atomically (`bar`: advanced by every chunk of this rank, done before or now)."""
+    from transformer_mt.checkpoints.loading import load_module
+    from transformer_mt.tasks.translate import translate_lines
+
+    module = load_module(list(translation.models), translation.decoding, translation.quantize).to(device)
+    prefix = module.tokenizer.source_prefix(translation.tag, "task.tag")
+    long_lines, seen, translated = LongLines("skip"), 0, 0
+    for index, lines in enumerate(lines_in_chunks(sources()[0], translation.chunk_lines)):
+        src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
+        if index % world == rank and not tgt_file.is_file():
+            torch.manual_seed(chunk_seed(translation.seed, index))
+            nbests = translate_lines(module, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
+                                     name="synthetic sources", long_lines=long_lines, source_prefix=prefix)
+            write_lines(src_file, lines)
+            write_lines(tgt_file, [nbest[0].text for nbest in nbests])
+            translated += len(lines)
+        elif index % world == rank and bar is not None:
+            bar.advance(len(lines))
+        seen += len(lines)
+    long_lines.report(translated)
+
+
+def advance(bar: ProgressBar, chunks_dir: Path, counted: set[Path]) -> None:
+    """`bar` advanced by the lines of the chunks done since it last looked (the other processes' work)."""
+    for done in sorted(set(chunks_dir.glob("*.out")) - counted):
+        bar.advance(len(done.read_text(encoding="utf-8").splitlines()))
+        counted.add(done)
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
@@ -68,9 +113,14 @@ def write_lines(path: Path, lines: list[str]) -> None:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def join(chunks_dir: Path, folder: Path, names: tuple[str, str]) -> None:
-    """folder/train.{names[0]} and train.{names[1]}: the chunks' lines and translations end to end."""
+def join(chunks_dir: Path, folder: Path, names: tuple[str, str]) -> int:
+    """folder/train.{names[0]} and train.{names[1]}: the chunks' lines and translations end to end.
+    The lines written."""
+    lines = 0
     for suffix, name in zip(("in", "out"), names):
         with atomic_file(folder / f"train.{name}") as tmp, open(tmp, "w", encoding="utf-8") as out:
             for part in sorted(chunks_dir.glob(f"*.{suffix}")):
-                out.write(part.read_text(encoding="utf-8"))
+                text = part.read_text(encoding="utf-8")
+                out.write(text)
+                lines += text.count("\n") if suffix == "in" else 0
+    return lines
