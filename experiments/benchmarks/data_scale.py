@@ -18,6 +18,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +87,20 @@ def resident() -> dict[str, float]:
     return {key: int(status[key].split()[0]) / 1024 for key in ("RssAnon", "RssFile") if key in status}
 
 
+class AnonPeak(threading.Thread):
+    """The highest anonymous resident memory of this process (RssAnon, MB), read every `every` seconds:
+    what the process itself holds, without the pages of files it maps."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.every, self.peak, self.running = every, 0.0, True
+
+    def run(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, resident().get("RssAnon", 0.0))
+            time.sleep(self.every)
+
+
 def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
     """In this process: prepare the first `pairs` training pairs as a run does; phase times and memory."""
     from transformer_mt.data.corpus import TextFileCorpus
@@ -113,13 +128,15 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
                             break
                         dst.write(line)
         result = {"pairs": pairs, "text_mb": sum(p.stat().st_size for p in folder.glob("train.*")) / 2**20}
+        anon = AnonPeak()
+        anon.start()
         start = time.perf_counter()
         dm = TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), TokenizerOptions(vocab_size=37000),
                                    cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc)
         built = time.perf_counter()
         result["check_s"] = marks["tokenizer"] - start
         result["tokenizer_s"] = built - marks["tokenizer"]
-        result["after_tokenizer_mb"] = peak_mb()[0]
+        result["after_tokenizer_mb"], result["tokenizer_anon_mb"] = peak_mb()[0], anon.peak
         dm.prepare_data()
         encoded = time.perf_counter()
         result["encode_s"] = encoded - built
@@ -131,6 +148,8 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
         result["batch_rows"] = int(batch["src"].size(0))
         result["total_s"] = time.perf_counter() - start
         result["peak_mb"] = max(peak_mb())
+        anon.running = False
+        result["peak_anon_mb"] = anon.peak
     return result
 
 
@@ -153,8 +172,8 @@ def main() -> None:
             write_corpus(corpus, max(args.sizes), args.news)
             print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         print("| pairs | text (MB) | check + sample (s) | tokenizer (s) | encode (s) | first batch (s) | "
-              "total (s) | peak RSS (MB) |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              "total (s) | peak RSS (MB) | peak RssAnon (MB) |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for size in args.sizes:
             out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc), "--child",
                                   str(corpus), str(size)], capture_output=True, text=True)
@@ -162,7 +181,8 @@ def main() -> None:
                 sys.exit(f"{size:,} pairs: the child process failed:\n{out.stderr[-3000:]}")
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"| {r['pairs']:,} | {r['text_mb']:,.0f} | {r['check_s']:.0f} | {r['tokenizer_s']:.0f} | "
-                  f"{r['encode_s']:.0f} | {r['first_batch_s']:.0f} | {r['total_s']:.0f} | {r['peak_mb']:,.0f} |",
+                  f"{r['encode_s']:.0f} | {r['first_batch_s']:.0f} | {r['total_s']:.0f} | {r['peak_mb']:,.0f} | "
+                  f"{r['peak_anon_mb']:,.0f} |",
                   flush=True)
 
 
