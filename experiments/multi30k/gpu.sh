@@ -5,7 +5,8 @@
 # tool's command; `wait` follows them for at most SECONDS, then packs each finished run into
 # OUT/JOB.tgz: the tested checkpoint, metrics, logs, curves and translations (no epoch or resume
 # checkpoints). A job is lanes.sh's (skipped when done, resumed from its last.ckpt) plus GPU_OVERRIDES.
-#   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en
+#   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en,
+#                                                         distilled, distilled_orig (-sSEED: another seed)
 #   bash experiments/multi30k/gpu.sh wait RUNS SECONDS OUT
 # Data: $DATA_DIR, else .gpu-data; cache: $TRANSFORMER_MT_CACHE, else .gpu-cache (carry the
 # vocabularies made here: runs on every machine then share one tokenizer, which ensembles need).
@@ -15,22 +16,27 @@ export PYTHON=${PYTHON:-python3} DATA_DIR=${DATA_DIR:-$PWD/.gpu-data}
 export TRANSFORMER_MT_CACHE=${TRANSFORMER_MT_CACHE:-$PWD/.gpu-cache}
 # float32 as the recipe says (TF32 matrix products on the GPU) and eager: the model is small enough
 # that kernel launches, not arithmetic, bound the step, and a compiled run waits ~46 s for its graphs.
-# Validation on one batch: it still ends every epoch with the epoch checkpoint that the tested average
-# of the last 10 is made of, without a full greedy decode of val each epoch (the weights do not depend
-# on validation; val BLEU of a tested checkpoint: task=evaluate data.split=val)
 read -r -a GPU <<< "${GPU_OVERRIDES:-trainer=gpu trainer.precision=32-true module.compile=false data.num_workers=2 \
-logger=csv trainer.limit_val_batches=1 callbacks.dashboard.every_n_validations=1000}"
+logger=csv callbacks.dashboard.every_n_validations=1000}"
+# Validation of a recipe run on one batch: it still ends every epoch with the epoch checkpoint that the
+# tested average of the last 10 is made of, without a greedy decode of val each epoch (the weights do
+# not depend on validation; val BLEU of a tested checkpoint: task=evaluate data.split=val). A
+# student's on all of val (3 batches): its curve.
+VAL_RECIPE=${VAL_RECIPE:-trainer.limit_val_batches=1}
+VAL_STUDENT=${VAL_STUDENT:-trainer.limit_val_batches=1.0}
 
 run_job() {  # run_job RUNS NAME: the job in the foreground
   local runs=$1 name=$2 args
   source experiments/multi30k/lanes.sh
   source experiments/multi30k/both_directions/run.sh
+  source experiments/multi30k/distill/run.sh
   case $name in
-    seed*) args=(experiment=multi30k_recipe "seed=${name#seed}") ;;
-    both) args=("${BOTH[@]}") ;;
-    de_en) args=("${DE_EN_RECIPE[@]}") ;;
-    *) echo "gpu.sh: no job $name (seedN, both, de_en)" >&2; return 1 ;;
-  esac
+    seed*) args=(experiment=multi30k_recipe "seed=${name#seed}" "$VAL_RECIPE") ;;
+    both) args=("${BOTH[@]}" "$VAL_RECIPE") ;;
+    de_en) args=("${DE_EN_RECIPE[@]}" "$VAL_RECIPE") ;;
+    distilled*) student "$name" && args=("${ARGS[@]}" "$VAL_STUDENT") ;;
+    *) false ;;
+  esac || { echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig)" >&2; return 1; }
   job "$runs/$name" "${args[@]}" "${GPU[@]}"
 }
 
@@ -60,9 +66,9 @@ follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, the
   mkdir -p "$out"
   for log in "$runs"/*.log; do
     name=$(basename "$log" .log)
-    if [ -f "$runs/$name/metrics.json" ]; then
+    if [ -f "$runs/$name/metrics.json" ] || [ -f "$runs/$name/student/metrics.json" ]; then
       tar czf "$out/$name.tgz" -C "$runs" --exclude checkpoints/epochs --exclude checkpoints/last.ckpt \
-        --exclude checkpoints/best.ckpt "$name" "$name.log"
+        --exclude checkpoints/best.ckpt --exclude synthetic/chunks "$name" "$name.log"
       echo "$name: done, packed into $out/$name.tgz" >&2
     elif [ "$name" != setup ]; then
       echo "$name: not finished" >&2

@@ -58,6 +58,9 @@ def test_the_teachers_translations_train_the_student_which_is_compared_with_the_
     assert result.stdout == Path(f"{chunk}.out").read_text()  # the teacher's translations, as task=translate gives
     config = (folder / "student" / "config.yaml").read_text()
     assert f"data_dir: {folder}/synthetic" in config and "weight: 0.0" in config  # originals: evaluated only
+    # the teacher's vocabulary, not one trained on its translations: the student can take its place
+    vocabulary = (teacher / "tokenizer" / "src.json").read_bytes()
+    assert (folder / "student" / "tokenizer" / "src.json").read_bytes() == vocabulary
     metrics = json.loads((folder / "student" / "metrics.json").read_text())
     base = json.loads((teacher / "metrics.json").read_text())
     refs = Path(metrics["references"]).read_text().splitlines()

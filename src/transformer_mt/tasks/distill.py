@@ -6,7 +6,8 @@ stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
    atomically (tasks/pipelines/synthetic.py): train.SRC, train.TGT.
 2. student/: a training run, as `python run.py <this command's overrides> task=train` would make it,
    on the teacher's translations (`data.corpora.distilled`), `data.corpus` kept for validation and
-   test (and trained on too with task.originals_weight > 0). Stopped, it resumes from its last.ckpt.
+   test (and trained on too with task.originals_weight > 0), with the teacher's vocabularies
+   (task.teacher_vocabulary). Stopped, it resumes from its last.ckpt.
 3. evaluation/: the student's test translations against `task.baseline`'s (a run folder), by
    sacreBLEU's paired tests: comparison.json and one line in the log.
 
@@ -49,21 +50,39 @@ def run(cfg: DictConfig) -> dict:
         "seed": cfg.seed})
     student = Stage("student", folder / "student", {
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
-        "overrides": shaping(passed_on())})
+        "teacher_vocabulary": options.teacher_vocabulary, "overrides": shaping(passed_on())})
     baseline = Path(options.baseline) if options.get("baseline") else None
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     settle([synthetic, student, evaluation])
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
                  partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
-    metrics = train_student(cfg, student, synthetic.folder, names)
+    vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else []
+    metrics = train_student(cfg, student, synthetic.folder, names, vocabulary)
     if baseline is not None and metrics:
         metrics["comparison"] = compare(evaluation, finished_run(baseline, "task.baseline"), metrics, "student")
     return metrics
 
 
-def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str]) -> dict:
+def teacher_vocabulary(checkpoint: Path, folder: Path) -> list[str]:
+    """The teacher's vocabularies (its first member's) written to `folder` once, as the overrides that
+    give them to the student (data.tokenizer.file, and tgt_file when the two sides have their own)."""
+    from transformer_mt.checkpoints.loading import read_checkpoint
+    from transformer_mt.data.tokenizer import Vocabularies
+
+    vocabularies = Vocabularies.from_dict(read_checkpoint(checkpoint, "task.teacher")["hyper_parameters"]["tokenizer"])
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = vocabularies.save(folder)
+    if len(paths) == 1:
+        return [f"data.tokenizer.file={paths[0]}", "data.tokenizer.joint=true"]
+    return [f"data.tokenizer.file={paths[0]}", f"data.tokenizer.tgt_file={paths[1]}", "data.tokenizer.joint=false"]
+
+
+def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str], vocabulary: list[str]
+                  ) -> dict:
     """Stage 2: the student's training run on the teacher's translations (data.corpora.distilled),
-    data.corpus trained on with task.originals_weight (0: only validated and tested on)."""
+    data.corpus trained on with task.originals_weight (0: only validated and tested on), with the
+    teacher's vocabularies (`vocabulary`: their overrides) or, without, one trained on its data."""
     distilled = synthetic_corpus(synthetic, names, cfg.data.corpus.get("tag"))
     return train_in(stage, [f"task.last_n={cfg.task.last_n}", f"task.tokenized_bleu={cfg.task.tokenized_bleu}",
-                            f"data.corpus.weight={cfg.task.originals_weight}", f"+data.corpora.distilled={distilled}"])
+                            f"data.corpus.weight={cfg.task.originals_weight}", f"+data.corpora.distilled={distilled}",
+                            *vocabulary])
