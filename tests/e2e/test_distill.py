@@ -14,6 +14,7 @@ import torch
 from tests.helpers import SMALL_RUN, interrupt_at, run_py, stopped_in_the_third_chunk
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
+from transformer_mt.tasks.pipelines.compose import shaping
 from transformer_mt.tasks.pipelines.stages import Stage, settle
 
 pytestmark = pytest.mark.slow
@@ -105,6 +106,12 @@ def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_pa
     settle(changed)
     assert not (tmp_path / "synthetic").exists() and not (tmp_path / "student").exists()
     assert "synthetic: its inputs changed (beam): redoing it and every stage after it" in caplog.text
+
+
+def test_what_a_stage_trains_is_its_input_and_how_it_runs_is_not():
+    overrides = ["data.max_tokens=512", "model=base", "+data.corpora.x={a: 1}", "seed=3", "optim.optimizer.lr=1",
+                 "data.num_workers=2", "data.num_proc=4", "module.compile=true", "trainer.max_steps=9", "logger=csv"]
+    assert shaping(overrides) == overrides[:5]
 
 
 def test_a_teacher_that_is_not_there_is_one_line(tmp_path):

@@ -11,6 +11,8 @@ from omegaconf import DictConfig, open_dict
 # the pipeline's own keys, which no stage inherits
 PIPELINE_KEYS = re.compile(r"^[+~]*(task|hydra|ckpt_path)([.=]|$)")
 SHAPING_KEYS = re.compile(r"^[+~]*(data|model|optim|module|seed|experiment|tokens_per_update)([.=@/]|$)")
+# keys of those groups that say how a stage runs, not what it trains: another value resumes the stage
+RUNNING_KEYS = re.compile(r"^[+~]*(data\.num_workers|data\.num_proc|module\.compile)(=|$)")
 
 
 def passed_on() -> list[str]:
@@ -22,8 +24,9 @@ def passed_on() -> list[str]:
 def shaping(overrides: list[str]) -> list[str]:
     """The overrides that shape what a stage trains (its data, model, optimizer, seed, module): a
     change to one of them redoes the stage; the others (the trainer's budget, callbacks, loggers)
-    reach its resume, which honours them or says why not (tasks/runs/resume.py)."""
-    return [o for o in overrides if SHAPING_KEYS.match(o)]
+    reach its resume, which honours them or says why not (tasks/runs/resume.py), as do the DataLoader
+    workers, the encoding processes and module.compile, which change how it runs."""
+    return [o for o in overrides if SHAPING_KEYS.match(o) and not RUNNING_KEYS.match(o)]
 
 
 def stage_config(output_dir: str, overrides: list[str]) -> DictConfig:
