@@ -51,8 +51,20 @@ def disk_full(err: BaseException, path: object = None) -> DiskFull | None:
 
 def find_user_error(err: BaseException) -> UserError | None:
     """The UserError behind `err`, looking through wrappers such as Hydra's InstantiationException;
-    a full disk met anywhere (an OSError ENOSPC or EDQUOT) is one too."""
-    return next((cause for cause in chain(err) if isinstance(cause, UserError)), None) or disk_full(err)
+    a full disk met anywhere (an OSError ENOSPC or EDQUOT) is one too, and so is a trainer setting
+    that Lightning refuses (its MisconfigurationException names the Trainer argument)."""
+    return (next((cause for cause in chain(err) if isinstance(cause, UserError)), None) or disk_full(err)
+            or lightning_refused(err))
+
+
+def lightning_refused(err: BaseException) -> ConfigError | None:
+    """A ConfigError saying `trainer: <Lightning's message>` if Lightning refused a Trainer setting
+    behind `err` (told by name: this module imports no Lightning)."""
+    for cause in chain(err):
+        kind = type(cause)
+        if kind.__name__ == "MisconfigurationException" and kind.__module__.startswith("lightning"):
+            return ConfigError(f"trainer: {' '.join(str(cause).split())}")
+    return None
 
 
 class HubError(UserError):

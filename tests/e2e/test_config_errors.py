@@ -67,6 +67,17 @@ def test_a_bad_trainer_value_from_the_command_line_is_one_line(tmp_path):
     assert_clean_failure(result, "trainer.max_epochs='abc': must be an integer >= -1")
 
 
+def test_a_trainer_setting_lightning_refuses_is_one_line_naming_it(tmp_path):
+    """trainer.limit_val_batches=0.01 of a validation set of one batch checks no batch: Lightning says
+    so, and that is the run's one line, as a ConfigError (not a traceback)."""
+    with pytest.raises(Exception) as error:
+        run(compose_config(tmp_path / "run", [*SMALL_RUN, "trainer.limit_val_batches=0.01"]))
+    found = find_user_error(error.value)
+    assert isinstance(found, ConfigError) and str(found).startswith(
+        "trainer: You requested to check 0.01 of the `val_dataloader` but 0.01 * 1 < 1. Please increase the "
+        "`limit_val_batches` argument.")
+
+
 def test_metrics_json_is_valid_json_with_nan_as_null(tmp_path):
     write_json(tmp_path / "m.json", {"loss": float("nan"), "bleu": [1.0, float("inf")], "ok": 2.5})
     assert json.loads((tmp_path / "m.json").read_text()) == {"loss": None, "bleu": [1.0, None], "ok": 2.5}
