@@ -6,12 +6,14 @@
 # OUT/JOB.tgz: the tested checkpoint, metrics, logs, curves and translations (no epoch or resume
 # checkpoints). A job is lanes.sh's (skipped when done, resumed from its last.ckpt) plus GPU_OVERRIDES.
 #   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en,
-#                                                         distilled, distilled_orig (-sSEED: another seed)
+#                                                         distilled, distilled_orig (-sSEED: another seed),
+#                                                         distillation (issue 51 from scratch, below)
 #   bash experiments/multi30k/gpu.sh wait RUNS SECONDS OUT
 # Data: $DATA_DIR, else .gpu-data; cache: $TRANSFORMER_MT_CACHE, else .gpu-cache (carry the
 # vocabularies made here: runs on every machine then share one tokenizer, which ensembles need).
 set -u
 cd "$(dirname "$0")/../.."
+SELF=experiments/multi30k/gpu.sh
 export PYTHON=${PYTHON:-python3} DATA_DIR=${DATA_DIR:-$PWD/.gpu-data}
 export TRANSFORMER_MT_CACHE=${TRANSFORMER_MT_CACHE:-$PWD/.gpu-cache}
 # float32 as the recipe says (TF32 matrix products on the GPU) and eager: the model is small enough
@@ -40,6 +42,22 @@ run_job() {  # run_job RUNS NAME: the job in the foreground
   job "$runs/$name" "${args[@]}" "${GPU[@]}"
 }
 
+distillation() {  # distillation RUNS: issue 51 in one job. The teacher's members seed1235 and seed1236
+  # side by side; then the student `distilled`, whose synthetic stage (the teacher's translations) is
+  # copied to `distilled_orig` as soon as it is done, which then trains beside it: RUNS holds the members.
+  local runs=$1 stage=$1/distilled/synthetic student
+  bash "$SELF" job "$runs" seed1235 & bash "$SELF" job "$runs" seed1236 & wait
+  [ -f "$runs/seed1235/metrics.json" ] && [ -f "$runs/seed1236/metrics.json" ] || return 1
+  MEMBERS=$runs bash "$SELF" job "$runs" distilled & student=$!
+  until grep -qs '"done": true' "$stage/stage.json" || ! kill -0 "$student" 2> /dev/null; do sleep 1; done
+  if grep -qs '"done": true' "$stage/stage.json"; then
+    mkdir -p "$runs/distilled_orig/synthetic"
+    cp "$stage/stage.json" "$stage/train.en" "$stage/train.de" "$runs/distilled_orig/synthetic/"
+    MEMBERS=$runs bash "$SELF" job "$runs" distilled_orig
+  fi
+  wait "$student"
+}
+
 start() {  # start RUNS JOB...
   local runs=$1 name
   shift
@@ -50,15 +68,17 @@ start() {  # start RUNS JOB...
     return 1
   fi
   for name in "$@"; do
-    setsid nohup bash "$0" job "$runs" "$name" > "$runs/$name.out" 2>&1 < /dev/null &
+    setsid nohup bash "$SELF" job "$runs" "$name" > "$runs/$name.out" 2>&1 < /dev/null &
     echo "$name: started" >&2
   done
 }
 
 follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, then the finished runs packed
-  local runs=$1 out=$3 end=$((SECONDS + $2)) log name
+  local runs=$1 out=$3 end=$((SECONDS + $2)) report=$((SECONDS + 30)) log name
   while [ $SECONDS -lt $end ] && pgrep -f "gpu.sh job $runs " > /dev/null; do
-    sleep $((end - SECONDS < 30 ? end - SECONDS : 30))
+    sleep 1
+    [ $SECONDS -lt $report ] && continue
+    report=$((SECONDS + 30))
     for log in "$runs"/*.log; do
       [ "$log" = "$runs/setup.log" ] || echo "$(basename "$log" .log): $(tail -n 1 "$log" | cut -c 1-150)" >&2
     done
@@ -78,7 +98,7 @@ follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, the
 
 case ${1:-} in
   start) shift; start "$@" ;;
-  job) shift; run_job "$@" ;;
+  job) shift; if [ "${2:-}" = distillation ]; then distillation "$1"; else run_job "$@"; fi ;;
   wait) shift; follow "$@" ;;
   *) echo "usage: gpu.sh start RUNS JOB... | gpu.sh wait RUNS SECONDS OUT" >&2; exit 1 ;;
 esac

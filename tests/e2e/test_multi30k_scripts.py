@@ -64,3 +64,52 @@ def test_full_without_seeds_says_how_to_call_it():
     result = subprocess.run(["bash", "experiments/multi30k/full.sh", "outputs/x"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 1 and result.stderr.strip() == "usage: full.sh SWEEP SEED [SEED ...] [-- OVERRIDE ...]"
+
+
+FAKE_GPU_PYTHON = """#!/usr/bin/env bash
+# the setup step and the import check pass; run.py ARGS: record the call, then leave what a finished
+# run leaves (a pipeline: its synthetic stage done, then its student's metrics)
+[ "$1" = run.py ] || exit 0
+shift
+for a in "$@"; do case $a in hydra.run.dir=*) dir=${a#hydra.run.dir=} ;; esac; done
+echo "$*" >> "$CALLS"
+if [[ " $* " == *" task=distill "* ]]; then
+  mkdir -p "$dir/synthetic" "$dir/student"
+  [ -f "$dir/synthetic/train.de" ] || echo "translated by $dir" > "$dir/synthetic/train.de"
+  touch "$dir/synthetic/train.en" && echo '{"done": true}' > "$dir/synthetic/stage.json"
+  echo '{}' > "$dir/student/metrics.json"
+else
+  mkdir -p "$dir/checkpoints/epochs" && touch "$dir/checkpoints/average.ckpt" "$dir/checkpoints/epochs/epoch=1.ckpt"
+  echo '{}' > "$dir/metrics.json"
+fi
+"""
+
+
+def test_the_gpu_script_trains_the_teacher_then_both_students_on_its_one_translation_and_packs_each_run(tmp_path):
+    python, calls, runs, out = tmp_path / "python", tmp_path / "calls.txt", tmp_path / "runs", tmp_path / "out"
+    python.write_text(FAKE_GPU_PYTHON)
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(python), "CALLS": str(calls)}
+    for command in (["start", str(runs), "distillation"], ["wait", str(runs), "20", str(out)]):
+        result = subprocess.run(["bash", "experiments/multi30k/gpu.sh", *command], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+    lines = calls.read_text().splitlines()
+    gpu = ["trainer=gpu", "trainer.precision=32-true", "module.compile=false", "data.num_workers=2", "logger=csv",
+           "callbacks.dashboard.every_n_validations=1000"]
+    members = sorted(lines[:2])
+    for line, seed in zip(members, ("1235", "1236")):
+        assert line.split() == ["experiment=multi30k_recipe", f"seed={seed}", "trainer.limit_val_batches=1", *gpu,
+                                "progress=false", f"hydra.run.dir={runs}/seed{seed}"]
+    teacher = (f"task.teacher=[experiments/multi30k/multi30k_en_de.ckpt,{runs}/seed1235/checkpoints/average.ckpt,"
+               f"{runs}/seed1236/checkpoints/average.ckpt]")
+    assert [line.split() for line in lines[2:]] == [  # the students after the members; distilled_orig reads
+        ["task=distill", "experiment=multi30k_recipe", teacher, f"seed={seed}", *extra,  # distilled's translations
+         "trainer.limit_val_batches=1.0", *gpu, "progress=false", f"hydra.run.dir={runs}/{name}"]
+        for name, seed, extra in (("distilled", "1234", []), ("distilled_orig", "1234", ["task.originals_weight=1.0"]))]
+    assert (runs / "distilled_orig/synthetic/train.de").read_text() == f"translated by {runs}/distilled\n"
+    assert sorted(p.name for p in out.iterdir()) == [f"{n}.tgz" for n in ("distilled", "distilled_orig", "seed1235",
+                                                                          "seed1236")]
+    packed = subprocess.run(["tar", "tzf", str(out / "seed1235.tgz")], capture_output=True, text=True).stdout.split()
+    assert "seed1235/checkpoints/average.ckpt" in packed and not any("epochs" in p for p in packed)
+    assert "seed1235: done" in result.stderr
