@@ -179,7 +179,7 @@ class BpeTokenizer(TextTokenizer):
         return self.model.get_vocab_size()
 
     def encode(self, lines: list[str]) -> list[list[int]]:
-        return [enc.ids for enc in self.model.encode_batch(lines, add_special_tokens=False)]
+        return [enc.ids for enc in self.model.encode_batch_fast(lines, add_special_tokens=False)]  # no offsets
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         return self.model.decode_batch(ids, skip_special_tokens=True)
