@@ -69,13 +69,19 @@ def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
     return src, tgt
 
 
+_composer: list = [None]  # the Hydra instance compose_config set up (another one, or none: set up again)
+
+
 def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_dir: Path | None = None) -> DictConfig:
     """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
     its cache at cache_dir (default: output_dir/.cache)."""
     register_resolvers()  # as run.py does
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
+    hydra = GlobalHydra.instance()
+    if not (hydra.is_initialized() and hydra.hydra is _composer[0]):  # Hydra set up once a process (0.1 s)
+        hydra.clear()
+        initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"))
+        _composer[0] = hydra.hydra
+    cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
     with open_dict(cfg):
         cfg.paths.output_dir = str(output_dir)
         cfg.paths.cache_dir = str(cache_dir or Path(output_dir) / ".cache")

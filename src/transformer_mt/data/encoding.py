@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
-from queue import Queue
+from queue import Full, Queue
 
 import datasets
 from datasets.arrow_writer import ArrowWriter
@@ -63,28 +63,43 @@ def encode_in_worker(job: tuple[list[str], list[str], dict]) -> dict[str, list]:
     return encode_pairs(_worker_vocab, src, tgt, **options)
 
 
-def read_ahead(chunks: Iterable[tuple[list[str], list[str]]], depth: int = 2) -> Iterator[tuple[list[str], list[str]]]:
-    """The chunks of a stream, read and cleaned by a thread of their own up to `depth` chunks ahead,
-    so that reading (Python) overlaps encoding (tokenizers' threads, which release the GIL). An
-    error of the reader (a bad line) is raised here, where the chunk it stopped at was expected."""
-    done = object()
+def read_ahead(items: Iterable, depth: int = 2) -> Iterator:
+    """The items of `items`, made by a thread of their own up to `depth` items ahead, so that
+    making them (reading and cleaning chunks; encoding them on tokenizers' threads, which release
+    the GIL) overlaps the consumer's work (encoding; writing Arrow batches). An error of the maker
+    (a bad line) is raised here, where the item it stopped at was expected; a consumer that stops
+    early stops the thread at its next item."""
+    done, stop = object(), threading.Event()
     queue: Queue = Queue(maxsize=depth)
 
-    def read() -> None:
-        try:
-            for chunk in chunks:
-                queue.put(chunk)
-            queue.put(done)
-        except BaseException as err:  # noqa: BLE001 - handed to the consumer
-            queue.put(err)
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    while (item := queue.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-    reader.join()
+    def make() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            put(err)
+
+    maker = threading.Thread(target=make, daemon=True)
+    maker.start()
+    try:
+        while (item := queue.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+    maker.join()
 
 
 @contextmanager
@@ -157,7 +172,7 @@ def encode_split(pairs: CleanPairs, path: Path, vocab: Vocabularies, train: bool
                 ArrowWriter(features=features, path=str(path)) as writer, \
                 encoding_workers(num_proc, vocab) as encode:
             jobs = ((src, tgt, limits) for src, tgt in read_ahead(counted(pairs, bar)))
-            for batch in encode(jobs):
+            for batch in read_ahead(encode(jobs)):  # encoding the next chunk while this one is written
                 writer.write_batch(batch)
                 kept += len(batch["src_ids"])
             writer.finalize()
