@@ -38,6 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no test reaches the hub (nor do 
 os.environ.setdefault("TRANSFORMER_MT_CACHE", tempfile.mkdtemp(prefix="transformer-mt-test-cache-"))
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one thread each, also in subprocesses
     os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # inductor compiles in-process, no pool of compilers
     torch.set_num_threads(1)
 
 

@@ -1,6 +1,7 @@
 """Data preparation at WMT scale: wall time of each phase and peak memory, for corpora of growing size.
 
     python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1] [--news]
+        [--train-sample PAIRS] [--corpora K]
 
 Writes a synthetic corpus of WMT14 en-de's shape (about 25 words a side, a Zipf vocabulary of 60k
 made-up words per language; --news: 5M, type-rich as news text is) once, of the largest size;
@@ -8,7 +9,9 @@ smaller ones are its first lines. For each size, a fresh process prepares it as 
 does, with a cold cache and a 37k joint BPE trained on the default sample
 (data.tokenizer.train_sample): the streaming check and sample pass, tokenizer training, encoding of
 train / val / test into the Arrow cache, and the first training batch. Peak resident memory is
-that process's (and, with --num-proc > 1, its largest worker's).
+that process's (and, with --num-proc > 1, its largest worker's). --corpora K: the size as K corpora
+of equal size (data.corpus and data.corpora, the second tagged), each sampled, then mixed into one
+sample by their weights. --train-sample: another data.tokenizer.train_sample.
 """
 
 import argparse
@@ -101,8 +104,23 @@ class AnonPeak(threading.Thread):
             time.sleep(self.every)
 
 
-def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
-    """In this process: prepare the first `pairs` training pairs as a run does; phase times and memory."""
+def copy_corpus(corpus_dir: str, folder: Path, first: int, last: int) -> None:
+    """Training lines first..last-1 of the corpus in `corpus_dir`, and all of val and test, into `folder`."""
+    folder.mkdir()
+    for split in ("train", "val", "test"):
+        for lang in ("en", "de"):
+            with open(f"{corpus_dir}/{split}.{lang}") as src, open(folder / f"{split}.{lang}", "w") as dst:
+                for i, line in enumerate(src):
+                    if split == "train" and i == last:
+                        break
+                    if split != "train" or i >= first:
+                        dst.write(line)
+
+
+def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None = None, corpora: int = 1) -> dict:
+    """In this process: prepare the first `pairs` training pairs as a run does, as one corpus or as
+    `corpora` corpora of equal size (data.corpus and data.corpora, the second tagged); phase times
+    and memory."""
     from transformer_mt.data.corpus import TextFileCorpus
     from transformer_mt.data.datamodule import TranslationDataModule
     from transformer_mt.data.tokenizer import TokenizerOptions
@@ -118,21 +136,19 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int) -> dict:
     logging.getLogger("transformer_mt").addHandler(Marks())
     logging.getLogger("transformer_mt").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as cache:
-        folder = Path(cache) / "corpus"
-        folder.mkdir()
-        for split in ("train", "val", "test"):  # the first `pairs` lines of train, all of val and test
-            for lang in ("en", "de"):
-                with open(f"{corpus_dir}/{split}.{lang}") as src, open(folder / f"{split}.{lang}", "w") as dst:
-                    for i, line in enumerate(src):
-                        if split == "train" and i == pairs:
-                            break
-                        dst.write(line)
-        result = {"pairs": pairs, "text_mb": sum(p.stat().st_size for p in folder.glob("train.*")) / 2**20}
+        folders = [Path(cache) / f"corpus{k}" for k in range(corpora)]
+        for k, folder in enumerate(folders):
+            copy_corpus(corpus_dir, folder, k * pairs // corpora, (k + 1) * pairs // corpora)
+        result = {"pairs": pairs, "text_mb": sum(p.stat().st_size for f in folders for p in f.glob("train.*")) / 2**20}
+        extra = {f"c{k}": TextFileCorpus(str(f), "en", "de", tag="bt" if k == 1 else None)
+                 for k, f in enumerate(folders[1:], 1)}
         anon = AnonPeak()
         anon.start()
         start = time.perf_counter()
-        dm = TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), TokenizerOptions(vocab_size=37000),
-                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc)
+        dm = TranslationDataModule(TextFileCorpus(str(folders[0]), "en", "de"), TokenizerOptions(
+                                       vocab_size=37000, **({"train_sample": train_sample} if train_sample else {})),
+                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc,
+                                   corpora=extra or None)
         built = time.perf_counter()
         result["check_s"] = marks["tokenizer"] - start
         result["tokenizer_s"] = built - marks["tokenizer"]
@@ -157,13 +173,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000])
     parser.add_argument("--num-proc", type=int, default=1)
+    parser.add_argument("--train-sample", type=int, help="data.tokenizer.train_sample (default: its default)")
+    parser.add_argument("--corpora", type=int, default=1, help="each size as this many corpora of equal size")
     parser.add_argument("--news", action="store_true",
                         help="a type-rich corpus, as news text is (about a million distinct words a side in 1M lines)")
     parser.add_argument("--corpus", help="a folder written by an earlier run of this script (kept)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(prepare(args.child[0], int(args.child[1]), args.num_proc)))
+        print(json.dumps(prepare(args.child[0], int(args.child[1]), args.num_proc, args.train_sample,
+                                 args.corpora)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(args.corpus or Path(tmp) / "corpus")
@@ -175,8 +194,10 @@ def main() -> None:
               "total (s) | peak RSS (MB) | peak RssAnon (MB) |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for size in args.sizes:
-            out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc), "--child",
-                                  str(corpus), str(size)], capture_output=True, text=True)
+            out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc),
+                                  *(["--train-sample", str(args.train_sample)] if args.train_sample else []),
+                                  "--corpora", str(args.corpora),
+                                  "--child", str(corpus), str(size)], capture_output=True, text=True)
             if out.returncode:
                 sys.exit(f"{size:,} pairs: the child process failed:\n{out.stderr[-3000:]}")
             r = json.loads(out.stdout.strip().splitlines()[-1])

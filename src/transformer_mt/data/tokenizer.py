@@ -57,7 +57,7 @@ class TokenizerOptions:
     file: str | None = None  # a tokenizer file to use instead of training (tokenizers .json or sentencepiece .model)
     tgt_file: str | None = None  # with joint=false: the target side's file
     # trained on at most this many training pairs (a fixed-seed sample; null: all of them)
-    train_sample: int | None = 1_000_000
+    train_sample: int | None = 750_000
     dropout: float = 0.0  # subword regularization of the training split, each epoch (data/dropout.py)
 
     def __post_init__(self) -> None:
