@@ -37,8 +37,9 @@ run_job() {  # run_job RUNS NAME: the job in the foreground
     both) args=("${BOTH[@]}" "$VAL_RECIPE") ;;
     de_en) args=("${DE_EN_RECIPE[@]}" "$VAL_RECIPE") ;;
     distilled*) student "$name" && args=("${ARGS[@]}" "$VAL_STUDENT") ;;
+    distillation) distillation "$runs"; return ;;
     *) false ;;
-  esac || { echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig)" >&2; return 1; }
+  esac || { echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig, distillation)" >&2; return 1; }
   job "$runs/$name" "${args[@]}" "${GPU[@]}"
 }
 
@@ -98,7 +99,7 @@ follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, the
 
 case ${1:-} in
   start) shift; start "$@" ;;
-  job) shift; if [ "${2:-}" = distillation ]; then distillation "$1"; else run_job "$@"; fi ;;
+  job) shift; run_job "$@" ;;
   wait) shift; follow "$@" ;;
   *) echo "usage: gpu.sh start RUNS JOB... | gpu.sh wait RUNS SECONDS OUT" >&2; exit 1 ;;
 esac
