@@ -2,7 +2,8 @@
 #   job FOLDER OVERRIDE...   run.py OVERRIDE... into FOLDER, its output in FOLDER.log
 #   lanes JOBS_OF_LANE_0 JOBS_OF_LANE_1   (each a function name) side by side, then wait
 # A job whose FOLDER has metrics.json is done and skipped; one with FOLDER/checkpoints/last.ckpt is
-# resumed from it (bit for bit). Each job runs on one thread (OMP_NUM_THREADS=1): two lanes, two cores.
+# resumed from it (bit for bit). Each job runs on one thread (OMP_NUM_THREADS=1): two lanes, two cores;
+# JOB_THREADS=2 job ... for a job that runs alone.
 # PYTHON: the interpreter (default: the project's .venv, else python).
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 
@@ -15,7 +16,7 @@ job() {
   fi
   [ -f "$folder/checkpoints/last.ckpt" ] && resume=("ckpt_path=$folder/checkpoints/last.ckpt")
   mkdir -p "$(dirname "$folder")"
-  OMP_NUM_THREADS=1 "$PYTHON" run.py "$@" progress=false "hydra.run.dir=$folder" "${resume[@]}" \
+  OMP_NUM_THREADS=${JOB_THREADS:-1} "$PYTHON" run.py "$@" progress=false "hydra.run.dir=$folder" "${resume[@]}" \
     > "$folder.log" 2>&1
   status=$?
   echo "$folder: exit $status${resume:+ (resumed)}" >&2

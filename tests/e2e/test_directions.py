@@ -1,7 +1,8 @@
 """Several directions in one model (corpora tagged with their target language, `2de` and `2en`):
 each test set is scored for off-target outputs, the share a language identifier places in the
-run's other target language (`test/off_target`, `test/NAME/off_target`), and task=evaluate gives
-the same figures; a run with one target language has no such metric."""
+run's other target language (`test/off_target`, `test/NAME/off_target`), each its own tokenized
+BLEU (`test/NAME/bleu_tok_lc`), and task=evaluate gives the same figures; a run with one target
+language has no off-target metric."""
 
 import itertools
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import compose_config
+from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.evaluation.off_target import off_target_rate
 from transformer_mt.tasks import run
 
@@ -38,7 +40,7 @@ def directions(data: Path) -> list[str]:
     corpus = f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: {data}, src_lang: de, tgt_lang: en, tag: 2en}}"
     return ["data=files", f"data.corpus.data_dir={data}", "data.corpus.src_lang=en", "data.corpus.tgt_lang=de",
             "data.corpus.tag=2de", f"+data.corpora.de_en={corpus}", "data.tokenizer.vocab_size=200",
-            "trainer.max_epochs=2", "data.max_tokens=256"]
+            "trainer.max_epochs=2", "data.max_tokens=256", "task.tokenized_bleu=true"]
 
 
 def test_off_target_rate_is_the_share_of_lines_identified_as_another_target_language():
@@ -60,19 +62,19 @@ def test_each_direction_is_scored_for_off_target_outputs_and_evaluate_gives_the_
     cache = tmp_path / "cache"
     run(compose_config(tmp_path / "both", directions(tmp_path / "data"), cache_dir=cache))
     metrics = json.loads((tmp_path / "both" / "metrics.json").read_text())
-    for key, translations, language in (("test/off_target", metrics["translations"], "de"),
-                                        ("test/de_en/off_target", metrics["sets"]["de_en"]["translations"], "en")):
-        lines = Path(translations).read_text().splitlines()
-        assert len(lines) == 10 and metrics[key] == off_target_rate(lines, language, ("de", "en")), key
+    for prefix, files, language in (("test", metrics, "de"), ("test/de_en", metrics["sets"]["de_en"], "en")):
+        lines, references = (Path(files[f]).read_text().splitlines() for f in ("translations", "references"))
+        assert len(lines) == 10 and metrics[f"{prefix}/off_target"] == off_target_rate(lines, language, ("de", "en"))
+        assert metrics[f"{prefix}/bleu_tok_lc"] == tokenized_lowercased_bleu(lines, references)["bleu_tok_lc"], prefix
     assert {"val/off_target", "val/de_en/off_target"} <= set(metrics)
     log = caplog.text
     assert re.search(r"test: BLEU [\d.]+ .* off-target \d+\.\d%", log), log[-2000:]
     assert re.search(r"test/de_en: BLEU [\d.]+ .* off-target \d+\.\d%", log), log[-2000:]
-    run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={metrics['tested_checkpoint']}"],
-                       cache_dir=cache))
+    run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={metrics['tested_checkpoint']}",
+                                           "task.tokenized_bleu=true"], cache_dir=cache))
     evaluated = json.loads((tmp_path / "eval" / "metrics.json").read_text())
-    assert [evaluated[k] for k in ("test/off_target", "test/de_en/off_target")] == \
-        [metrics[k] for k in ("test/off_target", "test/de_en/off_target")]
+    keys = ("test/off_target", "test/de_en/off_target", "test/bleu_tok_lc", "test/de_en/bleu_tok_lc")
+    assert [evaluated[k] for k in keys] == [metrics[k] for k in keys]
     one = [o for o in directions(tmp_path / "data") if "de_en" not in o and "2de" not in o]
     run(compose_config(tmp_path / "one", [*one, "trainer.max_epochs=1"], cache_dir=cache))
     assert not [k for k in json.loads((tmp_path / "one" / "metrics.json").read_text()) if "off_target" in k]

@@ -1,6 +1,7 @@
-"""experiments/multi30k/screen.sh and full.sh, the long runs of issue 38, with a stand-in for the
-interpreter that records each `run.py` call: every job gets its overrides, a folder and one thread;
-a finished job is skipped and a stopped one resumed from its last.ckpt when the script runs again."""
+"""experiments/multi30k/screen.sh, full.sh and both_directions/run.sh, the long runs of issues 38 and 49,
+with a stand-in for the interpreter that records each `run.py` call: every job gets its overrides, a
+folder and one thread (two for a job that runs alone); a finished job is skipped and a stopped one
+resumed from its last.ckpt when the script runs again."""
 
 import os
 import subprocess
@@ -21,13 +22,13 @@ echo '{}' > "$dir/metrics.json"
 """
 
 
-def run_script(tmp_path: Path, script: str, *args: str, stop_seed: str = "") -> list[list[str]]:
-    """Run experiments/multi30k/SCRIPT with the stand-in; the calls it made, each as its words."""
+def run_script(tmp_path: Path, script: str, *args: str, stop_seed: str = "", **env: str) -> list[list[str]]:
+    """Run experiments/multi30k/SCRIPT with the stand-in (and `env`); the calls it made, each as its words."""
     python, calls = tmp_path / "python", tmp_path / "calls.txt"
     python.write_text(FAKE_PYTHON)
     python.chmod(0o755)
     calls.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHON": str(python), "CALLS": str(calls), "STOP_SEED": stop_seed}
+    env = {**os.environ, "PYTHON": str(python), "CALLS": str(calls), "STOP_SEED": stop_seed, **env}
     result = subprocess.run(["bash", f"experiments/multi30k/{script}", *args], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -64,6 +65,23 @@ def test_full_without_seeds_says_how_to_call_it():
     result = subprocess.run(["bash", "experiments/multi30k/full.sh", "outputs/x"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 1 and result.stderr.strip() == "usage: full.sh SWEEP SEED [SEED ...] [-- OVERRIDE ...]"
+
+
+
+def test_both_directions_trains_its_three_runs_at_a_fraction_of_the_budget_and_skips_en_de_at_the_full_one(tmp_path):
+    runs = tmp_path / "bd"
+    calls = {call[-1]: call[:-1] for call in run_script(tmp_path, "both_directions/run.sh", str(runs), stop_seed="-",
+                                                           STEPS="2937")}
+    assert sorted(calls) == [f"hydra.run.dir={runs}/{name}" for name in ("both", "de_en", "en_de")]
+    tail = ["trainer.max_steps=2937", "trainer.limit_val_batches=1", "progress=false"]
+    both = calls[f"hydra.run.dir={runs}/both"]
+    assert both[:4] == ["1", "experiment=multi30k_recipe", "data.corpus.tag=2de", "+data.corpora.de_en={_target_:"]
+    assert both[-5:] == ["2en}", "task.last_n=5", *tail]
+    assert calls[f"hydra.run.dir={runs}/en_de"] == ["1", "experiment=multi30k_recipe", *tail]
+    assert calls[f"hydra.run.dir={runs}/de_en"] == ["2", "experiment=multi30k_recipe", "data.corpus.src_lang=de",
+                                                    "data.corpus.tgt_lang=en", *tail]
+    full = {call[-1] for call in run_script(tmp_path, "both_directions/run.sh", str(tmp_path / "full"), stop_seed="-")}
+    assert full == {f"hydra.run.dir={tmp_path}/full/{name}" for name in ("both", "de_en")}  # en_de: the shipped run
 
 
 FAKE_GPU_PYTHON = """#!/usr/bin/env bash

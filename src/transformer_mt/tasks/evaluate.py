@@ -70,9 +70,9 @@ def run(cfg: DictConfig) -> dict:
     results = module.results["test"].renamed("test", split)
     extra = {"checkpoint": str(path) if len(paths) == 1 else [str(p) for p in paths], "split": split,
              "decoding": module.hparams.decoding, "quantize": module.quantize}
+    sets = named_sets(module.results, "test", split)
     if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu))
-    metrics = write_results(Path(cfg.paths.output_dir), split, results, extra,
-                            named_sets(module.results, "test", split))
+        extra.update(tokenized_bleu_extra(split, results.rows, cfg.task.tokenized_bleu, sets))
+    metrics = write_results(Path(cfg.paths.output_dir), split, results, extra, sets)
     print_summary(f"evaluate {path.name} on {split}", metrics, results.rows)
     return metrics

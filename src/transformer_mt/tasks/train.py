@@ -103,9 +103,10 @@ def train(cfg: DictConfig) -> dict:
         return {}
     extra = run_record(trainer, module, datamodule, best, tested, tokens_per_sec, train_seconds)
     results = module.results["test"]
+    sets = named_sets(module.results, "test")
     if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu))
-    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra, named_sets(module.results, "test"))
+        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu, sets))
+    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra, sets)
     print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
     return metrics
 

@@ -76,21 +76,31 @@ def write_rows(output_dir: Path, stem: str, results: EvalResults) -> tuple[str, 
 TOKENIZED_BLEU = (False, True, "compound")
 
 
-def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = True) -> dict:
+def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = True,
+                         sets: dict[str, EvalResults] | None = None) -> dict:
     """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
-    compound, `<split>/bleu_tok_compound` (the paper's: tokenized, compounds split); and its signature."""
-    from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
-
+    compound, `<split>/bleu_tok_compound` (the paper's: tokenized, hyphenated compounds split); each
+    named set of `sets` its own (`<split>/NAME/bleu_tok_lc`); and the signature."""
     check("task.tokenized_bleu", mode, one_of(*TOKENIZED_BLEU), "false, true (13a-tokenized, lowercased) or "
           "compound (the paper's: tokenized, hyphenated compounds split)")
+    extra = tokenized_bleu_of(split, rows, mode)
+    for name, named in (sets or {}).items():
+        extra.update(tokenized_bleu_of(f"{split}/{name}", named.rows, mode))
+    return extra
+
+
+def tokenized_bleu_of(prefix: str, rows: tuple[Row, ...], mode: bool | str) -> dict:
+    """One set's tokenized BLEU (`PREFIX/bleu_tok_lc` or `PREFIX/bleu_tok_compound`) and its signature."""
+    from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
+
     hyps, refs = [r.hypothesis for r in rows], [r.reference for r in rows]
     if mode == "compound":
         scores = compound_split_bleu(hyps, refs)
-        return {f"{split}/bleu_tok_compound": scores["bleu_tok_compound"],
+        return {f"{prefix}/bleu_tok_compound": scores["bleu_tok_compound"],
                 "bleu_tok_compound_signature": scores["bleu_tok_compound_signature"]
                 + " (13a-tokenized, compounds split as get_ende_bleu.sh)"}
     scores = tokenized_lowercased_bleu(hyps, refs)
-    return {f"{split}/bleu_tok_lc": scores["bleu_tok_lc"],
+    return {f"{prefix}/bleu_tok_lc": scores["bleu_tok_lc"],
             "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
 
 
