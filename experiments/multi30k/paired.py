@@ -2,9 +2,11 @@
 ensemble against the published single model).
 
     python experiments/multi30k/paired.py BASE_RUN SYSTEM_RUN [--metric bleu chrf ter bleu_tok_lc]
+        [--base-set NAME] [--system-set NAME]
 
 BASE_RUN and SYSTEM_RUN are run folders of `task=evaluate` (or of a training run): their
-metrics.json names the test translations and references, which must be the same references. Prints
+metrics.json names the test translations and references, which must be the same references (a
+run's first test set, or its named set NAME: a run of several corpora, issue 49). Prints
 per metric (default: all four; bleu_tok_lc is BLEU on 13a-tokenized lowercased text, the score the
 older papers give) both scores, the difference with its 95% confidence interval, and the p-values
 of the paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as
@@ -19,9 +21,13 @@ from pathlib import Path
 from transformer_mt.evaluation.significance import METRICS, paired_test
 
 
-def outputs(run: Path) -> tuple[list[str], list[str]]:
+def outputs(run: Path, name: str | None = None) -> tuple[list[str], list[str]]:
+    """A run's test translations and references: its first set's, or those of its set `name`."""
     metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    return tuple(Path(metrics[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
+    if name and name not in metrics.get("sets", {}):
+        sys.exit(f"error: {run}/metrics.json has no test set {name!r} (sets: {', '.join(metrics.get('sets', {}))})")
+    files = metrics["sets"][name] if name else metrics
+    return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
 
 
 def main() -> None:
@@ -29,8 +35,10 @@ def main() -> None:
     parser.add_argument("base", type=Path)
     parser.add_argument("system", type=Path)
     parser.add_argument("--metric", nargs="+", default=list(METRICS), choices=list(METRICS))
+    parser.add_argument("--base-set", help="the base run's named test set (default: its first)")
+    parser.add_argument("--system-set", help="the system run's named test set (default: its first)")
     args = parser.parse_args()
-    (base, refs), (system, other_refs) = outputs(args.base), outputs(args.system)
+    (base, refs), (system, other_refs) = outputs(args.base, args.base_set), outputs(args.system, args.system_set)
     if refs != other_refs:
         sys.exit(f"error: {args.base} and {args.system} were scored on different references")
     print("| metric | base | system | difference (95% CI) | p bootstrap | p AR | both p < 0.05 |")

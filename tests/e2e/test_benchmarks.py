@@ -1,10 +1,11 @@
 """How profiling.py (loop_speed.py --profile-steps) sorts ops and kernels into categories, and what
-experiments/multi30k/paired.py prints. (loss_speed.py and
-attention_speed.py at their CPU smoke sizes run in tests/e2e/test_gpu_script.py, as steps of the
-GPU script: every system has numbers, the fused loss matches the plain one, packed attention
-matches padded attention.)"""
+experiments/multi30k/paired.py (a run's first test set or a named one) and both_directions/report.py
+print. (loss_speed.py and attention_speed.py at their CPU smoke sizes run in
+tests/e2e/test_gpu_script.py, as steps of the GPU script: every system has numbers, the fused loss
+matches the plain one, packed attention matches padded attention.)"""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -65,3 +66,59 @@ def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, mon
     (tmp_path / "system" / "test.references.txt").write_text("other\n" * 30)
     with pytest.raises(SystemExit, match="scored on different references"):
         paired.main()
+
+
+def write_run(folder: Path, first: list[str], references: list[str], **sets: tuple[list[str], list[str]]) -> None:
+    """A run folder as training writes one: its first test set's translations and references, and
+    each named set's (`sets`: NAME=(translations, references)), listed in metrics.json."""
+    def written(stem: str, translations: list[str], refs: list[str]) -> dict[str, str]:
+        for kind, lines in (("translations", translations), ("references", refs)):
+            (folder / f"{stem}.{kind}.txt").write_text("".join(line + "\n" for line in lines))
+        return {kind: str(folder / f"{stem}.{kind}.txt") for kind in ("translations", "references")}
+
+    folder.mkdir()
+    named = {name: written(f"test.{name}", *pair) for name, pair in sets.items()}
+    (folder / "metrics.json").write_text(json.dumps({**written("test", first, references), "sets": named}))
+
+
+def test_the_paired_script_compares_a_named_set_of_a_run_of_several_corpora(tmp_path, monkeypatch, capsys):
+    """--system-set NAME: the system's set NAME (its metrics.json's `sets`), here against a one-set run."""
+    refs = [f"a cat number {i} sleeps on the red mat ." for i in range(30)]
+    base, system = [r.replace("red ", "") for r in refs], refs[:-2] + ["x", "y"]
+    write_run(tmp_path / "base", base, refs)
+    write_run(tmp_path / "both", ["?"] * 30, ["!"] * 30, de_en=(system, refs))
+    paired = load_script("experiments/multi30k/paired.py")
+    argv = ["paired.py", str(tmp_path / "base"), str(tmp_path / "both"), "--metric", "bleu", "--system-set", "de_en"]
+    monkeypatch.setattr("sys.argv", argv)
+    paired.main()
+    r = paired_test(base, system, refs)
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"| bleu | {r.baseline:.2f} | {r.system:.2f} |")
+    monkeypatch.setattr("sys.argv", [*argv[:-1], "fr_en"])
+    with pytest.raises(SystemExit, match=r"both/metrics.json has no test set 'fr_en' \(sets: de_en\)"):
+        paired.main()
+
+
+def test_the_both_directions_report_scores_each_direction_and_its_off_target_share(tmp_path, monkeypatch, capsys):
+    """experiments/multi30k/both_directions/report.py: per direction the one-direction recipe, the
+    both-directions model and the references; without an en_de run, the shipped translations (1,000
+    lines: refused here, where test2016 is 4 lines)."""
+    german = ["Ein Mann fährt mit dem Fahrrad über die Brücke.", "Zwei Hunde spielen im Schnee.",
+              "Eine Frau liest ein Buch im Park.", "Die Kinder essen Eis am Strand."]
+    english = ["A man rides his bike across the bridge.", "Two dogs are playing in the snow.",
+               "A woman is reading a book in the park.", "The children eat ice cream on the beach."]
+    write_run(tmp_path / "both", german, german, de_en=(english[:2] + german[2:], english))
+    write_run(tmp_path / "en_de", german[:3] + english[3:], german)
+    write_run(tmp_path / "de_en", english, english)
+    report = load_script("experiments/multi30k/both_directions/report.py")
+    monkeypatch.setattr("sys.argv", ["report.py", str(tmp_path)])
+    report.main()
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [(r[0], r[-1]) for r in rows] == [
+        ("en->de, the en->de recipe", "25.0%"), ("en->de, the both-directions model", "0.0%"),
+        ("en->de, the references", "0.0%"), ("de->en, the de->en recipe", "0.0%"),
+        ("de->en, the both-directions model", "50.0%"), ("de->en, the references", "0.0%")]
+    assert rows[1][1:4] == rows[3][1:4] == ["100.00", "100.00", "100.00"]
+    assert float(rows[4][1]) < 100.0 and rows[2][1:4] == ["", "", ""]
+    (tmp_path / "en_de" / "metrics.json").unlink()
+    with pytest.raises(SystemExit, match=r"shipped\): 1000 translations for 4 references"):
+        report.main()

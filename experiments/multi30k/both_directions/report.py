@@ -1,0 +1,62 @@
+"""Issue 49's both-directions model against the one-direction recipes, per direction, as a Markdown
+table: BLEU on 13a-tokenized lowercased text, sacreBLEU cased (13a), chrF, and the off-target rate
+(the share of outputs py3langid places in the other language, deciding between de and en only),
+with the references' own rate beside it: what the identifier gets wrong on correct text.
+
+    python experiments/multi30k/both_directions/report.py RUNS
+
+RUNS holds run.sh's runs: `both` (en->de its first test set, de->en its set `de_en`), `de_en` and
+`en_de` (without it, the shipped recipe's test2016 translations, experiments/multi30k/test2016.beam5.de).
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from transformer_mt.evaluation.metrics import corpus_scores, tokenized_lowercased_bleu
+from transformer_mt.evaluation.off_target import off_target_rate
+
+SHIPPED = Path(__file__).resolve().parent.parent / "test2016.beam5.de"
+LANGUAGES = ("de", "en")
+
+
+def outputs(run: Path, name: str | None = None) -> tuple[list[str], list[str]]:
+    """A run's test translations and references: its first set's, or those of its set `name`."""
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    files = metrics["sets"][name] if name else metrics
+    return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
+
+
+def row(system: str, hypotheses: list[str], references: list[str], language: str) -> str:
+    """One system's line of the table."""
+    if len(hypotheses) != len(references):
+        raise SystemExit(f"error: {system}: {len(hypotheses)} translations for {len(references)} references")
+    scores = corpus_scores(hypotheses, references)
+    tok_lc = tokenized_lowercased_bleu(hypotheses, references)["bleu_tok_lc"]
+    off = off_target_rate(hypotheses, language, LANGUAGES)
+    return f"| {system} | {tok_lc:.2f} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {off:.1f}% |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path)
+    runs = parser.parse_args().runs
+    both_en_de, references_de = outputs(runs / "both")
+    both_de_en, references_en = outputs(runs / "both", "de_en")
+    if (runs / "en_de" / "metrics.json").is_file():
+        en_de, recipe_en_de = outputs(runs / "en_de")[0], "the en->de recipe"
+    else:
+        en_de, recipe_en_de = SHIPPED.read_text(encoding="utf-8").splitlines(), "the en->de recipe (shipped)"
+    de_en = outputs(runs / "de_en")[0]
+    print("| direction, system | BLEU tok. lc | sacreBLEU cased | chrF | off-target |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for direction, one, both, references, language in (("en->de", en_de, both_en_de, references_de, "de"),
+                                                        ("de->en", de_en, both_de_en, references_en, "en")):
+        print(row(f"{direction}, {recipe_en_de if language == 'de' else 'the de->en recipe'}", one, references,
+                  language))
+        print(row(f"{direction}, the both-directions model", both, references, language))
+        print(f"| {direction}, the references | | | | {off_target_rate(references, language, LANGUAGES):.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
