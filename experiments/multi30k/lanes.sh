@@ -3,7 +3,7 @@
 #   lanes JOBS_OF_LANE_0 JOBS_OF_LANE_1   (each a function name) side by side, then wait
 # A job whose FOLDER has metrics.json is done and skipped; one with FOLDER/checkpoints/last.ckpt is
 # resumed from it (bit for bit). Each job runs on one thread (OMP_NUM_THREADS=1): two lanes, two cores;
-# JOB_THREADS=2 job ... for a job that runs alone.
+# JOB_THREADS=2 job ... for a job that runs alone. A resumed job's output follows the earlier one's.
 # PYTHON: the interpreter (default: the project's .venv, else python).
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 
@@ -17,7 +17,7 @@ job() {
   [ -f "$folder/checkpoints/last.ckpt" ] && resume=("ckpt_path=$folder/checkpoints/last.ckpt")
   mkdir -p "$(dirname "$folder")"
   OMP_NUM_THREADS=${JOB_THREADS:-1} "$PYTHON" run.py "$@" progress=false "hydra.run.dir=$folder" "${resume[@]}" \
-    > "$folder.log" 2>&1
+    >> "$folder.log" 2>&1
   status=$?
   echo "$folder: exit $status${resume:+ (resumed)}" >&2
   return "$status"

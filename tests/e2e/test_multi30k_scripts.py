@@ -16,6 +16,7 @@ for a in "$@"; do
   case $a in hydra.run.dir=*) dir=${a#hydra.run.dir=} ;; seed=*) seed=${a#seed=} ;; esac
 done
 echo "$OMP_NUM_THREADS $*" >> "$CALLS"
+echo "run.py for seed $seed"
 mkdir -p "$dir/checkpoints" && touch "$dir/checkpoints/last.ckpt"
 [ "$seed" = "${STOP_SEED:-}" ] && exit 1
 echo '{}' > "$dir/metrics.json"
@@ -46,6 +47,7 @@ def test_full_runs_every_seed_in_its_folder_then_resumes_only_the_stopped_one(tm
     again = run_script(tmp_path, "full.sh", str(sweep), "1235", "1236", "1237", "--", "model.dropout=0.3")
     assert again == [["1", "experiment=multi30k_recipe", "seed=1236", "model.dropout=0.3", "progress=false",
                       f"hydra.run.dir={sweep}/1", f"ckpt_path={sweep}/1/checkpoints/last.ckpt"]]
+    assert (sweep / "1.log").read_text() == "run.py for seed 1236\n" * 2  # the stopped run's output kept
     assert run_script(tmp_path, "full.sh", str(sweep), "1235", "1236", "1237") == []  # all done
 
 
