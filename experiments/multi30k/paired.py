@@ -14,20 +14,19 @@ task=report computes them (transformer_mt/evaluation/significance.py).
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from transformer_mt.evaluation.significance import METRICS, paired_test
+from transformer_mt.tasks.runs.outputs import read_test_set
 
 
 def outputs(run: Path, name: str | None = None) -> tuple[list[str], list[str]]:
     """A run's test translations and references: its first set's, or those of its set `name`."""
-    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    if name and name not in metrics.get("sets", {}):
-        sys.exit(f"error: {run}/metrics.json has no test set {name!r} (sets: {', '.join(metrics.get('sets', {}))})")
-    files = metrics["sets"][name] if name else metrics
-    return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
+    try:
+        return read_test_set(run, name)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
 
 
 def main() -> None:

@@ -10,21 +10,14 @@ RUNS holds run.sh's runs: `both` (en->de its first test set, de->en its set `de_
 """
 
 import argparse
-import json
 from pathlib import Path
 
 from transformer_mt.evaluation.metrics import corpus_scores, tokenized_lowercased_bleu
 from transformer_mt.evaluation.off_target import off_target_rate
+from transformer_mt.tasks.runs.outputs import read_test_set
 
 SHIPPED = Path(__file__).resolve().parent.parent / "test2016.beam5.de"
 LANGUAGES = ("de", "en")
-
-
-def outputs(run: Path, name: str | None = None) -> tuple[list[str], list[str]]:
-    """A run's test translations and references: its first set's, or those of its set `name`."""
-    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    files = metrics["sets"][name] if name else metrics
-    return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
 
 
 def row(system: str, hypotheses: list[str], references: list[str], language: str) -> str:
@@ -41,19 +34,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path)
     runs = parser.parse_args().runs
-    both_en_de, references_de = outputs(runs / "both")
-    both_de_en, references_en = outputs(runs / "both", "de_en")
+    both_en_de, references_de = read_test_set(runs / "both")
+    both_de_en, references_en = read_test_set(runs / "both", "de_en")
     if (runs / "en_de" / "metrics.json").is_file():
-        en_de, recipe_en_de = outputs(runs / "en_de")[0], "the en->de recipe"
+        en_de, recipe_en_de = read_test_set(runs / "en_de")[0], "the en->de recipe"
     else:
         en_de, recipe_en_de = SHIPPED.read_text(encoding="utf-8").splitlines(), "the en->de recipe (shipped)"
-    de_en = outputs(runs / "de_en")[0]
+    de_en = read_test_set(runs / "de_en")[0]
     print("| direction, system | BLEU tok. lc | sacreBLEU cased | chrF | off-target |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for direction, one, both, references, language in (("en->de", en_de, both_en_de, references_de, "de"),
-                                                        ("de->en", de_en, both_de_en, references_en, "en")):
-        print(row(f"{direction}, {recipe_en_de if language == 'de' else 'the de->en recipe'}", one, references,
-                  language))
+    for direction, recipe, one, both, references, language in (
+            ("en->de", recipe_en_de, en_de, both_en_de, references_de, "de"),
+            ("de->en", "the de->en recipe", de_en, both_de_en, references_en, "en")):
+        print(row(f"{direction}, {recipe}", one, references, language))
         print(row(f"{direction}, the both-directions model", both, references, language))
         print(f"| {direction}, the references | | | | {off_target_rate(references, language, LANGUAGES):.1f}% |")
 

@@ -73,6 +73,17 @@ def write_rows(output_dir: Path, stem: str, results: EvalResults) -> tuple[str, 
     return str(translations), str(references)
 
 
+
+def read_test_set(run_dir: Path, name: str | None = None) -> tuple[list[str], list[str]]:
+    """The test translations and references a run wrote (write_results): its first set's, or those of
+    its named set `name` (a ValueError naming the sets it has, when it has no such set)."""
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    sets = metrics.get("sets", {})
+    if name and name not in sets:
+        raise ValueError(f"{run_dir}/metrics.json has no test set {name!r} (sets: {', '.join(sets)})")
+    files = sets[name] if name else metrics
+    return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
+
 TOKENIZED_BLEU = (False, True, "compound")
 
 
