@@ -60,11 +60,29 @@ def test_a_gpu_trainer_without_a_gpu_stops_before_any_data_work(tmp_path):
     assert {p.name for p in (tmp_path / "run").iterdir()} <= {"config.yaml", ".hydra", "run.log"}
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["task=distill"], "task.teacher has no value: give it on the command line (task.teacher=...)"),
+    (["task=backtranslate"], "task.monolingual has no value: give it on the command line (task.monolingual=...)"),
+    (["data=table"], "data.corpus.data_dir, data.corpus.src_column, data.corpus.tgt_column have no value: give "
+                     "them on the command line (data.corpus.data_dir=... data.corpus.src_column=... "
+                     "data.corpus.tgt_column=...)"),
+])
+def test_a_key_left_to_the_user_is_named_before_any_work(tmp_path, overrides, message):
+    """A preset's `???` (data=files's data directory, task=distill's teacher) not given on the command
+    line: one line naming every such key, before any data work."""
+    with pytest.raises(ConfigError) as err:
+        run(compose_config(tmp_path, overrides))
+    assert str(err.value) == message
+    assert not (tmp_path / ".cache").exists()
+
+
 def test_a_bad_trainer_value_from_the_command_line_is_one_line(tmp_path):
     """A real `python run.py` process, the one here of the one line / exit status 1 / no traceback:
     Hydra parses the command line and run.py turns the ConfigError into that line."""
     result = run_py("trainer.max_epochs=abc", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
     assert_clean_failure(result, "trainer.max_epochs='abc': must be an integer >= -1")
+    result = run_py("data=files", f"hydra.run.dir={tmp_path}/files", f"paths.cache_dir={tmp_path}/cache")
+    assert_clean_failure(result, "data.corpus.data_dir has no value: give it on the command line")
 
 
 def test_a_trainer_setting_lightning_refuses_is_one_line_naming_it(tmp_path):

@@ -130,12 +130,35 @@ def test_a_corpus_added_with_a_given_vocabulary_is_the_only_one_encoded(mixed, t
     ("data.corpus.tag='two words'", "data.corpus.tag='two words': must be one word of letters"),
     ("data.corpus.weight=0", "every corpus has weight 0"),
     ("data.temperature=0", "data.temperature=0: must be a number > 0 or null"),
+    ("+data.corpora.bt={data_dir: /nowhere, src_lang: en, tgt_lang: de}",  # no _target_: a dict, not a corpus
+     "data.corpora.bt: not a corpus: its node needs a _target_, the corpus class"),
 ])
 def test_a_bad_mix_is_one_line_naming_the_key(tmp_path, override, message):
     with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError it prints as one line
         run(compose_config(tmp_path / "run", [override, "trainer.max_steps=1"]))
     found = find_user_error(err.value)
     assert isinstance(found, ConfigError) and message in str(found), err.value
+
+
+def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(tmp_path):
+    """A corpus kept for evaluation only whose test file is not there (a typo, say) would be neither
+    trained on nor scored: the run stops before training, naming it and why; with its file there, the
+    same corpus is scored as a named test set."""
+    (tmp_path / "data").mkdir()
+    extra = ("+data.corpora.flickr={_target_: transformer_mt.data.TextFileCorpus, data_dir: " f"{tmp_path}/data, "
+             "src_lang: en, tgt_lang: de, splits: {test: test2017}, weight: 0}")
+    small = ["data.corpus.num_train=300", "data.corpus.num_val=5", "data.corpus.num_test=5", "trainer.max_steps=1"]
+    with pytest.raises(Exception) as err:
+        run(compose_config(tmp_path / "run", [*small, extra]))
+    found = find_user_error(err.value)
+    assert isinstance(found, ConfigError) and str(found) == (
+        "data.corpora.flickr has weight 0 and no split to score (val: data.corpus.splits has no entry for split "
+        f"'val' (it has ['test']); test: {tmp_path}/data/test2017.en: no such file)")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    for lang, line in (("en", "the dog sees a cat"), ("de", "hund miska vidas")):
+        (tmp_path / "data" / f"test2017.{lang}").write_text(line + "\n")
+    metrics = run(compose_config(tmp_path / "again", [*small, extra]))
+    assert 0 <= metrics["test/flickr/bleu"] <= 100 and "val/flickr/bleu" not in metrics
 
 
 def test_the_composition_of_a_one_corpus_run_is_its_corpus_once(tmp_path):

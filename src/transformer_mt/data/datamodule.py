@@ -26,7 +26,7 @@ from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, first_above, round_up
 from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, write_record
 from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
-from transformer_mt.data.dropout import EpochDropout
+from transformer_mt.data.dropout import EpochDropout, dropout_note
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
 from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, weighted_sample
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
@@ -255,12 +255,23 @@ class TranslationDataModule(L.LightningDataModule):
         return [split, *(f"{split}/{name}" for name in self.eval_sets(split)[1:])]
 
     def _has_split(self, name: str, split: str) -> bool:
+        """Whether corpus `name` has `split` to score. A corpus of weight 0 with neither a validation
+        nor a test split is a ConfigError: nothing to train on or score (a typo in its splits, say)."""
+        missing = {each: self._missing(name, each) for each in ("val", "test")}
+        if self.weight[name] == 0 and all(missing.values()):
+            raise ConfigError(f"{corpus_key(name)} has weight 0 and no split to score (val: {missing['val']}; "
+                              f"test: {missing['test']})")
+        if missing[split]:
+            log.info("%s/%s is not scored: %s", name, split, missing[split])
+        return not missing[split] and len(self._entry(name, split)) > 0
+
+    def _missing(self, name: str, split: str) -> DataError | None:
+        """Why corpus `name` has no `split` (its DataError: no such file, no entry in its splits), or None."""
         try:
             self._fingerprint_of(name, split)
         except DataError as missing:
-            log.info("%s/%s is not scored: %s", name, split, missing)
-            return False
-        return len(self._entry(name, split)) > 0
+            return missing
+        return None
 
     def fingerprints(self) -> dict:
         """What the data of this run was: the corpus fingerprint of each split and of the
@@ -308,28 +319,14 @@ class TranslationDataModule(L.LightningDataModule):
         if split not in self.datasets:
             base, _, name = split.partition("/")
             table = self._entry(name, base) if name else self._build(split)
-            dropout = self._dropout(table) if split == "train" and self.options.dropout > 0 else None
+            dropout = (EpochDropout.for_table(table, self.vocabularies, self.options.dropout, self.seed)
+                       if split == "train" and self.options.dropout > 0 else None)
             self.datasets[split] = TranslationDataset(table, dropout)
             if split == "train":
                 self.mixture = Mixture(self.training, self._train_counts, [self.weight[n] for n in self.training],
                                        self.temperature, self.seed, corpus_tokens(table, self._train_counts))
                 if len(self.training) > 1 or not self.mixture.plain:
                     log.info("an epoch of the training corpora:\n%s", self.mixture.describe())
-
-    def dropout_note(self) -> str:
-        """What the log says of subword regularization when it is on (nothing when off)."""
-        if self.options.dropout <= 0:
-            return ""
-        kind = "BPE-dropout" if self.options.type == "bpe" else "sentencepiece sampling"
-        return (f"; {kind} {self.options.dropout} (data.tokenizer.dropout): the training split is "
-                "re-segmented every epoch")
-
-    def _dropout(self, table: datasets.Dataset) -> EpochDropout:
-        """Subword regularization (data/dropout.py) for the training split `table`: no sampled row
-        longer than its longest."""
-        lengths = table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
-        caps = tuple(int(lengths[k].max()) if len(table) else 0 for k in ("src_len", "tgt_len"))
-        return EpochDropout.for_vocabularies(self.vocabularies, self.options.dropout, self.seed, caps)
 
     # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
@@ -350,7 +347,7 @@ class TranslationDataModule(L.LightningDataModule):
                 self._resume_state = None
             padding = "packed, no padding" if self.packed else f"{100 * sampler.padding_fraction():.1f}% padding"
             log.info("train: %d batches per epoch and process, %s (data.max_tokens=%d)%s", len(sampler), padding,
-                     self.max_tokens, self.dropout_note())
+                     self.max_tokens, dropout_note(self.options.type, self.options.dropout))
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple,

@@ -205,7 +205,11 @@ class EpochDropout:
         self.sides, self.seed, self.caps = (src, tgt), seed, caps
 
     @classmethod
-    def for_vocabularies(cls, vocab, p: float, seed: int, caps: tuple[int, int]) -> "EpochDropout":
+    def for_table(cls, table, vocab, p: float, seed: int) -> "EpochDropout":
+        """Subword regularization of the training split `table` (a datasets.Dataset of token ids)
+        with the run's vocabularies: no sampled row longer than its longest."""
+        lengths = table.with_format("numpy", columns=["src_len", "tgt_len"])[:]
+        caps = tuple(int(lengths[k].max()) if len(table) else 0 for k in ("src_len", "tgt_len"))
         src = resegmenter(vocab.src, p)
         tgt = src if vocab.joint else resegmenter(vocab.tgt, p)
         return cls(src, tgt, seed, caps)
@@ -240,3 +244,11 @@ class EpochDropout:
             src, tgt = self.resegment(src, tgt, np.arange(start, start + rows.num_rows), epoch)
             out.append(np.maximum(src.lengths, tgt.lengths + 1))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def dropout_note(tokenizer_type: str, p: float) -> str:
+    """What the training log says of subword regularization when it is on (nothing when off)."""
+    if p <= 0:
+        return ""
+    kind = "BPE-dropout" if tokenizer_type == "bpe" else "sentencepiece sampling"
+    return f"; {kind} {p} (data.tokenizer.dropout): the training split is re-segmented every epoch"

@@ -9,6 +9,7 @@ rescaled so that corpus i's share of the epoch is p_i ∝ (w_i n_i)^(1/T) (the m
 T=1 keeps the weights, a large T tends to equal shares), the epoch keeping sum_i w_i n_i pairs.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,9 @@ def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corp
         raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
     for name, each in named.items():
         key = corpus_key(name)
+        if isinstance(each, Mapping):  # a node that Hydra did not build into a corpus
+            raise ConfigError(f"{key}: not a corpus: its node needs a _target_, the corpus class "
+                              "(e.g. _target_: transformer_mt.data.TextFileCorpus, as in docs/data.md)")
         check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
         if getattr(each, "tag", None) is not None:
             tag_token(each.tag, f"{key}.tag")

@@ -15,7 +15,7 @@ from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.errors import find_user_error
+from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
 from transformer_mt.renamed import refuse_old_config_keys
 from transformer_mt.tasks.runs.lightning_logs import route_lightning_logs
@@ -65,6 +65,7 @@ def run(cfg: DictConfig):
     route_lightning_logs()
     refuse_old_config_keys(cfg)
     save_resolved_config(cfg)
+    refuse_missing_values(cfg)
     precision = cfg.get("float32_matmul_precision", "highest")
     check("float32_matmul_precision", precision, one_of("highest", "high", "medium"),
           "highest, high (TF32 on a GPU) or medium")
@@ -74,6 +75,17 @@ def run(cfg: DictConfig):
         return get_method(cfg.task.run)(cfg)
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def refuse_missing_values(cfg: DictConfig) -> None:
+    """A ConfigError naming every key the composed config leaves `???` (one the user must give, such
+    as data=files's data.corpus.data_dir or task=distill's task.teacher), before any work."""
+    missing = sorted(key for key in OmegaConf.missing_keys(cfg) if not key.startswith("hydra."))  # Hydra's own
+    if missing:
+        keys = ", ".join(missing)
+        given = " ".join(f"{key}=..." for key in missing)
+        raise ConfigError(f"{keys} {'has' if len(missing) == 1 else 'have'} no value: give "
+                          f"{'it' if len(missing) == 1 else 'them'} on the command line ({given})")
 
 
 @rank_zero_only
