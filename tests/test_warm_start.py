@@ -21,7 +21,8 @@ def test_a_warm_run_exits_and_prints_as_a_plain_process(tmp_path):
     assert warm_server({**os.environ, "PYTHONWARNINGS": "ignore", "HF_HOME": "/elsewhere"}) is None
     assert (warm.returncode, warm.stdout) == (plain.returncode, plain.stdout) == (1, "")
     assert warm.stderr.splitlines()[-1] == plain.stderr.splitlines()[-1] == (
-        f"error: {tmp_path}/missing/train.en: no such file")
+        f"error: {tmp_path}/missing: no such folder (a corpus's data_dir; data=multi30k's is under paths.data_dir, "
+        "which is $DATA_DIR, else data/ in the project)")
     assert "Traceback" not in warm.stderr + plain.stderr
 
 

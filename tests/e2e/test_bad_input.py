@@ -32,6 +32,7 @@ def files_fails(tmp_path, *extra: str) -> str:
 
 
 def test_missing_file(tmp_path):
+    (tmp_path / "corpus").mkdir()
     assert f"{tmp_path}/corpus/train.en: no such file" in files_fails(tmp_path)
     assert_nothing_half_written(tmp_path)
 

@@ -57,7 +57,9 @@ def test_bad_data_path_is_one_clean_line_and_exit_1(tmp_path):
     result = run_py("data=files", f"data.corpus.data_dir={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path}/nowhere/train.en: no such file"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path}/nowhere: no such folder (a corpus's data_dir; data=multi30k's is under paths.data_dir, "
+        "which is $DATA_DIR, else data/ in the project)")
 
 
 def test_evaluate_without_checkpoint_is_a_clear_error(tmp_path):

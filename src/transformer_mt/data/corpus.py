@@ -191,6 +191,14 @@ def aligned_chunks(src_path: Path, tgt_path: Path, train: bool, size: int = CHUN
         yield src, tgt
 
 
+def in_folder(folder: Path, name: str) -> Path:
+    """`folder`/`name`, or a DataError naming a corpus's `data_dir` that is no folder."""
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such folder (a corpus's data_dir; data=multi30k's is under paths.data_dir, "
+                        "which is $DATA_DIR, else data/ in the project)")
+    return folder / name
+
+
 def split_name(splits: dict[str, str], split: str) -> str:
     """What a corpus calls train / val / test (data.corpus.splits)."""
     if split not in splits:
@@ -255,7 +263,7 @@ class TextFileCorpus(Corpus):
         self.splits = dict(splits or {s: s for s in SPLITS})
 
     def paths(self, split: str) -> tuple[Path, Path]:
-        prefix = self.data_dir / split_name(self.splits, split)
+        prefix = in_folder(self.data_dir, split_name(self.splits, split))
         return Path(f"{prefix}.{self.src_lang}"), Path(f"{prefix}.{self.tgt_lang}")
 
     def pairs(self, split: str) -> CleanPairs:
@@ -287,7 +295,7 @@ class TableCorpus(Corpus):
         self.splits, self.format = dict(splits), format
 
     def path(self, split: str) -> Path:
-        return self.data_dir / split_name(self.splits, split)
+        return in_folder(self.data_dir, split_name(self.splits, split))
 
     def _format(self, path: Path) -> str:
         fmt = self.format or {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(path.suffix)
