@@ -10,10 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
-from tests.helpers import SMALL_RUN, interrupt_at, run_py, stopped_in_the_third_chunk
+from tests.helpers import (
+    SMALL_RUN,
+    assert_clean_failure,
+    compose_config,
+    interrupt_at,
+    run_py,
+    stopped_in_the_third_chunk,
+)
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
+from transformer_mt.tasks.distill import check_teacher_data
 from transformer_mt.tasks.pipelines.compose import shaping
 from transformer_mt.tasks.pipelines.stages import Stage, settle
 
@@ -71,6 +80,7 @@ def test_the_teachers_translations_train_the_student_which_is_compared_with_the_
     assert (comparison["student_bleu"], comparison["baseline_bleu"], comparison["p_bootstrap"]) == \
         (expected.system, expected.baseline, expected.p_bootstrap)
     assert comparison["student_bleu"] == metrics["test/bleu"]
+    assert "trained on other data" not in (folder / "run.log").read_text()  # the teacher's own training data
 
 
 def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_uninterrupted_pipeline(distilled, tmp_path):
@@ -118,6 +128,30 @@ def test_a_teacher_that_is_not_there_is_one_line(tmp_path):
     result = run_py("task=distill", f"task.teacher={tmp_path}/nothing.ckpt", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [
         f"error: task.teacher={tmp_path}/nothing.ckpt: no such checkpoint"]
+
+
+def test_a_baseline_that_is_no_finished_run_is_refused_before_any_work(small_run, tmp_path):
+    for baseline, why in ((tmp_path / "nowhere", "no such folder"),
+                          (tmp_path, "a folder without metrics.json (not a finished training run)")):
+        result = run_py("task=distill", f"task.teacher={small_run[0]}", f"task.baseline={baseline}",
+                        f"hydra.run.dir={tmp_path}/run")
+        assert_clean_failure(result, f"task.baseline={baseline}: {why}")
+        assert not (tmp_path / "run" / "synthetic").exists()
+
+
+def test_a_teacher_trained_on_other_data_than_data_corpus_is_said(small_run, tmp_path, caplog):
+    """`data=` left off the command line: the teacher translates the default toy corpus's sources, as
+    asked, after a warning naming both."""
+    teacher = Path(json.loads((small_run[0] / "metrics.json").read_text())["tested_checkpoint"])
+    data = compose_config(tmp_path, SMALL_RUN).data
+    with caplog.at_level(logging.WARNING):
+        check_teacher_data(teacher, instantiate(data.corpus).fingerprint("train"), data)
+    assert "trained on other data" not in caplog.text
+    other = compose_config(tmp_path, ["data.corpus.num_train=301"]).data
+    with caplog.at_level(logging.WARNING):
+        check_teacher_data(teacher, instantiate(other.corpus).fingerprint("train"), other)
+    assert f"task.teacher={teacher} was trained on other data (ToyCorpus(" in caplog.text
+    assert "num_train=300" in caplog.text and "translating the training sources of ToyCorpus(" in caplog.text
 
 
 def test_a_second_pipeline_into_a_folder_in_use_is_refused_in_one_line(tmp_path):

@@ -18,9 +18,10 @@ import logging
 from functools import partial
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.config import plain
+from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
 from transformer_mt.tasks.pipelines.stage_work import (
@@ -44,23 +45,39 @@ def run(cfg: DictConfig) -> dict:
     corpus, names = pipeline_corpus(cfg)
     check("task.originals_weight", options.originals_weight, number(0.0), "a number >= 0")
     teacher = model_checkpoints(plain(options.teacher), "task.teacher")
+    baseline = Path(options.baseline) if options.get("baseline") else None
+    baseline_run = finished_run(baseline, "task.baseline") if baseline is not None else None  # before any work
+    sources = corpus.fingerprint("train")
+    check_teacher_data(teacher[0], sources, cfg.data)
     synthetic = Stage("synthetic", folder / "synthetic", {
-        "teacher": [file_digest(p) for p in teacher], "sources": corpus.fingerprint("train"),
+        "teacher": [file_digest(p) for p in teacher], "sources": sources,
         "decoding": plain(options.teacher_decoding), "tag": options.tag, "chunk_lines": options.chunk_lines,
         "seed": cfg.seed})
     student = Stage("student", folder / "student", {
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
         "teacher_vocabulary": options.teacher_vocabulary, "overrides": shaping(passed_on())})
-    baseline = Path(options.baseline) if options.get("baseline") else None
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     settle([synthetic, student, evaluation])
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
                  partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
     vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else []
     metrics = train_student(cfg, student, synthetic.folder, names, vocabulary)
-    if baseline is not None and metrics:
-        metrics["comparison"] = compare(evaluation, finished_run(baseline, "task.baseline"), metrics, "student")
+    if baseline_run is not None and metrics:
+        metrics["comparison"] = compare(evaluation, baseline_run, metrics, "student")
     return metrics
+
+
+def check_teacher_data(teacher: Path, sources: str, data: DictConfig) -> None:
+    """A warning when the teacher (its first member) was trained on other data than data.corpus's
+    training split (`sources`: its fingerprint), as when `data=` is left off the command line: it
+    translates data.corpus's sources all the same, as asked."""
+    from transformer_mt.checkpoints.loading import describe_corpus, read_checkpoint
+
+    record = read_checkpoint(teacher, "task.teacher")["hyper_parameters"].get("data")
+    if record and record["fingerprints"].get("train") != digest(sources):
+        log.warning("task.teacher=%s was trained on other data (%s); translating the training sources of %s as asked",
+                    teacher, describe_corpus(record["config"]),
+                    describe_corpus({"corpus": OmegaConf.to_container(data.corpus, resolve=True)}))
 
 
 def teacher_vocabulary(checkpoint: Path, folder: Path) -> list[str]:

@@ -109,6 +109,8 @@ def model_checkpoints(given, key: str) -> list[Path]:
 def finished_run(folder: Path, key: str) -> dict:
     """The metrics.json of a finished training run in `folder` (`key`: the setting that names it)."""
     path = folder / "metrics.json"
+    if not folder.is_dir():
+        raise ConfigError(f"{key}={folder}: no such folder")
     if not path.is_file():
         raise ConfigError(f"{key}={folder}: a folder without metrics.json (not a finished training run)")
     return json.loads(path.read_text())
