@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from tests.helpers import SMALL_RUN, run_py, stopped_in_the_third_chunk
+from tests.helpers import SMALL_RUN, assert_clean_failure, run_py, stopped_in_the_third_chunk
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.evaluation.significance import paired_test
 
@@ -74,3 +74,20 @@ def test_stopped_after_a_chunk_the_same_command_ends_as_the_uninterrupted_pipeli
     whole, again = (torch.load(f / "forward" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
                     for f in (folder, stopped))
     assert all(torch.equal(whole[k], again[k]) for k in whole)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "{path}: no text (task.monolingual: target-side sentences, one per line)"),
+    (b"\n \n", "{path}: no text (task.monolingual: target-side sentences, one per line)"),
+    (b"ein hund\nzwei\x00katzen\n", "{path}:2: NUL byte (is this a binary file?)"),
+    (None, "{path}: is a directory"),
+])
+def test_monolingual_text_that_cannot_be_back_translated_stops_the_command_before_any_work(tmp_path, content,
+                                                                                            message):
+    """An empty, blank or binary task.monolingual (or a folder) is found before the baseline and the
+    reverse model train, not after them."""
+    path = tmp_path / "mono.de"
+    path.mkdir() if content is None else path.write_bytes(content)
+    result = run_py("task=backtranslate", f"task.monolingual={path}", *PARALLEL, f"hydra.run.dir={tmp_path}/run")
+    assert_clean_failure(result, message.format(path=path))
+    assert not (tmp_path / "run" / "baseline").exists()

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.config import plain
-from transformer_mt.data.corpus import SPLITS, file_digest
+from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.pipelines.compose import passed_on, shaping
 from transformer_mt.tasks.pipelines.stage_work import (
@@ -48,6 +48,7 @@ def run(cfg: DictConfig) -> dict:
     corpus, names = pipeline_corpus(cfg)
     check("task.weight", options.weight, number(0.0), "a number >= 0")
     monolingual = Path(str(options.monolingual))
+    check_monolingual(monolingual)
     training = {"data": corpus.fingerprint("train"), "overrides": shaping(passed_on())}
     given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
     stages = {
@@ -72,6 +73,16 @@ def run(cfg: DictConfig) -> dict:
     if metrics and baseline:
         metrics["comparison"] = compare(stages["evaluation"], baseline, metrics, "forward")
     return metrics
+
+
+def check_monolingual(path: Path) -> None:
+    """task.monolingual read through once before any work: a missing or empty file, a binary one or
+    invalid UTF-8 is one line naming the file (and line), not an error after two training runs."""
+    text = False
+    for line in file_lines(path):  # every line read and checked, a block at a time
+        text = text or bool(line.strip())
+    if not text:
+        raise DataError(f"{path}: no text (task.monolingual: target-side sentences, one per line)")
 
 
 def task_options(cfg: DictConfig) -> list[str]:
