@@ -11,9 +11,11 @@ import pytest
 import torch
 import yaml
 
-from tests.helpers import SMALL_RUN, assert_clean_failure, run_py, stopped_in_the_third_chunk
+from tests.helpers import SMALL_RUN, compose_config, run_py, stopped_in_the_third_chunk
 from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.errors import DataError
 from transformer_mt.evaluation.significance import paired_test
+from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
 PARALLEL = [*SMALL_RUN, "data.max_tokens=512", "~callbacks.epoch_checkpoint"]  # 300 pairs, 1 epoch
@@ -88,6 +90,7 @@ def test_monolingual_text_that_cannot_be_back_translated_stops_the_command_befor
     reverse model train, not after them."""
     path = tmp_path / "mono.de"
     path.mkdir() if content is None else path.write_bytes(content)
-    result = run_py("task=backtranslate", f"task.monolingual={path}", *PARALLEL, f"hydra.run.dir={tmp_path}/run")
-    assert_clean_failure(result, message.format(path=path))
+    with pytest.raises(DataError) as err:
+        run(compose_config(tmp_path / "run", ["task=backtranslate", f"task.monolingual={path}", *PARALLEL]))
+    assert str(err.value) == message.format(path=path)
     assert not (tmp_path / "run" / "baseline").exists()

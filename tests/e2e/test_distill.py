@@ -14,14 +14,15 @@ from hydra.utils import instantiate
 
 from tests.helpers import (
     SMALL_RUN,
-    assert_clean_failure,
     compose_config,
     interrupt_at,
     run_py,
     stopped_in_the_third_chunk,
 )
+from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
+from transformer_mt.tasks import run
 from transformer_mt.tasks.distill import check_teacher_data
 from transformer_mt.tasks.pipelines.compose import shaping
 from transformer_mt.tasks.pipelines.stages import Stage, settle
@@ -133,9 +134,10 @@ def test_a_teacher_that_is_not_there_is_one_line(tmp_path):
 def test_a_baseline_that_is_no_finished_run_is_refused_before_any_work(small_run, tmp_path):
     for baseline, why in ((tmp_path / "nowhere", "no such folder"),
                           (tmp_path, "a folder without metrics.json (not a finished training run)")):
-        result = run_py("task=distill", f"task.teacher={small_run[0]}", f"task.baseline={baseline}",
-                        f"hydra.run.dir={tmp_path}/run")
-        assert_clean_failure(result, f"task.baseline={baseline}: {why}")
+        with pytest.raises(ConfigError) as err:
+            run(compose_config(tmp_path / "run", ["task=distill", f"task.teacher={small_run[0]}",
+                                                  f"task.baseline={baseline}"]))
+        assert str(err.value) == f"task.baseline={baseline}: {why}"
         assert not (tmp_path / "run" / "synthetic").exists()
 
 
