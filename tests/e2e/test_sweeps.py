@@ -78,6 +78,24 @@ def test_an_optuna_search_killed_after_a_trial_continues_with_the_missing_trials
         study_name="transformer_mt", storage=f"sqlite:///{sweep}/optuna.db").trials) == 4
 
 
+def test_a_search_whose_metric_no_trial_writes_or_whose_every_trial_fails_ends_in_one_line(tmp_path):
+    """optimized_metric misspelt: the study stops after its first trial, naming the metrics the trial
+    wrote (not 20 trials and Optuna's traceback). Every trial failed: one line saying where why is."""
+    common = ["hparams_search=optuna", f"paths.cache_dir={tmp_path}/cache", *TINY, "trainer.max_steps=2"]
+    result = run_py(*common, "optimized_metric=val/blue", "hydra.sweeper.n_trials=3", f"hydra.sweep.dir={tmp_path}/a")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: optimized_metric=val/blue: job 0 finished without it in {tmp_path}/a/0/metrics.json "
+        "(it has test/bleu, ")
+    assert "val/bleu_best" in result.stderr and not (tmp_path / "a" / "1").exists()
+    result = run_py(*common, "model.heads=3", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path}/b")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: no trial of study transformer_mt finished: each failed one's reason is in error.txt in its run "
+        f"directory under {tmp_path}/b")
+    assert (tmp_path / "b" / "1" / "error.txt").read_text().startswith("ConfigError: model.d_model=64 is not divisible")
+
+
 def test_submitit_local_runs_every_job_of_a_multirun(tmp_path):
     result = run_py("-m", "hydra/launcher=submitit_local", "model.heads=2,4", f"hydra.sweep.dir={tmp_path}/sweep",
                     f"paths.cache_dir={tmp_path}/cache", *TINY)
