@@ -48,7 +48,6 @@ def run(cfg: DictConfig) -> dict:
     corpus, names = pipeline_corpus(cfg)
     check("task.weight", options.weight, number(0.0), "a number >= 0")
     monolingual = Path(str(options.monolingual))
-    check_monolingual(monolingual)
     training = {"data": corpus.fingerprint("train"), "overrides": shaping(passed_on())}
     given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
     stages = {
@@ -62,6 +61,8 @@ def run(cfg: DictConfig) -> dict:
         "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.tag, **training})
     stages["evaluation"] = Stage("evaluation", folder / "evaluation", {
         "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
+    if not stages["synthetic"].done() or stages["synthetic"].changed():  # else its text was read when made
+        check_monolingual(monolingual)
     settle(list(stages.values()))
     baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
                 else train_in(stages["baseline"], task_options(cfg)))
