@@ -46,14 +46,13 @@ run_job() {  # run_job RUNS NAME: the job in the foreground
 distillation() {  # distillation RUNS: issue 51 in one job. The teacher's members seed1235 and seed1236
   # side by side; then the student `distilled`, whose synthetic stage (the teacher's translations) is
   # copied to `distilled_orig` as soon as it is done, which then trains beside it: RUNS holds the members.
-  local runs=$1 stage=$1/distilled/synthetic student
+  local runs=$1 student
   bash "$SELF" job "$runs" seed1235 & bash "$SELF" job "$runs" seed1236 & wait
   [ -f "$runs/seed1235/metrics.json" ] && [ -f "$runs/seed1236/metrics.json" ] || return 1
   MEMBERS=$runs bash "$SELF" job "$runs" distilled & student=$!
-  until grep -qs '"done": true' "$stage/stage.json" || ! kill -0 "$student" 2> /dev/null; do sleep 1; done
-  if grep -qs '"done": true' "$stage/stage.json"; then
-    mkdir -p "$runs/distilled_orig/synthetic"
-    cp "$stage/stage.json" "$stage/train.en" "$stage/train.de" "$runs/distilled_orig/synthetic/"
+  until synthetic_done "$runs/distilled" || ! kill -0 "$student" 2> /dev/null; do sleep 1; done
+  if synthetic_done "$runs/distilled"; then
+    share_synthetic "$runs/distilled" "$runs/distilled_orig"
     MEMBERS=$runs bash "$SELF" job "$runs" distilled_orig
   fi
   wait "$student"

@@ -133,3 +133,41 @@ def test_the_gpu_script_trains_the_teacher_then_both_students_on_its_one_transla
     packed = subprocess.run(["tar", "tzf", str(out / "seed1235.tgz")], capture_output=True, text=True).stdout.split()
     assert "seed1235/checkpoints/average.ckpt" in packed and not any("epochs" in p for p in packed)
     assert "seed1235: done" in result.stderr
+
+
+FAKE_DISTILL_PYTHON = """#!/usr/bin/env bash
+# run.py ARGS of task=distill: record the call; the first translates (its synthetic stage) and trains on
+# until stopped; a later one, its stage done, finishes (metrics.json)
+shift
+for a in "$@"; do case $a in hydra.run.dir=*) dir=${a#hydra.run.dir=} ;; esac; done
+echo "$OMP_NUM_THREADS $*" >> "$CALLS"
+if ! grep -qs done "$dir/synthetic/stage.json"; then
+  mkdir -p "$dir/synthetic" && echo "translated by $dir" > "$dir/synthetic/train.de"
+  touch "$dir/synthetic/train.en" && echo '{"done": true}' > "$dir/synthetic/stage.json"
+  exec sleep 60  # the student's training, which the script stops
+fi
+echo '{}' > "$dir/metrics.json"
+"""
+
+
+def test_the_students_translate_once_on_both_cores_then_train_side_by_side_on_the_same_translations(tmp_path):
+    python, calls, runs = tmp_path / "python", tmp_path / "calls.txt", tmp_path / "runs"
+    python.write_text(FAKE_DISTILL_PYTHON)
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(python), "CALLS": str(calls), "MEMBERS": "m", "BASELINE": "b"}
+    result = subprocess.run(["bash", "experiments/multi30k/distill/run.sh", str(runs)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    student = ["task=distill", "experiment=multi30k_recipe",
+               "task.teacher=[experiments/multi30k/multi30k_en_de.ckpt,m/seed1235/checkpoints/average.ckpt,"
+               "m/seed1236/checkpoints/average.ckpt]", "task.baseline=b", "seed=1234"]
+    lines = [line.split() for line in calls.read_text().splitlines()]
+    assert lines[0] == ["2", *student, "progress=false", f"hydra.run.dir={runs}/distilled"]  # alone: translates
+    arms = (("distilled", []), ("distilled_orig", ["task.originals_weight=1.0"]))
+    assert sorted(lines[1:]) == [["1", *student, *extra, "progress=false", f"hydra.run.dir={runs}/{name}"]
+                                 for name, extra in arms]
+    assert f"{runs}/distilled: exit 143" in result.stderr  # stopped once its translations were written
+    assert (runs / "distilled_orig/synthetic/train.de").read_text() == f"translated by {runs}/distilled\n"
+    again = subprocess.run(["bash", "experiments/multi30k/distill/run.sh", str(runs)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and len(calls.read_text().splitlines()) == 3  # both done: nothing runs

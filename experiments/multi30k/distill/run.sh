@@ -3,9 +3,11 @@
 # task=distill on the translations of the teacher, the ensemble of the three recipe models (seeds
 # 1234 = the shipped model, 1235, 1236: full.sh trains them; MEMBERS is the folder of their runs), beam 5
 # and length penalty 1.0. `distilled`: the teacher's translations alone; `distilled_orig`: and the
-# original pairs (weight 1: each epoch shows both). In two lanes of one thread (lanes.sh: the same
-# command again goes on where it stopped); experiments/multi30k/gpu.sh sources it for the same jobs on
-# a GPU (NAME-sSEED: another seed). BASELINE: a run folder the students are tested against (the
+# original pairs (weight 1: each epoch shows both). The teacher's translations, the same for both, are
+# made once: `distilled` runs alone on both cores until its synthetic stage is done, is then stopped
+# (SIGTERM) and the stage copied to `distilled_orig`; then both train in two lanes of one thread
+# (lanes.sh: the same command again goes on where it stopped, the student from its last.ckpt).
+# experiments/multi30k/gpu.sh sources it for the same jobs on a GPU (NAME-sSEED: another seed). BASELINE: a run folder the students are tested against (the
 # shipped model's task=evaluate run; none: no comparison).
 #   MEMBERS=RUNS_OF_FULL_SH [BASELINE=RUN] DATA_DIR=../shared/data bash experiments/multi30k/distill/run.sh RUNS
 set -u
@@ -22,7 +24,13 @@ student() {  # student NAME[-sSEED]: that student's overrides in ARGS (status 1:
     *) return 1 ;;
   esac
 }
-[ "${BASH_SOURCE[0]}" != "$0" ] && return 0  # sourced: STUDENT and student() alone
+synthetic_done() { grep -qs '"done": true' "$1/synthetic/stage.json"; }  # synthetic_done PIPELINE
+share_synthetic() {  # share_synthetic FROM TO: FROM's finished synthetic stage made TO's (TO then does not
+  # translate: the stage's fingerprint holds its files' digests); one TO already has is kept
+  cmp -s "$1/synthetic/stage.json" "$2/synthetic/stage.json" && return 0
+  mkdir -p "$2/synthetic" && cp "$1/synthetic/stage.json" "$1/synthetic/train.en" "$1/synthetic/train.de" "$2/synthetic/"
+}
+[ "${BASH_SOURCE[0]}" != "$0" ] && return 0  # sourced: STUDENT, student() and the two above alone
 
 if [ $# -ne 1 ]; then
   echo "usage: run.sh RUNS" >&2
@@ -32,4 +40,16 @@ RUNS=$1
 source experiments/multi30k/lanes.sh
 distilled() { student distilled && job "$RUNS/distilled" "${ARGS[@]}"; }
 distilled_orig() { student distilled_orig && job "$RUNS/distilled_orig" "${ARGS[@]}"; }
-lanes distilled distilled_orig
+translate_once() {  # distilled's synthetic stage on both cores, then stopped; the stage shared
+  local lane
+  if ! synthetic_done "$RUNS/distilled"; then
+    student distilled || return 1
+    JOB_THREADS=2 job "$RUNS/distilled" "${ARGS[@]}" & lane=$!
+    until synthetic_done "$RUNS/distilled" || ! kill -0 "$lane" 2> /dev/null; do sleep 5; done
+    pkill -TERM -P "$lane"  # run.py, the lane's child: its student resumes in the lanes below
+    wait "$lane"
+    synthetic_done "$RUNS/distilled" || return 1
+  fi
+  share_synthetic "$RUNS/distilled" "$RUNS/distilled_orig"
+}
+translate_once && lanes distilled distilled_orig
