@@ -166,8 +166,22 @@ def test_the_students_translate_once_on_both_cores_then_train_side_by_side_on_th
     arms = (("distilled", []), ("distilled_orig", ["task.originals_weight=1.0"]))
     assert sorted(lines[1:]) == [["1", *student, *extra, "progress=false", f"hydra.run.dir={runs}/{name}"]
                                  for name, extra in arms]
-    assert f"{runs}/distilled: exit 143" in result.stderr  # stopped once its translations were written
+    assert result.stderr.splitlines()[0] == f"{runs}/distilled: the teacher's translations are done; both students " \
+        "train on them"  # then stopped: its run.py's SIGTERM (exit 143) is no failure, and not reported as one
     assert (runs / "distilled_orig/synthetic/train.de").read_text() == f"translated by {runs}/distilled\n"
     again = subprocess.run(["bash", "experiments/multi30k/distill/run.sh", str(runs)], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and len(calls.read_text().splitlines()) == 3  # both done: nothing runs
+
+
+def test_a_first_student_that_fails_before_its_translations_are_done_stops_the_script_in_one_line(tmp_path):
+    python, runs = tmp_path / "python", tmp_path / "runs"
+    python.write_text("#!/usr/bin/env bash\necho 'error: task.teacher=m: no such checkpoint' >&2\nexit 1\n")
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(python), "MEMBERS": "m"}
+    result = subprocess.run(["bash", "experiments/multi30k/distill/run.sh", str(runs)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr == f"{runs}/distilled: exit 1 before its synthetic stage was done ({runs}/distilled.log)\n"
+    assert (runs / "distilled.log").read_text() == "error: task.teacher=m: no such checkpoint\n"
+    assert not (runs / "distilled_orig").exists()  # the second student never started

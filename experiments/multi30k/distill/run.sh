@@ -41,14 +41,19 @@ source experiments/multi30k/lanes.sh
 distilled() { student distilled && job "$RUNS/distilled" "${ARGS[@]}"; }
 distilled_orig() { student distilled_orig && job "$RUNS/distilled_orig" "${ARGS[@]}"; }
 translate_once() {  # distilled's synthetic stage on both cores, then stopped; the stage shared
-  local lane
+  local lane status
   if ! synthetic_done "$RUNS/distilled"; then
     student distilled || return 1
-    JOB_THREADS=2 job "$RUNS/distilled" "${ARGS[@]}" & lane=$!
-    until synthetic_done "$RUNS/distilled" || ! kill -0 "$lane" 2> /dev/null; do sleep 5; done
+    JOB_THREADS=2 job "$RUNS/distilled" "${ARGS[@]}" 2> /dev/null & lane=$!  # its stop is no failure
+    until synthetic_done "$RUNS/distilled" || ! kill -0 "$lane" 2> /dev/null; do sleep 1; done
     pkill -TERM -P "$lane"  # run.py, the lane's child: its student resumes in the lanes below
     wait "$lane"
-    synthetic_done "$RUNS/distilled" || return 1
+    status=$?
+    if ! synthetic_done "$RUNS/distilled"; then
+      echo "$RUNS/distilled: exit $status before its synthetic stage was done ($RUNS/distilled.log)" >&2
+      return 1
+    fi
+    echo "$RUNS/distilled: the teacher's translations are done; both students train on them" >&2
   fi
   share_synthetic "$RUNS/distilled" "$RUNS/distilled_orig"
 }
