@@ -7,8 +7,9 @@
 # made once: `distilled` runs alone on both cores until its synthetic stage is done, is then stopped
 # (SIGTERM) and the stage copied to `distilled_orig`; then both train in two lanes of one thread
 # (lanes.sh: the same command again goes on where it stopped, the student from its last.ckpt).
-# experiments/multi30k/gpu.sh sources it for the same jobs on a GPU (NAME-sSEED: another seed). BASELINE: a run folder the students are tested against (the
-# shipped model's task=evaluate run; none: no comparison).
+# experiments/multi30k/gpu.sh sources it for the same jobs on a GPU (NAME-sSEED: another seed).
+# BASELINE: a run folder the students are tested against (the shipped model's task=evaluate run;
+# none: no comparison).
 #   MEMBERS=RUNS_OF_FULL_SH [BASELINE=RUN] DATA_DIR=../shared/data bash experiments/multi30k/distill/run.sh RUNS
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
