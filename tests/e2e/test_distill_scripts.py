@@ -1,5 +1,8 @@
-"""experiments/multi30k/distill/: corpus_stats.py (the distilled corpus against the original, counted
-by hand here) and curves.py (several runs' learning curves in one figure)."""
+"""Issue 51's scripts: distill/corpus_stats.py (the distilled corpus against the original, counted
+by hand here), distill/curves.py (several runs' learning curves in one figure) and scores.py (run
+folders' scores in one table)."""
+
+import json
 
 import pytest
 
@@ -56,4 +59,23 @@ def test_curves_draws_every_run_and_names_a_folder_without_curves(tmp_path, monk
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     monkeypatch.setattr("sys.argv", ["curves.py", str(out), f"x={tmp_path}/nothing"])
     with pytest.raises(SystemExit, match=r"^error: x=.*nothing: no .*nothing/plots/curves.csv"):
+        script.main()
+
+
+def test_scores_tables_each_runs_split_and_marks_a_score_it_lacks(tmp_path, monkeypatch, capsys):
+    (tmp_path / "val").mkdir()
+    (tmp_path / "val" / "metrics.json").write_text(json.dumps(
+        {"split": "val", "val/bleu": 40.126, "val/bleu_tok_lc": 41.5, "val/chrf": 65.0, "val/ter": 44.004,
+         "test/bleu": 1.0}))
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "metrics.json").write_text(json.dumps({"test/bleu": 39.0, "test/chrf": 60.0,
+                                                                  "test/ter": 50.0, "val/bleu": 38.0}))
+    script = load_script("experiments/multi30k/scores.py")
+    monkeypatch.setattr("sys.argv", ["scores.py", f"a, b={tmp_path}/val", f"trained={tmp_path}/train"])
+    script.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:] == ["| a, b | val | 41.50 | 40.13 | 65.00 | 44.00 |",
+                         "| trained | test | - | 39.00 | 60.00 | 50.00 |"]
+    monkeypatch.setattr("sys.argv", ["scores.py", f"x={tmp_path}/nothing"])
+    with pytest.raises(SystemExit, match=r"^error: .*nothing/metrics.json: no such file"):
         script.main()

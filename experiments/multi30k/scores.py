@@ -1,0 +1,40 @@
+"""Run folders' scores as one markdown table (issue 51: the choices made on val, then the test).
+
+    python experiments/multi30k/scores.py LABEL=RUN [LABEL=RUN ...]
+
+RUN is a run folder of `task=evaluate` (its split: `data.split`) or of a training run (its test):
+a row per run with the label, the split, BLEU on 13a-tokenized lowercased text (`task.tokenized_bleu`;
+a dash without it), sacreBLEU cased BLEU, chrF and TER. A folder without metrics.json stops the
+script in one line naming it.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+COLUMNS = ("bleu_tok_lc", "bleu", "chrf", "ter")
+
+
+def row(label: str, run: Path) -> str:
+    """One table row: the label, the split and its four scores (a dash for one the run lacks)."""
+    try:
+        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        sys.exit(f"error: {run}/metrics.json: no such file (an unfinished run?)")
+    split = metrics.get("split", "test")
+    cells = [f"{metrics[f'{split}/{c}']:.2f}" if f"{split}/{c}" in metrics else "-" for c in COLUMNS]
+    return f"| {label} | {split} | " + " | ".join(cells) + " |"
+
+
+def main() -> None:
+    runs = sys.argv[1:]
+    if not runs or any("=" not in r for r in runs):
+        sys.exit("usage: scores.py LABEL=RUN [LABEL=RUN ...]")
+    print("| system | split | BLEU, 13a-tokenized lowercased | sacreBLEU cased | chrF | TER |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for label, run in (r.split("=", 1) for r in runs):
+        print(row(label, Path(run)))
+
+
+if __name__ == "__main__":
+    main()
