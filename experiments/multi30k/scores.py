@@ -8,6 +8,7 @@ a dash without it), sacreBLEU cased BLEU, chrF and TER. A folder without metrics
 script in one line naming it.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,13 +28,18 @@ def row(label: str, run: Path) -> str:
 
 
 def main() -> None:
-    runs = sys.argv[1:]
-    if not runs or any("=" not in r for r in runs):
-        sys.exit("usage: scores.py LABEL=RUN [LABEL=RUN ...]")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", metavar="LABEL=RUN")
+    args = parser.parse_args()
+    rows = []
+    for each in args.runs:
+        label, _, run = each.partition("=")
+        if not run:
+            sys.exit(f"error: {each}: give LABEL=RUN, RUN a run folder")
+        rows.append(row(label, Path(run)))
     print("| system | split | BLEU, 13a-tokenized lowercased | sacreBLEU cased | chrF | TER |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for label, run in (r.split("=", 1) for r in runs):
-        print(row(label, Path(run)))
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":
