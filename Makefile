@@ -2,6 +2,10 @@
 # make test          : set up .venv if needed, then run the test suite on both cores (pytest-xdist)
 # make test-fast     : the unit tests (all but tests/e2e and tests/interop, which train and export
 #                      models), for the edit-test loop: about 40 seconds
+# make test-portable : the tests that train, decode, export or compare precisions (PORTABLE_TESTS) a
+#                      second time, computing as another CPU would: PORTABLE=avx2 (torch, MKL, oneDNN
+#                      and CTranslate2 held to AVX2) where torch computes with AVX-512, else
+#                      PORTABLE=default (no vector code); .ci/run runs it after make test
 # make lint          : ruff
 # make clean         : remove caches only (.cache/, __pycache__/, .pytest_cache/, .ruff_cache/)
 # make clean-venv    : remove the virtual environment (VENV, default .venv)
@@ -25,7 +29,17 @@ BIN := $(VENV)/bin
 
 FLOORS_VENV ?= .venv-floors
 
-.PHONY: install run test test-fast lint clean clean-venv clean-outputs test-floors
+# numeric profiles: each library's code path fixed by its own environment variable (docs/layout.md)
+PROFILE_avx2 = ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2
+PROFILE_default = ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 CT2_FORCE_CPU_ISA=GENERIC
+# the profile one step below this CPU's own, so that it computes otherwise than the first pass; its
+# compiled kernels in a cache of its own (with one cache for all, the compiled step failed to
+# compile, or computed another loss, after another profile's pass)
+PORTABLE ?= $(if $(filter AVX512,$(shell $(BIN)/python -c \
+	"import torch; print(torch.backends.cpu.get_cpu_capability())" 2>/dev/null)),avx2,default)
+PORTABLE_TESTS ?= tests/e2e tests/interop tests/training
+
+.PHONY: install run test test-fast test-portable lint clean clean-venv clean-outputs test-floors
 
 install: $(VENV)/.installed
 
@@ -47,6 +61,12 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" --ignore=tests/e2e --ignore=tests/interop $(PYTEST_ARGS)
+
+test-portable: install
+	$(if $(PROFILE_$(PORTABLE)),,$(error PORTABLE=$(PORTABLE): must be avx2 or default))
+	@echo "numeric profile $(PORTABLE): $(PROFILE_$(PORTABLE))"
+	env $(PROFILE_$(PORTABLE)) TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache/inductor-$(PORTABLE) \
+		$(BIN)/python -m pytest $(XDIST) $(PORTABLE_TESTS) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -9,6 +9,7 @@ on a file lock; the test order below keeps that wait short)."""
 
 import json
 import os
+import platform
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from filelock import FileLock
 
 from tests.helpers import (
     DDP_RUN,
+    PROFILE_VARIABLES,
     ROOT,
     SMALL_RUN,
     compose_config,
@@ -40,6 +42,32 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers: one 
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # inductor compiles in-process, no pool of compilers
     torch.set_num_threads(1)
+
+
+def cpu_model() -> str:
+    """The CPU's name as Linux gives it (`model name` in /proc/cpuinfo), or the platform's."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def pytest_report_header() -> str:
+    """The CPU and the numeric profile the suite computes with, at the top of every report."""
+    held = " ".join(f"{name}={os.environ[name]}" for name in PROFILE_VARIABLES if name in os.environ)
+    return (f"numeric profile: {cpu_model()}, torch computing with {torch.backends.cpu.get_cpu_capability()}, "
+            + (held or "every library on this CPU's own code path"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A profile that did not take (a capability this CPU lacks, a torch that ignores it) stops the
+    run: a second pass that computed as the first would pass for what it is not."""
+    asked = os.environ.get("ATEN_CPU_CAPABILITY")
+    if asked and torch.backends.cpu.get_cpu_capability() != asked.upper():
+        raise pytest.UsageError(f"ATEN_CPU_CAPABILITY={asked}, but torch computes with "
+                                f"{torch.backends.cpu.get_cpu_capability()}: the numeric profile did not take")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -69,6 +69,9 @@ def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
     return src, tgt
 
 
+# what holds one machine's arithmetic to another's code path (make test-portable; docs/layout.md)
+PROFILE_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "CT2_FORCE_CPU_ISA")
+
 _composer: list = [None]  # the Hydra instance compose_config set up (another one, or none: set up again)
 
 
@@ -95,7 +98,8 @@ _warm: list[Server] = []  # this worker's warm server, once started
 # environment variables that a library reads when it is imported: a run whose value differs from
 # the warm server's gets a plain process (the others reach the forked process as they are;
 # PYTHONUNBUFFERED: warm.py sets its streams up as the interpreter would)
-READ_AT_IMPORT = ("HF_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "PYTHON", "CUDA", "LD_", "TOKENIZERS_")
+READ_AT_IMPORT = ("HF_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "PYTHON", "CUDA", "LD_", "TOKENIZERS_", "ATEN_",
+                  "ONEDNN_", "CT2_")
 
 
 def warm_server(env: dict[str, str]) -> Server | None:

@@ -1,11 +1,14 @@
-"""The Makefile's clean targets: `clean` removes caches only, runs go only with `clean-outputs`."""
+"""The Makefile's clean targets: `clean` removes caches only, runs go only with `clean-outputs`;
+`test-portable` computes as another CPU would."""
 
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import PROFILE_VARIABLES, ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 
@@ -47,3 +50,26 @@ def test_clean_venv_removes_only_the_venv(project):
     make(project, "clean-venv")
     assert not (project / ".venv").exists()
     assert (project / "outputs/run1/metrics.json").is_file() and (project / ".cache").is_dir()
+
+
+def capability(env: dict[str, str]) -> str:
+    """What torch computes with in a process with environment `env`."""
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=True).stdout.strip()
+
+
+def test_the_portable_pass_computes_otherwise_than_this_cpu():
+    """make test-portable's profile is one step below this CPU's own code path (avx2 under AVX-512,
+    default else), and torch computes with it there: the second pass of .ci/run never repeats the
+    first. (Its variables are taken out first: under make test-portable this test runs in it.)"""
+    own = {k: v for k, v in os.environ.items() if k not in PROFILE_VARIABLES}
+    result = subprocess.run(["make", "-n", "test-portable", f"VENV={sys.prefix}"], cwd=ROOT, env=own,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("env "))
+    profile = dict(word.split("=", 1) for word in line.split()[1:] if word.split("=")[0] in PROFILE_VARIABLES)
+    assert profile.keys() == set(PROFILE_VARIABLES)
+    native = capability(own)
+    assert profile["ATEN_CPU_CAPABILITY"] == ("avx2" if native == "AVX512" else "default")
+    assert capability({**own, **profile}) == profile["ATEN_CPU_CAPABILITY"].upper() != native

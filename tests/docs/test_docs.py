@@ -5,6 +5,7 @@ navigation), the README stays short and its links into docs/ lead somewhere, and
 Hydra against today's config, in-process: a renamed or missing key fails here, not in a reader's
 shell."""
 
+import ast
 import os
 import re
 import shlex
@@ -231,3 +232,17 @@ def test_the_data_guide_lists_every_data_preset():
     text = (DOCS / "data.md").read_text()
     missing = [p.stem for p in sorted((ROOT / "conf" / "data").glob("*.yaml")) if f"`data={p.stem}`" not in text]
     assert not missing, missing
+
+
+def test_the_bounds_list_names_real_tests_and_every_measured_one():
+    """docs/layout.md's "Bounds that hold on any CPU" names only tests that exist, and every test
+    that records the value it bounds (it takes pytest's `record_property`: a spread measured across
+    numeric profiles)."""
+    section = (DOCS / "layout.md").read_text().split("\n## Bounds that hold on any CPU\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", section))
+    tests = {(str(path.relative_to(ROOT)), node.name): [arg.arg for arg in node.args.args]
+             for path in sorted((ROOT / "tests").rglob("test_*.py")) for node in ast.parse(path.read_text()).body
+             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    assert len(named) > 50 and not named - tests.keys(), sorted(named - tests.keys())
+    measured = {test for test, args in tests.items() if "record_property" in args}
+    assert len(measured) > 15 and not measured - named, sorted(measured - named)

@@ -70,7 +70,7 @@ def test_selection_needs_checkpoints_or_a_run_dir(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("selection", ["task.last_n=3", "task.best_n=3"])
-def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
+def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection, record_property):
     out, metrics = toy_run
     result = run(compose_config(tmp_path / "avg", ["task=average", f"task.run_dir={out}", selection]))
     epochs = sorted((out / "checkpoints" / "epochs").glob("epoch*.ckpt"))
@@ -80,6 +80,7 @@ def test_average_of_a_run_loads_in_evaluate(toy_run, tmp_path, selection):
         scores = {str(p): torch.load(p, weights_only=True)["val_bleu"] for p in epochs}
         assert sorted(scores.values(), reverse=True)[:3] == [scores[p] for p in result["checkpoints"]]
     evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={result['output']}"]))
+    record_property("test_bleu", evaluated["test/bleu"])
     assert evaluated["test/bleu"] >= 90.0
 
 

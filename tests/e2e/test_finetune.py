@@ -29,10 +29,12 @@ class Snapshot(L.Callback):
         torch.save({"step": trainer.global_step, "weights": pl_module.model.state_dict()}, self.path)
 
 
-def test_a_run_fine_tuned_on_another_language_pair_starts_from_it_and_improves_on_it(small_run, tmp_path):
+def test_a_run_fine_tuned_on_another_language_pair_starts_from_it_and_improves_on_it(small_run, tmp_path,
+                                                                                     record_property):
     """From the small run's folder (the checkpoint it tested) to the copy task: at step 0 the
     weights are the checkpoint's, the tokenizer is its own, and four epochs lower the validation
-    loss on the new pair below what the checkpoint had."""
+    loss on the new pair below what the checkpoint had (to 0.70 / 0.73 / 0.75 of it on a Zen 5 EPYC
+    under its native / avx2 / default numeric profiles; bound 0.9: docs/layout.md)."""
     run_dir, _ = small_run
     tested = Path(json.loads((run_dir / "metrics.json").read_text())["tested_checkpoint"])
     before = run(compose_config(tmp_path / "before", ["task=evaluate", f"ckpt_path={tested}", *COPY, "data.split=val"]))
@@ -51,7 +53,8 @@ def test_a_run_fine_tuned_on_another_language_pair_starts_from_it_and_improves_o
     assert tuned["tokenizer"] == original["tokenizer"]  # the new corpus is encoded with its tokenizer
     assert tuned["model"] == {**original["model"], "dropout": 0.0}  # its architecture, the run's dropout
     # the last validation (BLEU is about 0 either way, so best.ckpt, the one tested, is the first epoch's)
-    assert after["val/loss"] < 0.8 * before["val/loss"], (before["val/loss"], after["val/loss"])
+    record_property("val_loss_after_over_before", after["val/loss"] / before["val/loss"])
+    assert after["val/loss"] < 0.9 * before["val/loss"], (before["val/loss"], after["val/loss"])
 
 
 def test_a_model_key_that_contradicts_the_checkpoint_is_one_line_naming_both(small_checkpoint, tmp_path):
@@ -60,11 +63,13 @@ def test_a_model_key_that_contradicts_the_checkpoint_is_one_line_naming_both(sma
         run(compose_config(tmp_path, [f"model.init_from={small_checkpoint}", "model.d_model=48", *SMALL_RUN]))
 
 
-def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, tmp_path, caplog):
+def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, tmp_path, caplog, record_property):
     """model.init_from with no optim picked runs optim=finetune (inverse_sqrt at 0.1 x the starting
     model's peak, 100 warm-up steps): on more data of the same task (another seed's sentences), val
-    BLEU at every validation stays within 1 of the starting model's. (With the default noam and a
-    short warm-up it peaked 4 x higher and took val BLEU from 98 to 47.)"""
+    BLEU at no validation falls more than 1 below the starting model's; rising is fine (on a Zen 5
+    EPYC its lowest was +1.09 / +0.30 / +0.55 under the native / avx2 / default numeric profiles; the
+    two-sided bound before failed on a Zen 4 EPYC, 98.8 to 100). (With the default noam and a short
+    warm-up it peaked 4 x higher and took val BLEU from 98 to 47.)"""
     out, _ = toy_run
     data = ["data.corpus.seed=1", "data.corpus.num_train=3000", "data.corpus.num_val=200", "data.corpus.num_test=50"]
     best = out / "checkpoints" / "best.ckpt"
@@ -74,7 +79,8 @@ def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, 
     run(compose_config(tmp_path / "tuned", [f"model.init_from={out}", *data, "trainer.max_epochs=3"]))
     rows = list(csv.DictReader((tmp_path / "tuned" / "csv" / "metrics.csv").open()))
     curve = [float(row["val/bleu"]) for row in rows if row.get("val/bleu")]
-    assert len(curve) == 3 and all(abs(bleu - start) <= 1.0 for bleu in curve), (start, curve)
+    record_property("lowest_val_bleu_minus_start", min(curve) - start)
+    assert len(curve) == 3 and all(bleu >= start - 1.0 for bleu in curve), (start, curve)
     assert "optim=finetune (no optim picked): inverse_sqrt peaking at lr 0.000442 (0.1 x the 0.00442 the " \
            "starting model peaked at) after 100 warm-up steps" in caplog.text
     assert "its architecture (" in caplog.text and "its tokenizer (a joint vocabulary)" in caplog.text

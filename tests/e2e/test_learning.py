@@ -12,8 +12,10 @@ from transformer_mt.tasks import run
 pytestmark = pytest.mark.slow
 
 
-def test_tiny_model_learns_the_toy_task(toy_run):
+def test_tiny_model_learns_the_toy_task(toy_run, record_property):
     out, metrics = toy_run
+    record_property("test_bleu", metrics["test/bleu"])
+    record_property("val_bleu_best", metrics["val/bleu_best"])
     assert metrics["test/bleu"] >= 90.0
     assert metrics["val/bleu_best"] >= 90.0
     assert (out / "checkpoints" / "best.ckpt").is_file() and (out / "checkpoints" / "last.ckpt").is_file()
@@ -45,10 +47,11 @@ def test_evaluate_reproduces_the_test_bleu_exactly(toy_run, tmp_path):
     assert json.loads((tmp_path / "metrics.json").read_text())["split"] == "val"
 
 
-def test_evaluate_with_beam_search_and_tokenized_bleu(toy_run, tmp_path):
+def test_evaluate_with_beam_search_and_tokenized_bleu(toy_run, tmp_path, record_property):
     out, metrics = toy_run
     overrides = ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "decoding=beam", "task.tokenized_bleu=true"]
     evaluated = run(compose_config(tmp_path, overrides))
+    record_property("test_bleu", evaluated["test/bleu"])
     assert evaluated["test/bleu"] >= 90.0
     assert evaluated["decoding"]["_target_"].endswith("BeamSearch")
     hyps = (tmp_path / "test.translations.txt").read_text().splitlines()

@@ -21,12 +21,18 @@ def curve(run_dir, column: str) -> list[float]:
         return [float(row[column]) for row in csv.DictReader(f) if row.get(column)]
 
 
-def test_a_packed_run_follows_the_padded_runs_curve_and_learns(tmp_path):
+def test_a_packed_run_follows_the_padded_runs_curve_and_learns(tmp_path, record_property):
     padded = run(compose_config(tmp_path / "padded", OVERRIDES))
     packed = run(compose_config(tmp_path / "packed", [*OVERRIDES, "data.packed=true"]))
     losses = {name: curve(tmp_path / name, "train/loss") for name in ("padded", "packed")}
     assert len(losses["packed"]) == len(losses["padded"]) == packed["steps"] == padded["steps"] > 30
-    # float noise (about 1e-7 at first, 2.5e-4 after 64 steps measured), amplified as training goes
+    # float noise, amplified as training goes: at most 1.7e-7 in the first 25 steps, 2.5e-4 after, on a
+    # Zen 5 EPYC under its native / avx2 / default numeric profiles (docs/layout.md)
+    apart = [abs(b - a) / a for a, b in zip(losses["padded"], losses["packed"])]
+    record_property("loss_apart_first_25", max(apart[:25]))
+    record_property("loss_apart_later", max(apart[25:]))
+    record_property("val_loss_apart", abs(packed["val/loss"] - padded["val/loss"]) / padded["val/loss"])
+    record_property("loss_last_over_first", losses["packed"][-1] / losses["packed"][0])
     for step, (a, b) in enumerate(zip(losses["padded"], losses["packed"])):
         assert b == pytest.approx(a, rel=1e-5 if step < 25 else 2e-3), (step, a, b)
     assert losses["packed"][-1] < 0.6 * losses["packed"][0]  # it learns

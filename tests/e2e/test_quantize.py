@@ -13,26 +13,32 @@ from transformer_mt.tasks import run
 pytestmark = pytest.mark.slow
 
 
-def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, tmp_path):
+def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, tmp_path, record_property):
+    """The int8 copy scores within 1.0 test BLEU of the fp32 model (3 lines of 300; -0.07 / 0.00 /
+    -0.23 measured on a Zen 5 EPYC under its native / avx2 / default numeric profiles: docs/layout.md,
+    "Bounds that hold on any CPU"), and evaluate and
+    translate give it the same translations when they batch the same sentences together (here all
+    300 in one batch): activations are quantized per batch, by the batch's range, so a sentence's
+    output may depend on the others in its batch. The checkpoint is left as it was."""
     out, metrics = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
     before = ckpt.read_bytes()
-    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={ckpt}", "quantize=int8"]))
+    evaluated = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={ckpt}", "quantize=int8",
+                                                       "data.eval_max_tokens=100000"]))
     assert evaluated["quantize"] == "int8"
-    assert evaluated["test/bleu"] >= 88.0 and abs(evaluated["test/bleu"] - metrics["test/bleu"]) <= 2.0
+    record_property("int8_minus_fp32_bleu", evaluated["test/bleu"] - metrics["test/bleu"])
+    assert abs(evaluated["test/bleu"] - metrics["test/bleu"]) <= 1.0, (evaluated["test/bleu"], metrics["test/bleu"])
     int8_lines = (tmp_path / "eval" / "test.translations.txt").read_text().splitlines()
     (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
     overrides = ["task=translate", f"ckpt_path={ckpt}", f"task.input={tmp_path}/in.txt",
-                 f"task.output={tmp_path}/out.txt",
-                 "quantize=int8"]
+                 f"task.output={tmp_path}/out.txt", "quantize=int8", "task.max_tokens=100000"]
     run(compose_config(tmp_path / "translate", overrides))
-    # the same int8 model; activations are quantized per batch, and the two tasks batch differently
     got = (tmp_path / "out.txt").read_text().splitlines()
-    assert len(got) == len(int8_lines) == 300 and sum(a == b for a, b in zip(got, int8_lines)) >= 290
+    assert len(got) == 300 and got == int8_lines
     assert ckpt.read_bytes() == before
 
 
-def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
+def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run, record_property):
     out, _ = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
     module = load_module(ckpt, decoding={"_target_": "transformer_mt.decoding.GreedySearch"}, quantize="int8")
@@ -48,8 +54,10 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run):
     tgt = torch.full((src.size(0), 1), module.bos_id)
     with torch.no_grad():
         exact, approx = module.model(src, tgt), int8(src, tgt)
+    record_property("int8_logit_error", float((exact - approx).abs().max() / exact.abs().max()))
     assert not torch.equal(exact, approx)  # int8 products really ran ...
-    assert (exact - approx).abs().max() < 0.05 * exact.abs().max()  # ... close to the fp32 ones
+    # ... close to the fp32 ones: 1.5% / 1.6% / 1.8% of the largest logit under the three profiles
+    assert (exact - approx).abs().max() < 0.05 * exact.abs().max()
     search = module.search
     expected = search(int8, src, module.bos_id, module.eos_id)
     texts = module.tokenizer.tgt.decode([n[0].tokens for n in expected])

@@ -21,9 +21,10 @@ def test_fast_dev_run_writes_metrics_and_translations(tmp_path):
     assert (tmp_path / "config.yaml").is_file() and (tmp_path / "tokenizer" / "src.json").is_file()
 
 
-def test_bf16_mixed_on_cpu_is_close_to_fp32(tmp_path):
+def test_bf16_mixed_on_cpu_is_close_to_fp32(tmp_path, record_property):
     fp32 = run(compose_config(tmp_path / "fp32", [*FAST, "trainer=cpu"]))
     bf16 = run(compose_config(tmp_path / "bf16", [*FAST, "trainer=cpu", "trainer.precision=bf16-mixed"]))
+    record_property("bf16_loss_apart", abs(bf16["test/loss"] - fp32["test/loss"]) / fp32["test/loss"])
     assert math.isfinite(bf16["test/loss"])
     assert bf16["test/loss"] != fp32["test/loss"]  # autocast really ran in bf16
     assert bf16["test/loss"] == pytest.approx(fp32["test/loss"], rel=0.02)

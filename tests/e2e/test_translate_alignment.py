@@ -43,7 +43,7 @@ def pairs(alignment: str) -> set[tuple[int, int]]:
     return {tuple(int(x) for x in pair.split("-")) for pair in alignment.split()}
 
 
-def test_words_are_linked_to_the_words_they_translate(toy_run, tmp_path):
+def test_words_are_linked_to_the_words_they_translate(toy_run, tmp_path, record_property):
     """Of 100 test sentences (greedy, the last layer, heads averaged): at least 90% of the output
     words are linked to the source word they translate, and at least 85% of all links are such."""
     sources = toy.ToyCorpus().load("test").src[:100]
@@ -56,6 +56,8 @@ def test_words_are_linked_to_the_words_they_translate(toy_run, tmp_path):
         assert all(i < len(source.split()) for i, _ in got)
         right, links = right + len(got & gold), links + len(got)
         found, words = found + len(gold & got), words + len(text.split())
+    record_property("words_linked", found / words)
+    record_property("links_right", right / links)
     assert found >= 0.9 * words and right >= 0.85 * links, (found / words, right / links)
 
 
@@ -83,14 +85,17 @@ def test_subword_links_are_the_word_links_before_counting_words(toy_run, tmp_pat
 
 def test_alignments_with_a_prefix_nbest_and_scores(toy_run, tmp_path):
     """Beam, 2-best, scores and a prefix the tokenizer cannot spell: line<TAB>score<TAB>text<TAB>
-    alignment, the output's words counted as written (the prefix's two words)."""
+    alignment, the output's words counted as written (the prefix's two words). What the prefix rule
+    guarantees for any model (tasks/lines/prefix.py), not what this CPU's toy model writes: every
+    output starts with the prefix as given; it may end right after it, or continue its last word
+    ("Lo Hündund ...")."""
     lines = ["the dog sees a big cat\tLo Hünd", "", "some book builds this boat\t"]
     out = translate(toy_run, tmp_path, lines, "task.prefix=true", "decoding=beam", "decoding.nbest=2")
     rows = [line.split("\t") for line in out]
     assert [row[0] for row in rows] == ["0", "0", "1", "1", "2", "2"] and all(len(row) == 4 for row in rows)
     assert rows[2][2:] == ["", ""]
     for row in rows[:2]:
-        assert row[2].startswith("Lo Hünd ")
+        assert row[2].startswith("Lo Hünd") and row[2].split()[0] == "Lo", row[2]
         assert {j for _, j in pairs(row[3])} == set(range(len(row[2].split())))
 
 

@@ -73,7 +73,8 @@ def test_every_output_starts_with_its_prefix(toy_run, tmp_path, decoding):
 
 
 @pytest.mark.slow
-def test_a_right_prefix_is_continued_as_the_reference_and_a_wrong_one_costs_its_log_probability(toy_run, tmp_path):
+def test_a_right_prefix_is_continued_as_the_reference_and_a_wrong_one_costs_its_log_probability(toy_run, tmp_path,
+                                                                                               record_property):
     """Greedy, with the first words of the reference forced: the model goes on to the reference
     (the toy task is learned); the score counts the forced tokens, so a wrong start scores lower."""
     checkpoint = f"{toy_run[0]}/checkpoints/best.ckpt"
@@ -82,8 +83,10 @@ def test_a_right_prefix_is_continued_as_the_reference_and_a_wrong_one_costs_its_
     out = translate(checkpoint, tmp_path, lines + [f"{test.src[0]}\t", f"{test.src[0]}\tkaj kaj"], "task.scores=true")
     texts = [row.split("\t")[2] for row in out]
     references = [t for t in test.tgt[:30] for _ in (1, 3)]
+    record_property("continued_as_the_reference", sum(a == b for a, b in zip(texts, references)) / len(references))
     assert sum(a == b for a, b in zip(texts, references)) >= 0.8 * len(references)
     free, wrong = (float(row.split("\t")[1]) for row in out[-2:])
+    record_property("free_minus_wrong", free - wrong)
     assert texts[-1].startswith("kaj kaj") and wrong < free - 5
 
 
