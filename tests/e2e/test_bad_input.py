@@ -86,7 +86,7 @@ def test_tokenizer_file_that_does_not_match_the_checkpoint(tmp_path, small_check
 
     train = ToyCorpus(num_train=300).load("train")
     build_vocabularies(train.src, train.tgt, TokenizerOptions(vocab_size=120)).src.save(tmp_path / "other.json")
-    message = fails(tmp_path, "task=evaluate", f"ckpt_path={small_checkpoint}",
+    message = fails(tmp_path, "task=evaluate", f"ckpt_path={small_checkpoint}", "data=toy",
                     f"data.tokenizer.file={tmp_path}/other.json")
     assert f"data.tokenizer.file={tmp_path}/other.json: its vocabulary (" in message
     assert "is not the checkpoint's" in message

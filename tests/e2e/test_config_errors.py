@@ -152,7 +152,7 @@ def test_evaluate_without_data_options_uses_the_checkpoints_data(small_run, tmp_
 def test_evaluate_on_other_data_says_so_before_scoring(small_run, tmp_path, caplog):
     out, _ = small_run
     with caplog.at_level(logging.WARNING):
-        run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt",
+        run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "data=toy",
                                       "data.corpus.num_test=9"]))
     warning = [r.getMessage() for r in caplog.records if "was trained on other data" in r.getMessage()]
     assert warning and "scoring the test split of ToyCorpus(mode=reorder, num_train=10000" in warning[0]

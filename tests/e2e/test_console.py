@@ -2,9 +2,12 @@
 groups, Hydra's flags; no config dump) that offers only config options one can pick; Lightning's log
 lines appear once, without its product tips."""
 
+import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers import FAST, compose_config, run_py
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks import run
 
 
 def config_groups(help_text: str) -> dict[str, list[str]]:
@@ -26,8 +29,12 @@ def test_help_offers_only_groups_and_options_that_can_be_picked(tmp_path):
     for option in groups["callbacks"]:  # each option is a set of callbacks: name -> constructor call
         callbacks = compose_config(tmp_path, [f"callbacks={option}"]).callbacks
         assert all(OmegaConf.is_dict(c) and "_target_" in c for c in callbacks.values()), option
-    for option in groups["data"]:
-        assert "corpus" in compose_config(tmp_path, [f"data={option}"]).data, option
+    for option in groups["data"]:  # a corpus; data=checkpoint: task=evaluate's, the checkpoint's own data
+        data = compose_config(tmp_path, [f"data={option}"]).data
+        assert "corpus" in data or (option == "checkpoint" and data.from_checkpoint), option
+    with pytest.raises(ConfigError, match=r"^data=checkpoint is task=evaluate's data \(a checkpoint's own\); "
+                                          r"task=train names its corpus: data=NAME"):
+        run(compose_config(tmp_path, ["data=checkpoint"]))
 
 
 COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",

@@ -99,7 +99,8 @@ def test_wandb_offline_run_has_tables_images_summary_config_and_the_best_checkpo
     assert json.loads(values["test/bleu_signature"]) == metrics["bleu_signature"]
     assert math.isfinite(json.loads(values["train/grad_norm"]))
     record = run_record(log)
-    assert list(record.tags) == ["dashboard", "toy"] and record.display_name == " ".join(RUN)
+    assert list(record.tags) == ["dashboard", "toy"]
+    assert record.display_name == ",".join(sorted(RUN))  # Hydra's job.override_dirname
     config = {item.key: item.value_json for r in records(log) if r.WhichOneof("record_type") == "config"
               for item in r.config.update}
     assert json.loads(config["num_parameters"]) == metrics["num_parameters"]

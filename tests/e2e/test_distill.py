@@ -24,7 +24,7 @@ from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
 from transformer_mt.tasks import run
 from transformer_mt.tasks.distill import check_teacher_data
-from transformer_mt.tasks.pipelines.compose import shaping
+from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stages import Stage, settle
 
 pytestmark = pytest.mark.slow
@@ -119,10 +119,20 @@ def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_pa
     assert "synthetic: its inputs changed (beam): redoing it and every stage after it" in caplog.text
 
 
-def test_what_a_stage_trains_is_its_input_and_how_it_runs_is_not():
-    overrides = ["data.max_tokens=512", "model=base", "+data.corpora.x={a: 1}", "seed=3", "optim.optimizer.lr=1",
-                 "data.num_workers=2", "data.num_proc=4", "module.compile=true", "trainer.max_steps=9", "logger=csv"]
-    assert shaping(overrides) == overrides[:5]
+def test_what_a_stage_trains_is_its_input_and_how_it_runs_is_not(tmp_path):
+    """A training stage's input is what the pipeline's config says it trains (its data, model,
+    optimizer, seed, module); how it runs (DataLoader workers, encoding processes, module.compile,
+    the trainer's budget, loggers, the test decoding) reaches its resume instead."""
+    def shape(*overrides: str) -> dict:
+        return training_shape(compose_config(tmp_path, ["task=distill", *overrides]))
+
+    base = shape()
+    for change in ("data.max_tokens=512", "model=base", "+data.corpora.x={a: 1}", "seed=3", "optim.optimizer.lr=2",
+                   "module.label_smoothing=0.2", "tokens_per_update=2048"):
+        assert shape(change) != base, change
+    for change in ("data.num_workers=2", "data.num_proc=4", "module.compile=true", "trainer.max_steps=9", "logger=csv",
+                   "decoding=beam", "progress=false"):
+        assert shape(change) == base, change
 
 
 def test_a_teacher_that_is_not_there_is_one_line(tmp_path):

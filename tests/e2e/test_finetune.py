@@ -37,7 +37,8 @@ def test_a_run_fine_tuned_on_another_language_pair_starts_from_it_and_improves_o
     under its native / avx2 / default numeric profiles; bound 0.9: docs/layout.md)."""
     run_dir, _ = small_run
     tested = Path(json.loads((run_dir / "metrics.json").read_text())["tested_checkpoint"])
-    before = run(compose_config(tmp_path / "before", ["task=evaluate", f"ckpt_path={tested}", *COPY, "data.split=val"]))
+    before = run(compose_config(tmp_path / "before", ["task=evaluate", f"ckpt_path={tested}", "data=toy", *COPY,
+                                                      "data.split=val"]))
     snapshot = tmp_path / "start.pt"
     after = run(compose_config(tmp_path / "tuned", [
         f"model.init_from={run_dir}", *COPY, "trainer.max_epochs=4", "model.dropout=0.0", "data.max_tokens=300",
@@ -64,8 +65,8 @@ def test_a_model_key_that_contradicts_the_checkpoint_is_one_line_naming_both(sma
 
 
 def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, tmp_path, caplog, record_property):
-    """model.init_from with no optim picked runs optim=finetune (inverse_sqrt at 0.1 x the starting
-    model's peak, 100 warm-up steps): on more data of the same task (another seed's sentences), val
+    """model.init_from with the default optim=auto runs its finetune keys (inverse_sqrt at 0.1 x the
+    starting model's peak, 100 warm-up steps): on more data of the same task (another seed's sentences), val
     BLEU at no validation falls more than 1 below the starting model's; rising is fine (on a Zen 5
     EPYC its lowest was +1.09 / +0.30 / +0.55 under the native / avx2 / default numeric profiles; the
     two-sided bound before failed on a Zen 4 EPYC, 98.8 to 100). (With the default noam and a short
@@ -73,7 +74,7 @@ def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, 
     out, _ = toy_run
     data = ["data.corpus.seed=1", "data.corpus.num_train=3000", "data.corpus.num_val=200", "data.corpus.num_test=50"]
     best = out / "checkpoints" / "best.ckpt"
-    start = run(compose_config(tmp_path / "start", ["task=evaluate", f"ckpt_path={best}", *data,
+    start = run(compose_config(tmp_path / "start", ["task=evaluate", f"ckpt_path={best}", "data=toy", *data,
                                                     "data.split=val"]))["val/bleu"]
     caplog.set_level(logging.INFO)
     run(compose_config(tmp_path / "tuned", [f"model.init_from={out}", *data, "trainer.max_epochs=3"]))
@@ -81,8 +82,8 @@ def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, 
     curve = [float(row["val/bleu"]) for row in rows if row.get("val/bleu")]
     record_property("lowest_val_bleu_minus_start", min(curve) - start)
     assert len(curve) == 3 and all(bleu >= start - 1.0 for bleu in curve), (start, curve)
-    assert "optim=finetune (no optim picked): inverse_sqrt peaking at lr 0.000442 (0.1 x the 0.00442 the " \
-           "starting model peaked at) after 100 warm-up steps" in caplog.text
+    assert "optim=auto with model.init_from: optim.finetune: inverse_sqrt peaking at lr 0.000442 (0.1 x the 0.00442 " \
+           "the starting model peaked at) after 100 warm-up steps" in caplog.text
     assert "its architecture (" in caplog.text and "its tokenizer (a joint vocabulary)" in caplog.text
     tuned = torch.load(tmp_path / "tuned" / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]
     assert tuned["optimizer"]["lr"] == pytest.approx(0.1 * 0.125 * 800**-0.5)
@@ -92,7 +93,7 @@ def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, 
 def test_a_schedule_picked_for_fine_tuning_is_said_against_the_starting_peak(toy_run, tmp_path, caplog):
     from transformer_mt.tasks.runs.finetune import fine_tuning_optim
 
-    cfg = compose_config(tmp_path, [f"model.init_from={toy_run[0]}", "optim.scheduler.warmup_steps=20"])
+    cfg = compose_config(tmp_path, [f"model.init_from={toy_run[0]}", "optim=noam", "optim.scheduler.warmup_steps=20"])
     assert fine_tuning_optim(cfg, 0.00442) is cfg  # the run's own schedule, as picked
     assert "the schedule peaks at lr 0.028, 6.3 x the 0.00442 the starting model peaked at; fine-tuning that high " \
            "can undo what it learned" in caplog.text

@@ -44,10 +44,11 @@ def test_the_budget_the_tokenizer_and_a_new_callback_are_said(small_checkpoint, 
     text = caplog.text
     assert f"resuming ckpt_path={small_checkpoint} at step {step} after 1 epochs; training on to trainer.max_epochs=3" \
         in text
-    assert "data.tokenizer.vocab_size: ignored on a resume, which keeps the vocabularies of ckpt_path=" in text
+    assert "data.tokenizer.vocab_size=300: ignored on a resume, which keeps the vocabularies of ckpt_path=" in text
     assert "EarlyStopping: ckpt_path=" in text and "it starts fresh" in text
     caplog.clear()
     cfg = compose_config(tmp_path, [*SMALL_RUN, f"ckpt_path={small_checkpoint}"])  # max_epochs=1: reached
     check_resume(cfg, checkpoint, small_checkpoint, SimpleNamespace(callbacks=[]))
     assert f"at step {step} after 1 epochs: it has reached trainer.max_epochs=1 already, so nothing is trained" \
         in caplog.text
+    assert "ignored on a resume" not in caplog.text  # the checkpoint's own tokenizer settings

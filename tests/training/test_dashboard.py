@@ -61,9 +61,12 @@ def test_cross_attention_maps_drop_padding_and_their_rows_sum_to_one():
 
 
 def test_wandb_run_named_by_its_overrides_and_grouped_by_sweep_or_experiment(tmp_path):
-    wandb = {"_target_": "lightning.pytorch.loggers.WandbLogger", "name": None, "group": None}
+    """logger=wandb's name is Hydra's job.override_dirname (the command line's overrides, sorted), in
+    the config; an empty one is the run folder's name."""
     cfg = compose_config(tmp_path / "run", ["model.heads=2", "logger=wandb"])
-    assert wandb_names(cfg, wandb) == {"name": "model.heads=2 logger=wandb"}  # no experiment: no group
+    assert cfg.logger.wandb.name == "logger=wandb,model.heads=2"
+    wandb = {"_target_": "lightning.pytorch.loggers.WandbLogger", "name": "", "group": None}
+    assert wandb_names(cfg, wandb) == {"name": "run"}  # no experiment: no group
     assert wandb_names(cfg, {**wandb, "name": "mine"}) == {}  # a name in the config wins
     assert wandb_names(cfg, {"_target_": "lightning.pytorch.loggers.CSVLogger"}) == {}
     OmegaConf.set_readonly(cfg.hydra, False)
@@ -72,5 +75,4 @@ def test_wandb_run_named_by_its_overrides_and_grouped_by_sweep_or_experiment(tmp
         cfg.hydra.sweep.dir = str(tmp_path / "heads_2026-11-22")
         cfg.hydra.runtime.choices.experiment = "ablation/heads"
     HydraConfig().set_config(cfg)
-    assert wandb_names(cfg, wandb) == {"name": "model.heads=2 logger=wandb",
-                                       "group": "ablation/heads/heads_2026-11-22"}
+    assert wandb_names(cfg, wandb) == {"name": "run", "group": "ablation/heads/heads_2026-11-22"}

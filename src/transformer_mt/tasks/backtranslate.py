@@ -26,7 +26,7 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.tasks.pipelines.compose import passed_on, shaping
+from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare,
     file_sources,
@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> dict:
     corpus, names = pipeline_corpus(cfg)
     check("task.weight", options.weight, number(0.0), "a number >= 0")
     monolingual = Path(str(options.monolingual))
-    training = {"data": corpus.fingerprint("train"), "overrides": shaping(passed_on())}
+    training = {"data": corpus.fingerprint("train"), "training": training_shape(cfg)}
     given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
     stages = {
         "baseline": Stage("baseline", folder / "baseline", training),
@@ -65,12 +65,12 @@ def run(cfg: DictConfig) -> dict:
         check_monolingual(monolingual)
     settle(list(stages.values()))
     baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
-                else train_in(stages["baseline"], task_options(cfg)))
+                else train_in(stages["baseline"], cfg, {}))
     reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
     translate_in(stages["synthetic"], cfg, reverse, options.reverse_decoding, str(monolingual),
                  partial(file_sources, monolingual), (names[1], names[0]))
     bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
-    metrics = train_in(stages["forward"], [*task_options(cfg), f"+data.corpora.bt={bt}"])
+    metrics = train_in(stages["forward"], cfg, {"data.corpora.bt": bt})
     if metrics and baseline:
         metrics["comparison"] = compare(stages["evaluation"], baseline, metrics, "forward")
     return metrics
@@ -86,11 +86,6 @@ def check_monolingual(path: Path) -> None:
         raise DataError(f"{path}: no text (task.monolingual: target-side sentences, one per line)")
 
 
-def task_options(cfg: DictConfig) -> list[str]:
-    """The task=train options of the pipeline's training runs."""
-    return [f"task.last_n={cfg.task.last_n}", f"task.tokenized_bleu={cfg.task.tokenized_bleu}"]
-
-
 def reverse_model(cfg: DictConfig, stage: Stage, corpus, names: tuple[str, str]) -> Path:
     """Stage 2: the reverse model, trained on data.corpus turned around; its tested checkpoint."""
     data = stage.folder / "data"
@@ -98,9 +93,9 @@ def reverse_model(cfg: DictConfig, stage: Stage, corpus, names: tuple[str, str])
         log.info("reverse: done (%s)", stage.folder)
     else:
         splits = write_reversed(corpus, data, names)
-        node = (f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: '{data}', src_lang: {names[1]}, "
-                f"tgt_lang: {names[0]}, splits: {{{', '.join(f'{s}: {s}' for s in splits)}}}}}")
-        train_in(stage, [*task_options(cfg), "~data.corpus", f"+data.corpus={node}"])
+        node = {"_target_": "transformer_mt.data.TextFileCorpus", "data_dir": str(data), "src_lang": names[1],
+                "tgt_lang": names[0], "splits": {split: split for split in splits}}
+        train_in(stage, cfg, {"data.corpus": node})
     tested = Path(finished_run(stage.folder, "task.reverse")["tested_checkpoint"])
     return stage.folder / "checkpoints" / tested.name  # in this folder, also where it was moved
 

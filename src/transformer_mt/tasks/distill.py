@@ -4,7 +4,7 @@ stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
 1. synthetic/: the teacher (a checkpoint, a run folder's tested checkpoint, or an ensemble) translates
    the training sources of `data.corpus` with `task.teacher_decoding` (beam 5), in chunks written
    atomically (tasks/pipelines/synthetic.py): train.SRC, train.TGT.
-2. student/: a training run, as `python run.py <this command's overrides> task=train` would make it,
+2. student/: a training run, this command's config as task=train (tasks/pipelines/compose.py),
    on the teacher's translations (`data.corpora.distilled`), `data.corpus` kept for validation and
    test (and trained on too with task.originals_weight > 0), with the teacher's vocabularies
    (task.teacher_vocabulary). Stopped, it resumes from its last.ckpt.
@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_mt.config import plain
 from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
-from transformer_mt.tasks.pipelines.compose import passed_on, shaping
+from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare,
     corpus_sources,
@@ -55,12 +55,12 @@ def run(cfg: DictConfig) -> dict:
         "seed": cfg.seed})
     student = Stage("student", folder / "student", {
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
-        "teacher_vocabulary": options.teacher_vocabulary, "overrides": shaping(passed_on())})
+        "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     settle([synthetic, student, evaluation])
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
                  partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
-    vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else []
+    vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else {}
     metrics = train_student(cfg, student, synthetic.folder, names, vocabulary)
     if baseline_run is not None and metrics:
         metrics["comparison"] = compare(evaluation, baseline_run, metrics, "student")
@@ -80,9 +80,9 @@ def check_teacher_data(teacher: Path, sources: str, data: DictConfig) -> None:
                     describe_corpus({"corpus": OmegaConf.to_container(data.corpus, resolve=True)}))
 
 
-def teacher_vocabulary(checkpoint: Path, folder: Path) -> list[str]:
-    """The teacher's vocabularies (its first member's) written to `folder` once, as the overrides that
-    give them to the student (data.tokenizer.file, and tgt_file when the two sides have their own)."""
+def teacher_vocabulary(checkpoint: Path, folder: Path) -> dict:
+    """The teacher's vocabularies (its first member's) written to `folder` once, as the data.tokenizer
+    keys that give them to the student (file, and tgt_file when the two sides have their own)."""
     from transformer_mt.checkpoints.loading import read_checkpoint
     from transformer_mt.data.tokenizer import Vocabularies
 
@@ -90,16 +90,16 @@ def teacher_vocabulary(checkpoint: Path, folder: Path) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = vocabularies.save(folder)
     if len(paths) == 1:
-        return [f"data.tokenizer.file={paths[0]}", "data.tokenizer.joint=true"]
-    return [f"data.tokenizer.file={paths[0]}", f"data.tokenizer.tgt_file={paths[1]}", "data.tokenizer.joint=false"]
+        return {"data.tokenizer.file": str(paths[0]), "data.tokenizer.joint": True}
+    return {"data.tokenizer.file": str(paths[0]), "data.tokenizer.tgt_file": str(paths[1]),
+            "data.tokenizer.joint": False}
 
 
-def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str], vocabulary: list[str]
+def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str], vocabulary: dict
                   ) -> dict:
     """Stage 2: the student's training run on the teacher's translations (data.corpora.distilled),
     data.corpus trained on with task.originals_weight (0: only validated and tested on), with the
-    teacher's vocabularies (`vocabulary`: their overrides) or, without, one trained on its data."""
+    teacher's vocabularies (`vocabulary`: their data.tokenizer keys) or, without, one trained on its data."""
     distilled = synthetic_corpus(synthetic, names, cfg.data.corpus.get("tag"))
-    return train_in(stage, [f"task.last_n={cfg.task.last_n}", f"task.tokenized_bleu={cfg.task.tokenized_bleu}",
-                            f"data.corpus.weight={cfg.task.originals_weight}", f"+data.corpora.distilled={distilled}",
-                            *vocabulary])
+    return train_in(stage, cfg, {"data.corpus.weight": cfg.task.originals_weight,
+                                 "data.corpora.distilled": distilled, **vocabulary})

@@ -1,10 +1,11 @@
 """task=evaluate: decode and score a checkpoint on a split with the same code as validation/test.
 
-Without `data=` / `data.*` / `experiment=` on the command line, the data is the checkpoint's (it
-records its resolved data config); `data.split` and `data.eval_max_tokens` may still be set, and
-how the data is read (`data.num_workers`, `data.num_proc`, `data.pad_to_multiple`) is always this
-command's, not the training machine's. With data chosen on the command line, a split that differs
-from the checkpoint's is scored as asked, after a warning that says so.
+Its data is `data=checkpoint` (conf/data/checkpoint.yaml, task=evaluate's default): the data the
+checkpoint was trained on (it records its resolved data config), with that preset's split and batch
+budget (null: the checkpoint's) and how this machine reads data (`data.num_workers`,
+`data.num_proc`, `data.pad_to_multiple`, the cache). `data=NAME` or an experiment preset evaluates
+on that corpus instead; a split that differs from the checkpoint's is then scored as asked, after a
+warning that says so.
 """
 
 import logging
@@ -14,37 +15,26 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus, load_module
-from transformer_mt.config import overridden_keys
+from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.runs.build import build_trainer
 from transformer_mt.tasks.runs.config_checks import check_config
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 
 log = logging.getLogger(__name__)
 
-EVALUATION_DATA_KEYS = ("split", "eval_max_tokens", "num_workers", "num_proc", "pad_to_multiple", "cache_dir",
-                        "run_dir", "progress")
-# how this machine reads the data (not what the data is): always this command's, never the checkpoint's
-HOW_DATA_KEYS = ("num_workers", "num_proc", "pad_to_multiple", "cache_dir", "run_dir", "progress")
-
-
-def chose_data(keys: set[str]) -> bool:
-    """Whether the command line chose the data (not only how to evaluate it)."""
-    return any(k in ("data", "experiment", "paths.data_dir") or
-               (k.startswith("data.") and k.split(".")[1] not in EVALUATION_DATA_KEYS) for k in keys)
-
 
 def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
-    """The checkpoint's data config, unless the command line chose data or the checkpoint has none."""
-    keys = overridden_keys()
-    if record is None or chose_data(keys):
-        if record is None:
-            log.warning("ckpt_path=%s records no data config (an older checkpoint): using %s", path,
-                        describe_corpus(OmegaConf.to_container(cfg.data, resolve=True)))
+    """The data to evaluate on: data=checkpoint's (the checkpoint's record, with the preset's keys
+    over it where they are not null), or the data preset the config names."""
+    if not cfg.data.get("from_checkpoint"):
         return cfg.data
+    if record is None:
+        raise ConfigError(f"ckpt_path={path} records no data config (an older checkpoint): name the data to "
+                          "evaluate on (data=NAME)")
     data = OmegaConf.create(record["config"])
-    for key in EVALUATION_DATA_KEYS:
-        if key in HOW_DATA_KEYS or f"data.{key}" in keys:
-            data[key] = cfg.data[key]
+    for key, value in cfg.data.items():
+        if key != "from_checkpoint" and value is not None:
+            data[key] = value
     log.info("data: the checkpoint's, %s", describe_corpus(record["config"]))
     return data
 

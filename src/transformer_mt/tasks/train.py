@@ -35,7 +35,13 @@ from transformer_mt.tasks.runs.build import (
     settle,
     update_plan,
 )
-from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
+from transformer_mt.tasks.runs.config_checks import (
+    check_config,
+    check_corpus_named,
+    check_dashboard_layer,
+    check_max_len,
+    check_packed,
+)
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.tasks.runs.resume import check_resume
 from transformer_mt.training import TranslationModule
@@ -64,6 +70,7 @@ def run(cfg: DictConfig) -> dict:
 
 def train(cfg: DictConfig) -> dict:
     check_config(cfg, ("seed", "module", "optim", "trainer"))
+    check_corpus_named(cfg)
     check_packed(cfg)
     check_averaging(cfg)
     if cfg.get("ckpt_path"):

@@ -1,37 +1,56 @@
-"""A stage's run config: what `python run.py` would see with the pipeline's own command-line
-overrides (less those of the pipeline's task, its folder and checkpoint) and the stage's, composed
-by Hydra within the running job (its config search path, its `experiment=` and groups)."""
+"""A stage's run config, derived from the pipeline's composed config: the same config as a
+training run (the task=train node Hydra composes, with the pipeline's task options for it) in the
+stage's folder, with the stage's own changes (its corpora, vocabularies, checkpoint). What a stage
+trains (`training_shape`) is read from that config, so a value set by a preset or on the command
+line is the same input."""
 
-import re
+import copy
+from typing import Any
 
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-# the pipeline's own keys, which no stage inherits
-PIPELINE_KEYS = re.compile(r"^[+~]*(task|hydra|ckpt_path)([.=]|$)")
-SHAPING_KEYS = re.compile(r"^[+~]*(data|model|optim|module|seed|experiment|tokens_per_update)([.=@/]|$)")
-# keys of those groups that say how a stage runs, not what it trains: another value resumes the stage
-RUNNING_KEYS = re.compile(r"^[+~]*(data\.num_workers|data\.num_proc|module\.compile)(=|$)")
+from transformer_mt.config import plain
 
-
-def passed_on() -> list[str]:
-    """The pipeline job's command-line overrides that its training stages take too (model=,
-    data=, trainer=, seed=, experiment= ...)."""
-    return [o for o in HydraConfig.get().overrides.task if not PIPELINE_KEYS.match(o)]
-
-
-def shaping(overrides: list[str]) -> list[str]:
-    """The overrides that shape what a stage trains (its data, model, optimizer, seed, module): a
-    change to one of them redoes the stage; the others (the trainer's budget, callbacks, loggers)
-    reach its resume, which honours them or says why not (tasks/runs/resume.py), as do the DataLoader
-    workers, the encoding processes and module.compile, which change how it runs."""
-    return [o for o in overrides if SHAPING_KEYS.match(o) and not RUNNING_KEYS.match(o)]
+# the parts of the config that say what a stage trains: another value redoes the stage
+SHAPING = ("data", "model", "optim", "module", "seed", "tokens_per_update")
+# keys of those parts that say how a stage runs or is tested, not what it trains: another value
+# reaches its resume, as the trainer's budget, callbacks and loggers do (tasks/runs/resume.py)
+RUNNING = {"data": ("num_workers", "num_proc", "cache_dir", "run_dir", "progress", "split"),
+           "module": ("compile", "decoding", "val_decoding", "quantize")}
+# the pipeline's task options that its training stages take as their task=train options
+TRAINING_TASK_KEYS = ("last_n", "tokenized_bleu")
 
 
-def stage_config(output_dir: str, overrides: list[str]) -> DictConfig:
-    """The config of `python run.py <passed_on()> OVERRIDES` with its run folder at `output_dir`."""
-    cfg = compose(config_name=HydraConfig.get().job.config_name, overrides=[*passed_on(), *overrides])
-    with open_dict(cfg):
-        cfg.paths.output_dir = output_dir
-    return cfg
+def training_shape(cfg: DictConfig) -> dict:
+    """What the pipeline's training stages train, as its config says (resolved): a stage's input."""
+    shape = {}
+    for part in SHAPING:
+        value = plain(cfg.get(part))
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in RUNNING.get(part, ())}
+        shape[part] = value
+    return shape
+
+
+def train_task() -> DictConfig:
+    """The task=train node, as Hydra composes it for this job's config."""
+    return compose(config_name=HydraConfig.get().job.config_name, overrides=["task=train"]).task
+
+
+def stage_config(cfg: DictConfig, output_dir: str, changes: dict[str, Any], ckpt_path: str | None = None
+                 ) -> DictConfig:
+    """The pipeline's config `cfg` (a copy) as a training run in `output_dir`: the task=train node
+    with the pipeline's options for it, `changes` (dotted keys: a value replaces what is there, a
+    node included), resumed from `ckpt_path` when given."""
+    config = copy.deepcopy(cfg)
+    with open_dict(config):
+        config.task = train_task()
+        for key in TRAINING_TASK_KEYS:
+            config.task[key] = cfg.task[key]
+        config.ckpt_path = ckpt_path
+        config.paths.output_dir = output_dir
+        for key, value in changes.items():
+            OmegaConf.update(config, key, value, merge=False, force_add=True)
+    return config

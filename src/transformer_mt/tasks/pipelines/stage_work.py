@@ -1,7 +1,7 @@
 """A pipeline's stages of work: its corpus, the synthetic stage (a model translating lines chunk by
 chunk), a training run in a stage's folder (resumed from its last.ckpt, skipped when finished), the
-override that adds a synthetic corpus to a run, and a run's test translations against a baseline
-run's by sacreBLEU's paired tests."""
+corpus node of a synthetic corpus, and a run's test translations against a baseline run's by
+sacreBLEU's paired tests."""
 
 import json
 import logging
@@ -19,6 +19,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
 from transformer_mt.tasks.pipelines.synthetic import Sources, Translation, write_synthetic
+from transformer_mt.tasks.runs.config_checks import check_corpus_named
 from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
     """data.corpus, built, and its two languages (`src` and `tgt` for a corpus without, the toy's);
     task.chunk_lines is checked first."""
     check("task.chunk_lines", cfg.task.chunk_lines, integer(1), "an integer >= 1")
+    check_corpus_named(cfg)
     corpus = instantiate(cfg.data.corpus)
     return corpus, (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
 
@@ -65,15 +67,15 @@ def file_sources(path: Path) -> tuple[Iterable[list[str]], int]:
     return [file_lines(path)], count_lines(path)
 
 
-def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weight: float = 1.0) -> str:
-    """The value of a `+data.corpora.NAME=` override: the train split of a synthetic corpus's folder."""
-    return (f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: '{folder}', src_lang: {names[0]}, "
-            f"tgt_lang: {names[1]}, splits: {{train: train}}, weight: {weight}, tag: {tag if tag else 'null'}}}")
+def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weight: float = 1.0) -> dict:
+    """The corpus node of a synthetic corpus's folder (its train split), for a stage's data.corpora."""
+    return {"_target_": "transformer_mt.data.TextFileCorpus", "data_dir": str(folder), "src_lang": names[0],
+            "tgt_lang": names[1], "splits": {"train": "train"}, "weight": weight, "tag": tag or None}
 
 
-def train_in(stage: Stage, overrides: list[str]) -> dict:
-    """A training run in the stage's folder, as `python run.py <the pipeline's overrides> task=train
-    OVERRIDES` makes it: resumed from its last.ckpt, skipped (its metrics read) when finished."""
+def train_in(stage: Stage, cfg: DictConfig, changes: dict) -> dict:
+    """A training run in the stage's folder: the pipeline's config as task=train with `changes`
+    (compose.py), resumed from its last.ckpt, skipped (its metrics read) when finished."""
     from transformer_mt.tasks import run as run_task
 
     metrics_file = stage.folder / "metrics.json"
@@ -83,9 +85,8 @@ def train_in(stage: Stage, overrides: list[str]) -> dict:
     stage.start()
     last = stage.folder / "checkpoints" / "last.ckpt"
     if last.is_file():
-        overrides = [*overrides, f"ckpt_path={last}"]
         log.info("%s: resuming from %s", stage.name, last)
-    metrics = run_task(stage_config(str(stage.folder), ["task=train", *overrides]))
+    metrics = run_task(stage_config(cfg, str(stage.folder), changes, str(last) if last.is_file() else None))
     stage.finish()
     return metrics
 

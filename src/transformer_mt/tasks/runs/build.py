@@ -42,7 +42,7 @@ from transformer_mt.errors import ConfigError, DataError, find_user_error
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks.runs.config_checks import check_model
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
-from transformer_mt.tasks.runs.init_from import check_overrides, read_init_from
+from transformer_mt.tasks.runs.init_from import check_architecture, read_init_from
 from transformer_mt.tasks.runs.wandb_online import start_online
 from transformer_mt.training import TranslationModule
 from transformer_mt.validate import check, integer, number
@@ -77,19 +77,21 @@ def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: boo
 
 
 def wandb_names(cfg: DictConfig, logger: DictConfig) -> dict[str, str]:
-    """A wandb run's name and group where its config leaves them null: the name is the job's
-    command-line overrides (or its run directory's name), the group the sweep (experiment preset and
-    multirun directory) or, for a single run, the experiment preset."""
-    if not str(logger.get("_target_", "")).endswith("WandbLogger") or not HydraConfig.initialized():
+    """A wandb run's name where its config leaves it empty (its run directory's name), and its group
+    where its config leaves it null: the sweep (experiment preset and multirun directory) or, for a
+    single run, the experiment preset."""
+    if not str(logger.get("_target_", "")).endswith("WandbLogger"):
         return {}
-    hydra = HydraConfig.get()
-    overrides = [o for o in hydra.overrides.task if not o.lstrip("+~").startswith(("hydra.", "paths."))]
-    experiment = hydra.runtime.choices.get("experiment")
-    group = experiment
-    if hydra.mode == RunMode.MULTIRUN:
-        group = "/".join(part for part in (experiment, Path(hydra.sweep.dir).name) if part)
-    names = {"name": " ".join(overrides) or Path(cfg.paths.output_dir).name, "group": group}
-    return {key: value for key, value in names.items() if logger.get(key) is None and value}
+    names = {"name": Path(cfg.paths.output_dir).name} if not logger.get("name") else {}
+    if logger.get("group") is None and HydraConfig.initialized():
+        hydra = HydraConfig.get()
+        experiment = hydra.runtime.choices.get("experiment")
+        group = experiment
+        if hydra.mode == RunMode.MULTIRUN:
+            group = "/".join(part for part in (experiment, Path(hydra.sweep.dir).name) if part)
+        if group:
+            names["group"] = group
+    return names
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ def settle(cfg: DictConfig) -> Start:
     config, vocabularies, weights = cfg, None, None
     if cfg.model.get("init_from"):  # fine-tune a model: its architecture, vocabulary and weights
         source, weights, vocabularies = read_init_from(Path(cfg.model.init_from))
-        check_overrides(cfg.model, source, Path(cfg.model.init_from))
+        check_architecture(cfg.model, source, Path(cfg.model.init_from))
         log.info("model.init_from=%s: its architecture (%s), its weights (%d tensors) and its tokenizer (%s)",
                  cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()), len(weights),
                  "a joint vocabulary" if vocabularies.joint else "separate vocabularies")

@@ -54,6 +54,14 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
         check_device(cfg.trainer, bool(OmegaConf.select(cfg, "optim.optimizer.fused", default=False)))
 
 
+def check_corpus_named(cfg: DictConfig) -> None:
+    """A task that reads data.corpus needs a data preset with one: data=checkpoint (task=evaluate's
+    default, the checkpoint's own data) has none."""
+    if cfg.data.get("from_checkpoint"):
+        raise ConfigError(f"data=checkpoint is task=evaluate's data (a checkpoint's own); task={cfg.task.name} names "
+                          "its corpus: data=NAME (toy, multi30k, files, ...)")
+
+
 def check_model(architecture: dict) -> None:
     """The model's keys, by TransformerConfig's own checks (with stand-in vocabulary sizes)."""
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from transformer_mt.checkpoints.loading import checkpoint_tokenizer, read_checkpoint
-from transformer_mt.config import overridden_keys
+from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
 
@@ -54,10 +54,27 @@ def run_checkpoint(run_dir: Path) -> Path:
                       "checkpoints/best.ckpt (a run of ours)")
 
 
-def check_overrides(model_cfg, source: dict, path: Path) -> None:
-    """A `model.KEY=VALUE` given on the command line that contradicts the model it starts from is
-    one line naming both (the dropouts are the run's to set)."""
-    for key in sorted(k.removeprefix("model.") for k in overridden_keys() if k.startswith("model.")):
-        if key in source and key not in TRAINING_KEYS and model_cfg.get(key) != source[key]:
-            raise ConfigError(f"model.{key}={model_cfg.get(key)}, but model.init_from={path} is a model with "
+def preset_model() -> dict | None:
+    """The `model` node as its preset (this job's model=NAME) alone composes it; None outside Hydra."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    hydra = HydraConfig.get()
+    preset = f"model={hydra.runtime.choices['model']}"
+    return plain(compose(config_name=hydra.job.config_name, overrides=[preset]).model)
+
+
+def check_architecture(model_cfg, source: dict, path: Path) -> None:
+    """The run's architecture is the starting model's (`source`). A `model.KEY` set away from its
+    preset's value (on the command line or by an experiment preset) to another value than the
+    starting model's is one line naming both (the dropouts are the run's to set)."""
+    preset = preset_model()
+    if preset is None:
+        return
+    for key in sorted(k for k in source if k not in TRAINING_KEYS):
+        value = plain(model_cfg.get(key))
+        if value != preset.get(key) and value != source[key]:
+            raise ConfigError(f"model.{key}={value}, but model.init_from={path} is a model with "
                               f"model.{key}={source[key]}: drop model.{key}, or train a new model")

@@ -7,7 +7,8 @@ in one line before any data work.
   `model.init_from=` instead.
 - `trainer.max_steps` / `trainer.max_epochs`: honoured: the run trains on from the checkpoint's step
   and epoch to the budget; said, and said when the checkpoint has reached it already.
-- `data.tokenizer.*`: the checkpoint's vocabularies are the run's, so these are ignored: said.
+- `data.tokenizer.*`: the checkpoint's vocabularies are the run's, so a value other than the
+  checkpoint's is ignored: said.
   (Other training data is refused, another data.max_tokens warned: build.check_same_data.)
 - `callbacks.*`: a callback with state that the checkpoint has none for (one added since) starts
   fresh: said. (One the checkpoint has state for but this run lacks: Lightning says so itself.)
@@ -20,7 +21,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig
 
-from transformer_mt.config import overridden_keys, plain
+from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def check_resume(cfg: DictConfig, checkpoint: dict, path: Path, trainer: L.Train
     """Refuse what a resume from `checkpoint` cannot honour, and say what it honours (see the module)."""
     refuse_another_optimizer(cfg, checkpoint, path)
     say_budget(cfg, checkpoint, path)
-    ignored = sorted(k for k in overridden_keys() if k.startswith("data.tokenizer."))
+    ignored = changed_tokenizer_keys(cfg, checkpoint)
     if ignored:
         log.warning("%s: ignored on a resume, which keeps the vocabularies of ckpt_path=%s", ", ".join(ignored), path)
     saved = set(checkpoint.get("callbacks") or {})
@@ -42,6 +43,13 @@ def check_resume(cfg: DictConfig, checkpoint: dict, path: Path, trainer: L.Train
         if stateful and callback.state_key not in saved:
             log.warning("%s: ckpt_path=%s has no state for it (a callback added since): it starts fresh",
                         type(callback).__name__, path)
+
+
+def changed_tokenizer_keys(cfg: DictConfig, checkpoint: dict) -> list[str]:
+    """The data.tokenizer keys whose value differs from the checkpoint's (its data record), as `key=value`."""
+    record = (checkpoint["hyper_parameters"].get("data") or {}).get("config") or {}
+    was, now = record.get("tokenizer") or {}, plain(cfg.data.get("tokenizer")) or {}
+    return [f"data.tokenizer.{key}={now[key]}" for key in sorted(now) if key in was and was[key] != now[key]]
 
 
 def refuse_another_optimizer(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
