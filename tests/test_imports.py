@@ -3,6 +3,8 @@ from lower layers or from its own package, and no two modules import each other 
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.helpers import ROOT
@@ -16,8 +18,9 @@ LAYERS = {
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data
     "decoding": 4, "interop": 4,  # decoding uses the model's public API only
-    "training": 5,  # joins model, data, evaluation
-    "checkpoints": 6,  # reading, loading and averaging checkpoints: the library API tasks and experiments use
+    "checkpoints": 4,  # reading and averaging checkpoints as plain data
+    "inference": 5,  # loading for decoding, the Translator, lines translated and scored: no Lightning, no Hydra
+    "training": 6,  # joins model, data, evaluation, inference
     "tasks": 7,  # a Hydra config into one job
 }
 
@@ -120,3 +123,14 @@ def test_no_two_modules_share_a_confusable_name():
             clashes.append(f"{seen[stem]} ~ {path.relative_to(PACKAGE)}")
         seen.setdefault(stem, str(path.relative_to(PACKAGE)))
     assert not clashes, clashes
+
+
+def test_inference_loads_neither_lightning_nor_hydra():
+    """transformer_mt.inference decodes without the training stack: importing every module of it
+    (and so everything they import) loads no Lightning, Hydra or datasets."""
+    modules = sorted(m for m in MODULES if m.startswith("transformer_mt.inference"))
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
+            + "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'hydra', 'datasets'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(modules) >= 7 and result.stdout.strip() == "[]", result.stdout

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.inference.members import load_translator
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
 
@@ -88,7 +88,7 @@ def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"
         out = []
         for chunk in batches(lines):
             enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
-            limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.model.config.max_positions).max())
+            limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.max_positions).max())
             with torch.no_grad(), kernels(torch.device(device)):  # our SDPA kernels (no cuDNN on a GPU)
                 rows = model.generate(**enc, num_beams=beams, length_penalty=0.6, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
@@ -114,7 +114,7 @@ def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32
         out = []
         for chunk in batches(lines):  # our batches, each with the limit of its longest source, as HF's
             ids = vocab.encode_sources(chunk)
-            limit = int(max_lengths(collate.pad(ids), module.pad_id, 1.2, 10, module.model.config.max_positions).max())
+            limit = int(max_lengths(collate.pad(ids), module.pad_id, 1.2, 10, module.max_positions).max())
             results = translator.translate_batch([vocab.src.tokens(i[:-1]) for i in ids], beam_size=beams,
                                                  length_penalty=0.6, max_batch_size=BATCH,
                                                  max_decoding_length=limit + 1)
@@ -166,16 +166,16 @@ def peer_translators(module, folder: Path, device: str, dtype: str) -> list[tupl
     if installed("transformers"):
         from transformer_mt.interop.marian import export_hf
 
-        export_hf(module, folder / "hf")
+        export_hf(module.models[0], module.tokenizer, folder / "hf")
         peers.append(("HF generate", partial(hf_translator, folder / "hf", module, device, dtype)))
     if installed("ctranslate2"):
         from transformer_mt.interop.ctranslate2 import export_ct2
 
-        export_ct2(module, folder / "ct2", "none")
+        export_ct2(module.models[0], module.tokenizer, folder / "ct2", "none")
         ct2_name = f"CTranslate2 {NAMES[dtype] if device == 'cuda' else 'float32'}"
         peers.append((ct2_name, partial(ct2_translator, folder / "ct2", module, device, dtype)))
         if device == "cpu":
-            export_ct2(module, folder / "ct2_int8", "int8")
+            export_ct2(module.models[0], module.tokenizer, folder / "ct2_int8", "int8")
             peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module)))
     return peers
 
@@ -189,11 +189,11 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     # our searches' limits
-    limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.model, collate.pad(src)).tolist()
+    limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.models[0], collate.pad(src)).tolist()
     mine = f"ours {NAMES[dtype]}"
-    systems = {mine: cast(module.model, device, dtype)}
+    systems = {mine: cast(module.models[0], device, dtype)}
     if device == "cpu":
-        systems["ours int8"] = quantize_int8(module.model)
+        systems["ours int8"] = quantize_int8(module.models[0])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         peers, skipped = working(peer_translators(module, Path(tmp), device, dtype), lines[:2])
@@ -246,7 +246,7 @@ def print_tables(rows: list[dict], mine: str, peers: list[str], device: str) -> 
 def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = "cpu", dtype: str = "fp32") -> dict:
     """Greedy and beam 4 with and without the KV cache (same outputs), and at 50-token outputs;
     printed, and returned for --json."""
-    model = cast(module.model, device, dtype)
+    model = cast(module.models[0], device, dtype)
     rows, forced_rows = [], []
     print("| search | cache | sentences/s | tokens/s | seconds | same output as cached |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
@@ -295,9 +295,9 @@ def main() -> None:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no GPU")
     torch.set_num_threads(THREADS)
-    module = load_module(Path(args.ckpt))
+    module = load_translator([Path(args.ckpt)], None)  # a Translator: the model, its tokenizer and ids
     lines = Path(args.source).read_text(encoding="utf-8").splitlines()[: args.limit]
-    print(f"checkpoint: {args.ckpt} ({module.model.num_parameters():,} parameters)\nsentences: {args.source}\n")
+    print(f"checkpoint: {args.ckpt} ({module.models[0].num_parameters():,} parameters)\nsentences: {args.source}\n")
     if args.cache:
         tables = cache_tables(module, module.tokenizer.encode_sources(lines), args.forced_limit, args.device,
                               args.dtype)

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import train_sentencepiece
+from transformer_mt.inference.members import load_translator
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     src, tgt = sentences()
     if args.tokenizer == "bpe":
-        vocab = load_module(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt").tokenizer
+        vocab = load_translator([ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"], None).tokenizer
     else:
         options = TokenizerOptions(type="sentencepiece", vocab_size=10_000)
         vocab = Vocabularies(train_sentencepiece(src + tgt, options))

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.ensemble import Ensemble
+from transformer_mt.inference.members import load_translator
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
@@ -50,14 +50,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    module = load_module(args.ckpt)
+    module = load_translator([Path(args.ckpt)], None)
     lines = sentences(args.source, args.limit)
     ids = sorted(module.tokenizer.encode_sources(lines), key=len)
     from transformer_mt.data.batching import Collator
 
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
     batches = [collate.pad(ids[i:i + 64]) for i in range(0, len(ids), 64)]
-    systems = {"one model": module.model, "ensemble of two": Ensemble([module.model, module.model])}
+    systems = {"one model": module.models[0], "ensemble of two": Ensemble([module.models[0], module.models[0]])}
     searches = {"greedy": GreedySearch(), "beam 4": BeamSearch(beam_size=4, length_norm=PowerLength(1.0))}
     best = {(s, m): float("inf") for s in searches for m in systems}
     for round_ in range(args.rounds):

@@ -8,7 +8,7 @@ lines) and WMT14 size (4.5M).
         --source $DATA_DIR/multi30k/train.en --limit 2000 [--beam 5] [--chunk-lines 1000] [--repeat 2] \\
         [--devices 2]
 
-task=translate's path is `translate_lines` over the input in lists of 1,000 lines (tasks/translate.py);
+task=translate's path is `translate_lines` over the input in lists of 1,000 lines (inference/line_translation.py);
 the synthetic stage's is `write_synthetic` (chunks written atomically, then joined), with --devices N
 on N CPU processes that share the threads (trainer.accelerator=cpu trainer.devices=N).
 """
@@ -20,15 +20,16 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import read_lines
+from transformer_mt.inference.line_translation import translate_lines
+from transformer_mt.inference.members import load_translator
 from transformer_mt.tasks.lines.reading import line_chunks
 from transformer_mt.tasks.pipelines.stage_work import file_sources
-from transformer_mt.tasks.pipelines.synthetic import Translation, write_synthetic
-from transformer_mt.tasks.translate import translate_lines
+from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,13 +48,14 @@ def main() -> None:
     lines = read_lines(args.source)[: args.limit]
     decoding = OmegaConf.load(ROOT / "conf" / "decoding" / "beam.yaml")  # task=distill's teacher_decoding
     decoding.beam_size, decoding.length_norm.alpha = args.beam, 1.0
-    module = load_module(Path(args.ckpt), decoding)
+    module = load_translator([Path(args.ckpt)], instantiate(decoding))
     best = {"task=translate": float("inf"), "synthetic stage": float("inf")}
     outputs = {}
     def translate() -> list[str]:
         return [n[0].text for chunk in line_chunks(lines) for n in translate_lines(module, chunk, args.max_tokens)]
 
-    translation = Translation((Path(args.ckpt),), plain(decoding), None, None, args.max_tokens, args.chunk_lines, 0)
+    translation = TranslationSettings((Path(args.ckpt),), plain(decoding), None, None, args.max_tokens,
+                                      args.chunk_lines, 0)
 
     def synthetic() -> list[str]:
         with tempfile.TemporaryDirectory() as folder:

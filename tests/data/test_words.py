@@ -6,7 +6,7 @@ import pytest
 from transformer_mt.data.tokenizer import TextTokenizer, TokenizerOptions
 from transformer_mt.data.vocabulary_training import train_bpe, train_sentencepiece
 from transformer_mt.data.words import decoded_words, source_words, token_words
-from transformer_mt.tasks.lines.prefix import restore_prefix, spell
+from transformer_mt.inference.prefix import restore_prefix, spell
 
 LINES = ["Two young, White males are outside near many bushes.", "A little girl climbing into a wooden playhouse.",
          "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",

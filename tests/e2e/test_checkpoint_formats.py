@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.helpers import ROOT, compose_config
-from transformer_mt.checkpoints.loading import load_module, read_checkpoint
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.checkpoints.upgrades import (
     UPGRADES,
     current_decoding,
@@ -17,6 +17,7 @@ from transformer_mt.checkpoints.upgrades import (
 from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
+from transformer_mt.training.from_checkpoint import load_module
 
 # written by the code of 2026-11-22 (commit "Dashboards: ..."): model d_model 16, 1 + 1 layers, toy data
 # with 10 test sentences, one epoch; its test translations and chrF as that code produced them

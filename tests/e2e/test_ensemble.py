@@ -4,9 +4,9 @@ ensemble; a model ensembled with itself gives its own outputs; members must shar
 import pytest
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from transformer_mt.inference.members import load_translator
 
 from tests.helpers import ROOT, compose_config
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
@@ -110,16 +110,16 @@ def test_evaluate_translate_and_score_agree_on_an_int8_ensemble(toy_run, tmp_pat
 def int8_forced_logprobs(paths: list, sources: list[str], texts: list[str]) -> list[float]:
     """By hand: the log-probability of each text and then EOS given its source, under the int8
     copies of the members in `paths`, every pair in one padded batch (as task=score batches it)."""
-    module = load_module(paths, quantize="int8")
-    pad, bos, eos = module.pad_id, module.bos_id, module.eos_id
-    tgt = module.tokenizer.tgt.encode(texts)
+    translator = load_translator(paths, None, "int8")
+    pad, bos, eos = translator.pad_id, translator.bos_id, translator.eos_id
+    tgt = translator.tokenizer.tgt.encode(texts)
 
     def rows(seqs: list[list[int]]) -> torch.Tensor:
         return pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad)
 
-    src = rows(module.tokenizer.encode_sources(sources))
+    src = rows(translator.tokenizer.encode_sources(sources))
     tgt_in, tgt_out = rows([[bos, *t] for t in tgt]), rows([[*t, eos] for t in tgt])
     with torch.no_grad():
-        logprobs = module.translator.model()(src, tgt_in).float().log_softmax(-1)
+        logprobs = translator.model()(src, tgt_in)  # an ensemble's: its averaged log-probabilities
     picked = logprobs.gather(-1, tgt_out[..., None]).squeeze(-1)
     return (picked * (tgt_out != pad)).double().sum(-1).tolist()

@@ -69,7 +69,7 @@ def test_the_model_summary_counts_flops(small_checkpoint):
     """Lightning's summary counts FLOPs on the module's example input (one 32-token pair): not 0."""
     from lightning.pytorch.utilities.model_summary import ModelSummary
 
-    from transformer_mt.checkpoints.loading import load_module
+    from transformer_mt.training.from_checkpoint import load_module
 
     module = load_module(small_checkpoint)
     src, tgt_in = module.example_input_array

@@ -3,10 +3,11 @@ at nearly the BLEU of the fp32 model, leaving the model and the checkpoint as th
 
 import pytest
 import torch
+from transformer_mt.inference.members import load_translator
 
 from tests.helpers import compose_config
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.decoding import GreedySearch
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.tasks import run
 
@@ -41,28 +42,28 @@ def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, t
 def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run, record_property):
     out, _ = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
-    module = load_module(ckpt, decoding={"_target_": "transformer_mt.decoding.GreedySearch"}, quantize="int8")
-    weights = {k: v.clone() for k, v in module.model.state_dict().items()}
-    int8 = module.translator.model()
-    linears = [m for m in module.model.modules() if type(m) is torch.nn.Linear]
+    translator = load_translator([ckpt], GreedySearch(), "int8")
+    weights = {k: v.clone() for k, v in translator.models[0].state_dict().items()}
+    int8 = translator.model()
+    linears = [m for m in translator.models[0].modules() if type(m) is torch.nn.Linear]
     quantized = [m for m in int8.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
     assert len(quantized) == len(linears) > 0 and not any(type(m) is torch.nn.Linear for m in int8.modules())
-    assert all(torch.equal(v, module.model.state_dict()[k]) for k, v in weights.items())
-    src = module.tokenizer.encode_sources(ToyCorpus().load("test").src[:16])
+    assert all(torch.equal(v, translator.models[0].state_dict()[k]) for k, v in weights.items())
+    src = translator.tokenizer.encode_sources(ToyCorpus().load("test").src[:16])
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in src], batch_first=True,
-                                          padding_value=module.pad_id)
-    tgt = torch.full((src.size(0), 1), module.bos_id)
+                                          padding_value=translator.pad_id)
+    tgt = torch.full((src.size(0), 1), translator.bos_id)
     with torch.no_grad():
-        exact, approx = module.model(src, tgt), int8(src, tgt)
+        exact, approx = translator.models[0](src, tgt), int8(src, tgt)
     record_property("int8_logit_error", float((exact - approx).abs().max() / exact.abs().max()))
     assert not torch.equal(exact, approx)  # int8 products really ran ...
     # ... close to the fp32 ones: 1.5% / 1.6% / 1.8% of the largest logit under the three profiles
     assert (exact - approx).abs().max() < 0.05 * exact.abs().max()
-    search = module.search
-    expected = search(int8, src, module.bos_id, module.eos_id)
-    texts = module.tokenizer.tgt.decode([n[0].tokens for n in expected])
-    assert [n[0][0] for n in module.translate(src)] == texts
-    assert module.translator.model() is int8  # built once
+    search = translator.search
+    expected = search(int8, src, translator.bos_id, translator.eos_id)
+    texts = translator.tokenizer.tgt.decode([n[0].tokens for n in expected])
+    assert [n[0][0] for n in translator.translate(src)] == texts
+    assert translator.model() is int8  # built once
 
 
 def test_an_unknown_quantization_is_one_line(toy_run, tmp_path):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformer_mt.inference.members import load_translator
 
 from tests.helpers import ROOT, compose_config
-from transformer_mt.checkpoints.loading import load_module
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
 
@@ -62,12 +62,12 @@ def test_the_sum_is_the_model_log_softmax_of_the_target_and_eos(tmp_path):
     source, target = write_lines(tmp_path / "src.en", SOURCES[:2]), write_lines(tmp_path / "tgt.de", TARGETS[:2])
     (total, average, tokens), _ = score(tmp_path, f"task.source={source}", f"task.target={target}",
                                         "task.token_scores=true")
-    module = load_module(SHIPPED)
-    src = torch.tensor(module.tokenizer.encode_sources(SOURCES[:1]))
-    tgt = module.tokenizer.tgt.encode(TARGETS[:1])[0]
+    translator = load_translator([SHIPPED], None)
+    src = torch.tensor(translator.tokenizer.encode_sources(SOURCES[:1]))
+    tgt = translator.tokenizer.tgt.encode(TARGETS[:1])[0]
     with torch.no_grad():
-        lprobs = module.model(src, torch.tensor([[module.bos_id, *tgt]])).log_softmax(dim=-1)[0]
-    by_hand = [lprobs[i, token].item() for i, token in enumerate([*tgt, module.eos_id])]
+        lprobs = translator.models[0](src, torch.tensor([[translator.bos_id, *tgt]])).log_softmax(dim=-1)[0]
+    by_hand = [lprobs[i, token].item() for i, token in enumerate([*tgt, translator.eos_id])]
     assert abs(float(total) - sum(by_hand)) < 1e-5
     assert abs(float(average) - sum(by_hand) / len(by_hand)) < 1e-5  # per token, EOS counted
     assert [float(t) for t in tokens.split(" ")] == pytest.approx(by_hand, abs=1e-5)

@@ -16,16 +16,16 @@ from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.stage_work import corpus_sources, file_sources
-from transformer_mt.tasks.pipelines.synthetic import Translation, translate_chunks, write_synthetic
+from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, translate_chunks, write_synthetic
 
 CPU = torch.device("cpu")
 
 
-def translation(checkpoint: Path, tag: str | None = None) -> Translation:
+def translation(checkpoint: Path, tag: str | None = None) -> TranslationSettings:
     """Sampling (each chunk seeded from the seed and its number) with short outputs, chunks of 40 lines."""
     decoding = OmegaConf.load(ROOT / "conf" / "decoding" / "sample.yaml")
     decoding.options.max_len_b = 5
-    return Translation((checkpoint,), plain(decoding), None, tag, 512, 40, 7)
+    return TranslationSettings((checkpoint,), plain(decoding), None, tag, 512, 40, 7)
 
 
 @pytest.fixture

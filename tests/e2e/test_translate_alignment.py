@@ -86,7 +86,7 @@ def test_subword_links_are_the_word_links_before_counting_words(toy_run, tmp_pat
 def test_alignments_with_a_prefix_nbest_and_scores(toy_run, tmp_path):
     """Beam, 2-best, scores and a prefix the tokenizer cannot spell: line<TAB>score<TAB>text<TAB>
     alignment, the output's words counted as written (the prefix's two words). What the prefix rule
-    guarantees for any model (tasks/lines/prefix.py), not what this CPU's toy model writes: every
+    guarantees for any model (inference/prefix.py), not what this CPU's toy model writes: every
     output starts with the prefix as given; it may end right after it, or continue its last word
     ("Lo Hündund ...")."""
     lines = ["the dog sees a big cat\tLo Hünd", "", "some book builds this boat\t"]

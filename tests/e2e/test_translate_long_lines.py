@@ -11,8 +11,8 @@ import pytest
 
 from tests.helpers import ROOT, compose_config
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.tasks import run
-from transformer_mt.tasks.lines.long_lines import LongLines
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 LONG = " ".join(["A man is riding a bicycle down the street."] * 60)  # 601 tokens with EOS

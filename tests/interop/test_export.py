@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
+from transformer_mt.inference.members import load_translator
 
 from tests.helpers import compose_config, run_py
-from transformer_mt.checkpoints.loading import load_module
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
@@ -28,7 +29,7 @@ ctranslate2 = pytest.importorskip("ctranslate2", reason="the export extra: pip i
 
 @pytest.fixture(scope="module")
 def toy(toy_run, tmp_path_factory):
-    """The trained toy checkpoint, our module, the toy test set, and its hf / ct2 / ct2-int8 exports."""
+    """The trained toy checkpoint, our translator, the toy test set, and its hf / ct2 / ct2-int8 exports."""
     out = tmp_path_factory.mktemp("export")
     ckpt = toy_run[0] / "checkpoints" / "best.ckpt"
     for fmt, extra in (("hf", []), ("ct2", []), ("ct2_int8", ["quantize=int8"])):
@@ -36,7 +37,7 @@ def toy(toy_run, tmp_path_factory):
                                                  f"task.output={out / fmt}", *extra]))
     cfg = compose_config(out / "data", [])
     test = instantiate(cfg.data.corpus).load("test")
-    return {"dir": out, "ckpt": ckpt, "module": load_module(ckpt), "src": test.src, "ref": test.tgt}
+    return {"dir": out, "ckpt": ckpt, "translator": load_translator([ckpt], None), "src": test.src, "ref": test.tgt}
 
 
 def batches(items: list, size: int = 100):
@@ -44,12 +45,12 @@ def batches(items: list, size: int = 100):
         yield items[i:i + size]
 
 
-def ours(module, sources: list[str], search) -> list[list[int]]:
+def ours(translator, sources: list[str], search) -> list[list[int]]:
     """Our search's best token ids for each source sentence (EOS excluded)."""
     out = []
     for chunk in batches(sources):
-        src = pad(module.tokenizer.encode_sources(chunk), module.pad_id)
-        out += [nbest[0].tokens for nbest in search(module.model, src, module.bos_id, module.eos_id)]
+        src = pad(translator.tokenizer.encode_sources(chunk), translator.pad_id)
+        out += [nbest[0].tokens for nbest in search(translator.models[0], src, translator.bos_id, translator.eos_id)]
     return out
 
 
@@ -77,39 +78,39 @@ def hf_generate(folder: Path, sources: list[str], **options) -> tuple[list[list[
 
 
 def test_hf_tokenizer_encodes_and_decodes_as_ours(toy):
-    module, sources = toy["module"], toy["src"]
+    translator, sources = toy["translator"], toy["src"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(toy["dir"] / "hf")
-    assert tokenizer(sources)["input_ids"] == module.tokenizer.encode_sources(sources)  # EOS appended too
-    ids = module.tokenizer.tgt.encode(toy["ref"])
-    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == module.tokenizer.tgt.decode(ids)
+    assert tokenizer(sources)["input_ids"] == translator.tokenizer.encode_sources(sources)  # EOS appended too
+    ids = translator.tokenizer.tgt.encode(toy["ref"])
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == translator.tokenizer.tgt.decode(ids)
 
 
 def test_hf_greedy_is_token_identical_and_logits_agree(toy, record_property):
-    module, sources = toy["module"], toy["src"]
-    mine = ours(module, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
-    limit = int(max_lengths(pad(module.tokenizer.encode_sources(sources), 0), 0, 1.2, 10, 256).max())
+    translator, sources = toy["translator"], toy["src"]
+    mine = ours(translator, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
+    limit = int(max_lengths(pad(translator.tokenizer.encode_sources(sources), 0), 0, 1.2, 10, 256).max())
     theirs, texts = hf_generate(toy["dir"] / "hf", sources, num_beams=1, max_new_tokens=limit + 1)
     record_property("greedy_sentences_alike", sum(a == b for a, b in zip(theirs, mine)) / len(mine))
     assert theirs == mine  # all 300 sentences
-    assert texts == module.tokenizer.tgt.decode(mine)
+    assert texts == translator.tokenizer.tgt.decode(mine)
 
     model = transformers.MarianMTModel.from_pretrained(toy["dir"] / "hf").eval()
-    hp = module  # its special ids
-    src = pad(module.tokenizer.encode_sources(sources[:64]), hp.pad_id)
-    tgt_in = pad([[hp.bos_id, *t] for t in module.tokenizer.tgt.encode(toy["ref"][:64])], hp.pad_id)
+    hp = translator  # its special ids
+    src = pad(translator.tokenizer.encode_sources(sources[:64]), hp.pad_id)
+    tgt_in = pad([[hp.bos_id, *t] for t in translator.tokenizer.tgt.encode(toy["ref"][:64])], hp.pad_id)
     with torch.no_grad():
-        expected = module.model(src, tgt_in)
+        expected = translator.models[0](src, tgt_in)
         got = model(input_ids=src, attention_mask=(src != hp.pad_id).long(), decoder_input_ids=tgt_in).logits
     real = tgt_in != hp.pad_id
     record_property("logits_apart", float((got[real] - expected[real]).abs().max()))
     torch.testing.assert_close(got[real], expected[real], rtol=0, atol=1e-4)
 
 
-def ended_before_the_limit(module, sources: list[str], mine: list[list[int]], options) -> list[int]:
+def ended_before_the_limit(translator, sources: list[str], mine: list[list[int]], options) -> list[int]:
     """The sentences whose output of ours ended by EOS before its length limit (max_len_a * src_len +
     max_len_b): Hugging Face's limit is the model's positions, so only these must come out alike."""
-    src = pad(module.tokenizer.encode_sources(sources), module.pad_id)
-    limits = max_lengths(src, module.pad_id, options.max_len_a, options.max_len_b, module.model.config.max_positions)
+    src = pad(translator.tokenizer.encode_sources(sources), translator.pad_id)
+    limits = max_lengths(src, translator.pad_id, options.max_len_a, options.max_len_b, translator.max_positions)
     return [i for i, (tokens, limit) in enumerate(zip(mine, limits.tolist())) if len(tokens) < limit]
 
 
@@ -117,12 +118,12 @@ def test_a_plain_generate_on_the_default_export_is_task_translates_greedy(toy, t
     """The fixture's export has no decoding on its command: generation_config.json says greedy, and
     `generate(**enc)` with no options gives task=translate's default output token for token on every
     sentence ours ended before its length limit (1.2 * src_len + 10; generate's is the positions)."""
-    module, sources, folder = toy["module"], toy["src"], toy["dir"] / "hf"
+    translator, sources, folder = toy["translator"], toy["src"], toy["dir"] / "hf"
     config = json.loads((folder / "generation_config.json").read_text())
     assert config["num_beams"] == 1 and config["do_sample"] is False and "length_penalty" not in config
     search = instantiate(compose_config(tmp_path / "cfg", []).decoding)  # the default decoding: greedy
-    mine = ours(module, sources, search)
-    ended = ended_before_the_limit(module, sources, mine, search.options)
+    mine = ours(translator, sources, search)
+    ended = ended_before_the_limit(translator, sources, mine, search.options)
     record_property("ended_before_the_limit", len(ended) / len(sources))
     assert len(ended) >= 0.9 * len(sources), len(ended)
     theirs, texts = hf_generate(folder, sources)
@@ -131,7 +132,7 @@ def test_a_plain_generate_on_the_default_export_is_task_translates_greedy(toy, t
     run(compose_config(tmp_path / "translate", ["task=translate", f"ckpt_path={toy['ckpt']}",
                                                 f"task.input={tmp_path}/in.txt", f"task.output={tmp_path}/out.txt"]))
     translated = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
-    assert translated == module.tokenizer.tgt.decode(mine)
+    assert translated == translator.tokenizer.tgt.decode(mine)
     assert [texts[i] for i in ended] == [translated[i] for i in ended]
 
 
@@ -140,7 +141,7 @@ def test_an_export_with_beam_settings_writes_them_and_plain_generate_searches_so
     num_beams 5, length_penalty 1.0 and early stopping (ours stops at beam_size finished hypotheses)
     in generation_config.json, and a plain generate agrees with our beam 5 on >= 99% of the
     sentences ours ended before its limit (as the beam-4 test above)."""
-    module, sources = toy["module"], toy["src"]
+    translator, sources = toy["translator"], toy["src"]
     beam = ["decoding=beam", "decoding.beam_size=5", "decoding.length_norm.alpha=1.0"]
     run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={toy['ckpt']}", f"task.output={tmp_path}/hf",
                                              *beam]))
@@ -148,8 +149,8 @@ def test_an_export_with_beam_settings_writes_them_and_plain_generate_searches_so
     assert {k: config.get(k) for k in ("num_beams", "length_penalty", "early_stopping", "do_sample")} == {
         "num_beams": 5, "length_penalty": 1.0, "early_stopping": True, "do_sample": False}
     search = instantiate(compose_config(tmp_path / "cfg", beam).decoding)
-    mine = ours(module, sources, search)
-    ended = ended_before_the_limit(module, sources, mine, search.options)
+    mine = ours(translator, sources, search)
+    ended = ended_before_the_limit(translator, sources, mine, search.options)
     theirs, _ = hf_generate(tmp_path / "hf", sources)
     same = sum(theirs[i] == mine[i] for i in ended)
     record_property("ended_before_the_limit", len(ended) / len(sources))
@@ -164,16 +165,16 @@ def test_the_shipped_models_export_decodes_greedily_unless_told(tmp_path):
     from tests.helpers import ROOT
 
     shipped = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
-    module = load_module(shipped)
-    assert module.hparams.decoding["beam_size"] == 5  # what the export wrote before
+    translator = load_translator([shipped], None)
+    assert read_checkpoint(shipped)["hyper_parameters"]["decoding"]["beam_size"] == 5  # what the export wrote before
     run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={shipped}", f"task.output={tmp_path}/hf"]))
     config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert config["num_beams"] == 1 and "length_penalty" not in config
     sources = ["A man in a blue shirt is standing on a ladder.", "Two dogs are playing in the snow.",
                "A little girl climbs into a wooden playhouse.", "A group of people stand in front of a building."]
     search = instantiate(compose_config(tmp_path / "cfg", []).decoding)
-    mine = ours(module, sources, search)
-    assert ended_before_the_limit(module, sources, mine, search.options) == [0, 1, 2, 3]
+    mine = ours(translator, sources, search)
+    assert ended_before_the_limit(translator, sources, mine, search.options) == [0, 1, 2, 3]
     assert hf_generate(tmp_path / "hf", sources)[0] == mine
 
 
@@ -203,8 +204,8 @@ def test_a_length_norm_generate_cannot_express_is_refused_in_one_line(tmp_path):
 
 
 def test_hf_beam_4_agrees_on_99_percent(toy, record_property):
-    module, sources = toy["module"], toy["src"]
-    mine = ours(module, sources, BeamSearch(beam_size=4, length_norm=PowerLength(0.6),
+    translator, sources = toy["translator"], toy["src"]
+    mine = ours(translator, sources, BeamSearch(beam_size=4, length_norm=PowerLength(0.6),
                                             options=SearchOptions(max_len_a=1.2, max_len_b=10)))
     theirs, _ = hf_generate(toy["dir"] / "hf", sources, num_beams=4, length_penalty=0.6, early_stopping=True,
                             max_new_tokens=60)
@@ -213,23 +214,23 @@ def test_hf_beam_4_agrees_on_99_percent(toy, record_property):
     assert same >= 0.99 * len(sources), f"{same} of {len(sources)}"
 
 
-def ct2_translate(folder: Path, module, sources: list[str], **options) -> list[list[int]]:
-    translator = ctranslate2.Translator(str(folder), device="cpu", compute_type="default")
-    vocab = module.tokenizer
+def ct2_translate(folder: Path, translator, sources: list[str], **options) -> list[list[int]]:
+    ct2 = ctranslate2.Translator(str(folder), device="cpu", compute_type="default")
+    vocab = translator.tokenizer
     tokens = [vocab.src.tokens(ids) for ids in vocab.src.encode(sources)]  # CTranslate2 adds EOS itself
-    results = translator.translate_batch(tokens, **options)
+    results = ct2.translate_batch(tokens, **options)
     return [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
 
 
 def test_ct2_float32_greedy_is_token_identical_and_int8_keeps_bleu(toy, record_property):
-    module, sources, refs = toy["module"], toy["src"], toy["ref"]
-    mine = ours(module, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
-    fp32 = ct2_translate(toy["dir"] / "ct2", module, sources, beam_size=1, max_decoding_length=200)
+    translator, sources, refs = toy["translator"], toy["src"], toy["ref"]
+    mine = ours(translator, sources, GreedySearch(options=SearchOptions(max_len_a=1.2, max_len_b=10)))
+    fp32 = ct2_translate(toy["dir"] / "ct2", translator, sources, beam_size=1, max_decoding_length=200)
     record_property("float32_sentences_alike", sum(a == b for a, b in zip(fp32, mine)) / len(mine))
     assert fp32 == mine
-    int8 = ct2_translate(toy["dir"] / "ct2_int8", module, sources, beam_size=1, max_decoding_length=200)
-    bleu = corpus_scores(module.tokenizer.tgt.decode(mine), refs)["bleu"]
-    bleu_int8 = corpus_scores(module.tokenizer.tgt.decode(int8), refs)["bleu"]
+    int8 = ct2_translate(toy["dir"] / "ct2_int8", translator, sources, beam_size=1, max_decoding_length=200)
+    bleu = corpus_scores(translator.tokenizer.tgt.decode(mine), refs)["bleu"]
+    bleu_int8 = corpus_scores(translator.tokenizer.tgt.decode(int8), refs)["bleu"]
     record_property("int8_minus_float32_bleu", bleu_int8 - bleu)
     # int8 kernels differ between CPUs: 0.51 BLEU lost on an AVX2-only EPYC; on a Zen 5 EPYC 0.08 /
     # 0.13 / 0.63 under its native / avx2 / default numeric profiles; a broken conversion loses tens
@@ -290,19 +291,19 @@ def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
     run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={ckpt}", f"task.output={tmp_path}/hf"]))
     assert {"source.spm", "target.spm", "vocab.json"} <= {p.name for p in (tmp_path / "hf").iterdir()}
-    module = load_module(ckpt)
-    assert module.tokenizer.src.kind == "sentencepiece"
+    translator = load_translator([ckpt], None)
+    assert translator.tokenizer.src.kind == "sentencepiece"
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     sources = ["every red city hears the happy sailor", "no mountain sees a dark king today"]
-    assert tokenizer(sources)["input_ids"] == module.tokenizer.encode_sources(sources)
-    ids = module.tokenizer.tgt.encode(["kadu urbo ruba lo marin feli audas"])
-    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == module.tokenizer.tgt.decode(ids)
+    assert tokenizer(sources)["input_ids"] == translator.tokenizer.encode_sources(sources)
+    ids = translator.tokenizer.tgt.encode(["kadu urbo ruba lo marin feli audas"])
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == translator.tokenizer.tgt.decode(ids)
     model = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
-    src = pad(module.tokenizer.encode_sources(sources), module.pad_id)
-    tgt_in = torch.tensor([[module.bos_id, 5, 6, 7]] * 2)
+    src = pad(translator.tokenizer.encode_sources(sources), translator.pad_id)
+    tgt_in = torch.tensor([[translator.bos_id, 5, 6, 7]] * 2)
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in)
-                                   .logits, module.model(src, tgt_in), rtol=0, atol=1e-4)
+                                   .logits, translator.models[0](src, tgt_in), rtol=0, atol=1e-4)
 
 
 def test_push_offline_fails_at_once_with_one_line(toy, tmp_path, monkeypatch):
@@ -322,8 +323,8 @@ def test_exporting_leaves_the_model_untouched(toy, tmp_path):
     from transformer_mt.interop.ctranslate2 import export_ct2
     from transformer_mt.interop.marian import export_hf
 
-    module = toy["module"]
-    before = {k: v.clone() for k, v in module.model.state_dict().items()}
-    export_ct2(module, tmp_path / "ct2", "int8")
-    export_hf(module, tmp_path / "hf")
-    assert all(torch.equal(v, before[k]) for k, v in module.model.state_dict().items())
+    translator = toy["translator"]
+    before = {k: v.clone() for k, v in translator.models[0].state_dict().items()}
+    export_ct2(translator.models[0], translator.tokenizer, tmp_path / "ct2", "int8")
+    export_hf(translator.models[0], translator.tokenizer, tmp_path / "hf")
+    assert all(torch.equal(v, before[k]) for k, v in translator.models[0].state_dict().items())

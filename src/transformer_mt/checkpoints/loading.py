@@ -1,5 +1,5 @@
-"""Reading checkpoints: finding one, loading it as plain data, its vocabularies, a ready module
-built from it, and a description of the data it was trained on."""
+"""Reading checkpoints: finding one, loading it as plain data, its vocabularies and its model's
+weights, and a description of the data it was trained on."""
 
 import zipfile
 from pathlib import Path
@@ -129,37 +129,7 @@ def checkpoint_tokenizer(checkpoint: dict) -> dict | None:
     return checkpoint["hyper_parameters"].get("tokenizer")
 
 
-def load_module(path: Path | list[Path], decoding: dict | DictConfig | None = None, quantize: str | None = None):
-    """A ready TranslationModule (eval mode, on the CPU) built from a checkpoint, read once with
-    weights_only=True: its hyper-parameters, its weights as `initial_weights`; with `decoding`, it
-    searches with that strategy instead of its own, with `quantize` (int8 | none) with that instead
-    of its own. Checkpoints of earlier versions load too (checkpoints/upgrades.py). Several paths: an
-    ensemble, the first checkpoint's module with the others' models as its other members; members
-    must share their vocabularies (two that do not are one line naming both files)."""
-    from transformer_mt.data.tokenizer import Vocabularies
-    from transformer_mt.training.module import TranslationModule  # the module is built only here
-
-    paths = path if isinstance(path, list) else [path]
-    arguments = [module_arguments(p, decoding, quantize) for p in paths]
-    first = Vocabularies.from_dict(arguments[0]["tokenizer"]).to_dict()
-    for other, args in zip(paths[1:], arguments[1:]):
-        if Vocabularies.from_dict(args["tokenizer"]).to_dict() != first:
-            raise ConfigError(f"ckpt_path: {paths[0]} and {other} have different tokenizers; the members of an "
-                              "ensemble must share one")
-    others = [TranslationModule(**args).model for args in arguments[1:]]
-    return TranslationModule(**arguments[0], others=others or None).eval()
-
-
-def module_arguments(path: Path, decoding: dict | DictConfig | None = None, quantize: str | None = None) -> dict:
-    """The TranslationModule arguments `load_module` builds a checkpoint's module from."""
-    checkpoint = read_checkpoint(path)
-    hparams = dict(checkpoint["hyper_parameters"])
-    if hparams["tokenizer"] is None:
-        raise ConfigError(f"ckpt_path={path}: the checkpoint has no tokenizer")
-    hparams["quantize"] = quantize or hparams.get("quantize") or "none"
-    if decoding is not None:
-        hparams["decoding"] = plain(decoding)
-    weights = {name.removeprefix("model."): value for name, value in checkpoint["state_dict"].items()}
-    return {**hparams, "initial_weights": weights}
-
-
+def model_weights(checkpoint: dict) -> dict[str, torch.Tensor]:
+    """The Transformer's state_dict in a checkpoint (as `read_checkpoint` gives it): the module's
+    `model.` entries, that prefix stripped. The one rule for it."""
+    return {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}

@@ -93,13 +93,14 @@ def fill_weights(spec, w: Weights) -> None:
         w.layer(layer, decoder_layer(i))
 
 
-def export_ct2(module, folder: Path, quantization: str = "none") -> None:
-    """A CTranslate2 model directory (model.bin, config.json, the vocabularies)."""
+def export_ct2(model, tokenizer, folder: Path, quantization: str = "none") -> None:
+    """A CTranslate2 model directory (model.bin, config.json, the vocabularies) of a Transformer
+    and its Vocabularies."""
     from ctranslate2.converters.converter import Converter
 
     if quantization not in QUANTIZATIONS:
         raise ConfigError(f"quantize={quantization}: task.format=ct2 takes {', '.join(QUANTIZATIONS)}")
-    spec = build_spec(module.model, module.tokenizer)
+    spec = build_spec(model, tokenizer)
 
     class SpecConverter(Converter):
         def _load(self):

@@ -176,21 +176,22 @@ def generation_options(decoding: Mapping | None) -> dict:
     return out
 
 
-def export_hf(module, folder, decoding: Mapping | None = None) -> None:
-    """A folder MarianMTModel / AutoTokenizer / pipeline("translation") load: weights, config,
-    generation config (`decoding`'s search as generation_options writes it, greedy by default, and
-    <pad> banned) and tokenizer."""
+def export_hf(model, tokenizer, folder, decoding: Mapping | None = None) -> None:
+    """A folder MarianMTModel / AutoTokenizer / pipeline("translation") load, of a Transformer and
+    its Vocabularies: weights, config, generation config (`decoding`'s search as generation_options
+    writes it, greedy by default, and <pad> banned) and tokenizer."""
     from transformers import GenerationConfig
 
-    config = module.model.config
+    config = model.config
     check_representable(config)
     generation = generation_options(decoding)
-    save_tokenizer(module.tokenizer, folder, config.max_positions)
-    marian = to_marian(module.model, module.bos_id, module.eos_id)
+    ids = tokenizer.special_ids()
+    bos, eos, pad = ids["bos_id"], ids["eos_id"], ids["pad_id"]
+    save_tokenizer(tokenizer, folder, config.max_positions)
+    marian = to_marian(model, bos, eos)
     marian.generation_config = GenerationConfig(
-        decoder_start_token_id=module.bos_id, bos_token_id=module.bos_id, eos_token_id=module.eos_id,
-        pad_token_id=module.pad_id, bad_words_ids=[[module.pad_id]], max_length=config.max_positions,
-        forced_eos_token_id=None, **generation,
+        decoder_start_token_id=bos, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad, bad_words_ids=[[pad]],
+        max_length=config.max_positions, forced_eos_token_id=None, **generation,
     )
     marian.save_pretrained(folder)
 

@@ -14,11 +14,12 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus, load_module
+from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.runs.build import build_trainer
 from transformer_mt.tasks.runs.config_checks import check_config
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.training.from_checkpoint import load_module
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,13 @@ import importlib.util
 import logging
 from pathlib import Path
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_dir
-from transformer_mt.checkpoints.loading import checkpoint_path, load_module
+from transformer_mt.checkpoints.loading import checkpoint_path
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.members import load_members
 from transformer_mt.progress import ProgressBar
 from transformer_mt.validate import check, one_of
 
@@ -46,19 +48,20 @@ def run(cfg: DictConfig) -> dict:
         from transformer_mt.interop.marian import generation_options
 
         generation_options(decoding)  # a decoding generate cannot express: refused before loading
-    module = load_module(path, decoding)  # and one our searches refuse (decoding.beam_size=0): refused there
+        instantiate(decoding)  # and one our searches refuse (decoding.beam_size=0): refused there
+    (model,), tokenizer, _ = load_members([path])
     with ProgressBar(f"exporting to {fmt}", None, "", cfg.get("progress")):
         if fmt == "hf":
             from transformer_mt.interop.marian import check_representable, export_hf
 
-            check_representable(module.model.config)
+            check_representable(model.config)
             with atomic_dir(output) as tmp:
-                export_hf(module, tmp, decoding)
+                export_hf(model, tokenizer, tmp, decoding)
         else:
             from transformer_mt.interop.ctranslate2 import export_ct2
 
             with atomic_dir(output) as tmp:
-                export_ct2(module, tmp, quantize)
+                export_ct2(model, tokenizer, tmp, quantize)
     log.info("exported %s as %s to %s", path, fmt, output)
     print(output)
     return {"output": str(output), "format": fmt}

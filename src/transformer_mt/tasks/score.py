@@ -17,61 +17,36 @@ import logging
 import math
 from collections.abc import Callable
 
-import torch
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_mt.checkpoints.loading import checkpoint_paths, load_module, task_device
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
-from transformer_mt.data.encoding import encode_pairs
+from transformer_mt.checkpoints.loading import checkpoint_paths, task_device
 from transformer_mt.data.text import clean
 from transformer_mt.errors import DataError
+from transformer_mt.inference.members import load_translator
+from transformer_mt.inference.scoring import Ids, token_logprobs
+from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.lines.pairs import Pairs, read_pairs
 from transformer_mt.tasks.lines.writing import check_output, open_output
-from transformer_mt.training import TranslationModule
 from transformer_mt.validate import BOOLEAN, check, integer
 
 log = logging.getLogger(__name__)
 
-Ids = list[list[int]]
 
-
-def encode_checked(module: TranslationModule, pairs: Pairs, prefix: list[int]) -> tuple[Ids, Ids]:
+def encode_checked(translator: Translator, pairs: Pairs, prefix: list[int]) -> tuple[Ids, Ids]:
     """Token ids of the cleaned pairs (sources with `prefix` first and EOS last, targets without),
     as training encodes them; a side longer than the model's (an ensemble's: the shortest member's)
     positions is a DataError naming its file and line."""
-    ids = encode_pairs(module.tokenizer, clean(pairs.src)[0], clean(pairs.tgt)[0], prefix=prefix)
-    limit = module.translator.model().config.max_positions
-    for i, (src, tgt) in enumerate(zip(ids["src_len"], ids["tgt_len"])):
-        for side, n in (("source", src), ("target", tgt + 1)):
+    src = translator.tokenizer.encode_sources(clean(pairs.src)[0], prefix)
+    tgt = translator.tokenizer.tgt.encode(clean(pairs.tgt)[0])
+    limit = translator.max_positions
+    for i, (source, target) in enumerate(zip(src, tgt)):
+        for side, n in (("source", len(source)), ("target", len(target) + 1)):
             if n > limit:
                 raise DataError(f"{pairs.where(side, i)}: the {side} has {n} tokens (with EOS), more than the "
                                 f"model takes, model.max_positions={limit}")
-    return ids["src_ids"], ids["tgt_ids"]
-
-
-@torch.no_grad()
-def token_logprobs(module: TranslationModule, src: Ids, tgt: Ids, max_tokens: int,
-                   bar: ProgressBar | None = None) -> list[list[float]]:
-    """The log-probability of each target token and then EOS, given its source and the target's
-    prefix (teacher forcing, one forward pass a batch); in input order. `bar` advances by pairs.
-    The module's Translator scores (an ensemble: the members' averaged probabilities; the int8 rule)."""
-    model = module.translator.model()
-    collate, bos, eos = Collator(module.pad_id, module.bos_id, module.eos_id), module.bos_id, module.eos_id
-    sizes = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]  # what a pair costs, as in training
-    sampler = TokenBudgetBatchSampler(sizes, max([max_tokens, *sizes]), shuffle=False)
-    out: list[list[float]] = [[] for _ in src]
-    for batch in sampler:
-        source = collate.pad([src[j] for j in batch]).to(module.device)
-        tgt_in = collate.pad([[bos, *tgt[j]] for j in batch]).to(module.device)
-        tgt_out = collate.pad([[*tgt[j], eos] for j in batch]).to(module.device)
-        lprobs = model(source, tgt_in).float().log_softmax(dim=-1)
-        picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1).tolist()
-        for j, row in zip(batch, picked):
-            out[j] = row[: len(tgt[j]) + 1]
-        if bar is not None:
-            bar.advance(len(batch))
-    return out
+    return src, tgt
 
 
 def normalizer(search, normalize: bool) -> Callable[[int], float]:
@@ -105,11 +80,11 @@ def run(cfg: DictConfig) -> None:
     paths = checkpoint_paths(cfg)
     check_output(options.get("output"))
     pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads
-    module = load_module(paths, cfg.decoding, cfg.quantize).to(task_device(cfg.trainer))
-    src, tgt = encode_checked(module, pairs, module.tokenizer.source_prefix(options.get("tag"), "task.tag"))
-    norm = normalizer(module.search, options.normalize)
+    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize).to(task_device(cfg.trainer))
+    src, tgt = encode_checked(translator, pairs, translator.tokenizer.source_prefix(options.get("tag"), "task.tag"))
+    norm = normalizer(translator.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
-        scores = token_logprobs(module, src, tgt, options.max_tokens, bar)
+        scores = token_logprobs(translator, src, tgt, options.max_tokens, bar)
     with open_output(options.get("output")) as out:
         out.writelines(score_line(row, norm, options.token_scores) for row in scores)
     log.info("scored %d pairs", len(scores))

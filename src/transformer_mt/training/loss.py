@@ -15,7 +15,12 @@ def label_smoothed_nll_loss(
         loss = (1 - epsilon) * nll + epsilon * mean_v(-log p_v).
     Returns (loss_sum, nll_sum, num_tokens); divide by num_tokens for per-token values.
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # one fp32 log-softmax, never copied or indexed
+    return smoothed_loss(F.log_softmax(logits.float(), dim=-1), target, epsilon, ignore_index)  # one fp32 pass
+
+
+def smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, epsilon: float, ignore_index: int
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """label_smoothed_nll_loss of log-probabilities (an ensemble's averaged ones), never copied or indexed."""
     keep = target != ignore_index
     nll = -lprobs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     smooth = -lprobs.mean(dim=-1)

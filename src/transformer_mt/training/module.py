@@ -8,6 +8,7 @@ state in checkpoints, the NaN / inf guard and the throughput meter.
 
 import logging
 import math
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -16,29 +17,18 @@ from hydra.utils import instantiate
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.ensemble import Ensemble
+from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
-from transformer_mt.model import Transformer, TransformerConfig
-from transformer_mt.model.quantize import check_quantize
+from transformer_mt.inference.members import build_transformer, load_members
+from transformer_mt.inference.translator import Translator
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
-from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
+from transformer_mt.training.loss import output_layer_loss, smoothed_loss
 from transformer_mt.training.results import EvalResults, Evaluation, Row
 from transformer_mt.training.rng import RngState
 from transformer_mt.training.steps import logged_step
-from transformer_mt.training.translator import Translator
 
 log = logging.getLogger(__name__)
-
-
-def transformer(tokenizer: Vocabularies, model: dict, weights: dict[str, torch.Tensor] | None) -> Transformer:
-    """The Transformer of `model`'s keys for these vocabularies (their sizes and pad id), with
-    `weights` loaded if given."""
-    net = Transformer(TransformerConfig(src_vocab_size=tokenizer.src.vocab_size,
-                                        tgt_vocab_size=tokenizer.tgt.vocab_size,
-                                        pad_id=tokenizer.special_ids()["pad_id"], **model))
-    if weights is not None:
-        net.load_state_dict(weights)
-    return net
 
 
 class TranslationModule(L.LightningModule):
@@ -57,7 +47,7 @@ class TranslationModule(L.LightningModule):
         initial_weights: dict[str, torch.Tensor] | None = None,
         compile: bool | str = False,
         quantize: str = "none",
-        others: list[Transformer] | None = None,
+        ensemble: list[str] | None = None,
     ) -> None:
         """model: the Transformer's keys (but the vocabulary sizes and pad id: the tokenizer's);
         tokenizer: the vocabularies as plain data (`Vocabularies.to_dict()`), which say the sizes and
@@ -70,21 +60,22 @@ class TranslationModule(L.LightningModule):
         compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
         decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
         backend); evaluation stays eager. quantize: int8 decodes test, evaluate, translate and
-        score with each member's int8 copy of the linear layers (CPU). others: an ensemble's other
-        members (evaluate, translate, score with ckpt_path=[a,b,...]; never trained or saved)."""
+        score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
+        an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
+        model's vocabularies; they evaluate with it, and are never trained or saved."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
-        self.save_hyperparameters(ignore=["initial_weights", "others"], logger=False)  # loggers get the run config
+        self.save_hyperparameters(ignore=["initial_weights", "ensemble"], logger=False)  # loggers get the run config
         self.tokenizer = Vocabularies.from_dict(tokenizer)
         ids = self.tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
-        self.model = transformer(self.tokenizer, model, initial_weights)
+        self.model = build_transformer(self.tokenizer, model, initial_weights)
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
-        self.quantize = check_quantize(quantize)
-        self.others = torch.nn.ModuleList(others or [])
-        self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, self.quantize)
+        self.others = torch.nn.ModuleList(self.ensemble_members(ensemble or []))
+        self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, quantize)
+        self.quantize = self.translator.quantize
         # the last evaluation of each stage's sets: `val`, `test` (the first set), `val/NAME` (the others)
         self.results: dict[str, EvalResults] = {}
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
@@ -92,6 +83,16 @@ class TranslationModule(L.LightningModule):
         self.evaluations: dict[int, Evaluation] = {}  # the running one of each set (its dataloader index)
         self.compiled = compiled_step(compile)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
+
+    def ensemble_members(self, paths: list[str]) -> list[torch.nn.Module]:
+        """The models of an ensemble's other members, which must have this model's vocabularies."""
+        if not paths:
+            return []
+        models, vocabularies, _ = load_members([Path(p) for p in paths])
+        if vocabularies.to_dict() != self.tokenizer.to_dict():
+            raise ConfigError(f"ckpt_path: {paths[0]} has other vocabularies than the ensemble's first member; the "
+                              "members of an ensemble must share one")
+        return models
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits. Lightning's model summary runs `example_input_array`, one 32-token
@@ -140,9 +141,9 @@ class TranslationModule(L.LightningModule):
         """Label-smoothed loss and NLL summed over the batch's target tokens, and their count, for a
         padded or a packed batch (its `packing`). compiled: the compiled regions; None = eager. An
         ensemble's: of the members' averaged probabilities (their logarithm is its own log-softmax)."""
-        if len(self.others):
+        if len(self.others):  # the members' averaged log-probabilities, normalized already
             lprobs = Ensemble([self.model, *self.others])(batch["src"], batch["tgt_in"])
-            return label_smoothed_nll_loss(lprobs, batch["tgt_out"], self.hparams.label_smoothing, self.pad_id)
+            return smoothed_loss(lprobs, batch["tgt_out"], self.hparams.label_smoothing, self.pad_id)
         states = self.model.features(batch["src"], batch["tgt_in"], batch.get("packing"),
                                      compiled.runners if compiled else None)
         out = self.model.output_proj

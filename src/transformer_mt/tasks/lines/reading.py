@@ -8,7 +8,8 @@ from typing import BinaryIO
 from omegaconf import DictConfig
 
 from transformer_mt.data.corpus import read_lines
-from transformer_mt.data.text import decode_text, text_lines
+from transformer_mt.data.text import decode_text, strip_invisible, text_lines
+from transformer_mt.errors import DataError
 from transformer_mt.validate import check, integer
 
 
@@ -49,3 +50,22 @@ def input_chunks(cfg: DictConfig) -> tuple[Iterator[list[str]], int | None]:
         lines = read_all(sys.stdin.buffer, "stdin")
         return line_chunks(lines), len(lines)
     return read_chunks(sys.stdin.buffer, size or 1, "stdin"), None
+
+
+FORMAT = "source<TAB>target prefix, task.prefix=true"
+
+
+def split_prefixes(lines: list[str], name: str, first_line: int = 1) -> tuple[list[str], list[str]]:
+    """The source and the target prefix of each line. A line that shows nothing (the text rule's
+    empty line) is an empty source with an empty prefix; any other line without exactly one TAB is
+    a DataError naming `name:LINE` (LINE counted from `first_line`)."""
+    sources, prefixes = [], []
+    for number, line in enumerate(lines, start=first_line):
+        fields = line.split("\t")
+        if not strip_invisible(line):
+            fields = ["", ""]
+        elif len(fields) != 2:
+            raise DataError(f"{name}:{number}: {len(fields) - 1} tabs, expected one ({FORMAT})")
+        sources.append(fields[0])
+        prefixes.append(fields[1])
+    return sources, prefixes

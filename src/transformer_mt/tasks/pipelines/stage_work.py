@@ -18,7 +18,7 @@ from transformer_mt.data.corpus import Corpus, count_lines, file_lines
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
-from transformer_mt.tasks.pipelines.synthetic import Sources, Translation, write_synthetic
+from transformer_mt.tasks.pipelines.synthetic import Sources, TranslationSettings, write_synthetic
 from transformer_mt.tasks.runs.config_checks import check_corpus_named
 from transformer_mt.validate import check, integer
 
@@ -48,7 +48,7 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
     devices = task_devices(cfg.trainer)
     log.info("%s: %s translates %s into %s%s", stage.name, " + ".join(map(str, models)), what, stage.folder,
              f" on {len(devices)} devices" if len(devices) > 1 else "")
-    translation = Translation(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
+    translation = TranslationSettings(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
                               cfg.task.chunk_lines, cfg.seed)
     lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
     stage.finish()

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from transformer_mt.atomic import atomic_file
+from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.lines.long_lines import LongLines
 from transformer_mt.tasks.pipelines.shards import run_on_devices
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ Sources = Callable[[], tuple[Iterable[list[str]], int | None]]
 
 
 @dataclass(frozen=True)
-class Translation:
+class TranslationSettings:
     """How the lines are translated: the model (several checkpoints: an ensemble), its decoding and
     int8 rule, the tag put before every source (task.tag), the batches' token budget, the chunk
     size and the seed the chunks' seeds come from."""
@@ -55,7 +55,7 @@ def chunk_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index) % (2**63)
 
 
-def write_synthetic(translation: Translation, sources: Sources, folder: Path, names: tuple[str, str],
+def write_synthetic(translation: TranslationSettings, sources: Sources, folder: Path, names: tuple[str, str],
                     devices: list[torch.device], progress: bool | None) -> int:
     """Translate the lines of `sources()` into folder/train.{names[0]} (the sources) and
     folder/train.{names[1]} (their translations) on `devices`; a source line longer than the model
@@ -76,21 +76,24 @@ def write_synthetic(translation: Translation, sources: Sources, folder: Path, na
     return join(chunks_dir, folder, names)
 
 
-def translate_chunks(translation: Translation, sources: Sources, chunks_dir: Path, rank: int, world: int,
+def translate_chunks(translation: TranslationSettings, sources: Sources, chunks_dir: Path, rank: int, world: int,
                      device: torch.device, bar: ProgressBar | None = None) -> None:
     """Chunks rank, rank + world, ... of `sources()` that are not done, translated on `device`, each
     written atomically (`bar`: advanced by every chunk of this rank, done before or now)."""
-    from transformer_mt.checkpoints.loading import load_module
-    from transformer_mt.tasks.translate import translate_lines
+    from hydra.utils import instantiate
 
-    module = load_module(list(translation.models), translation.decoding, translation.quantize).to(device)
-    prefix = module.tokenizer.source_prefix(translation.tag, "task.tag")
+    from transformer_mt.inference.line_translation import translate_lines
+    from transformer_mt.inference.members import load_translator
+
+    search = instantiate(translation.decoding)
+    translator = load_translator(list(translation.models), search, translation.quantize or "none").to(device)
+    prefix = translator.tokenizer.source_prefix(translation.tag, "task.tag")
     long_lines, seen, translated = LongLines("skip"), 0, 0
     for index, lines in enumerate(lines_in_chunks(sources()[0], translation.chunk_lines)):
         src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
         if index % world == rank and not tgt_file.is_file():
             torch.manual_seed(chunk_seed(translation.seed, index))
-            nbests = translate_lines(module, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
+            nbests = translate_lines(translator, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
                                      name="synthetic sources", long_lines=long_lines, source_prefix=prefix)
             write_lines(src_file, lines)
             write_lines(tgt_file, [nbest[0].text for nbest in nbests])

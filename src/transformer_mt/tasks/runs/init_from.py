@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.checkpoints.loading import checkpoint_tokenizer, read_checkpoint
+from transformer_mt.checkpoints.loading import checkpoint_tokenizer, model_weights, read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
@@ -37,7 +37,7 @@ def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabular
     if tokenizer is None:
         raise ConfigError(f"model.init_from={checkpoint_file}: the checkpoint has no tokenizer")
     model = {k: v for k, v in checkpoint["hyper_parameters"]["model"].items() if k not in TRAINING_KEYS}
-    weights = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    weights = model_weights(checkpoint)
     return model, weights, Vocabularies.from_dict(tokenizer)
 
 

@@ -1,4 +1,5 @@
-"""task.prefix=true: lines of `source<TAB>target prefix`, and outputs that start with the prefix.
+"""Target prefixes: outputs that start with a given text (task=translate task.prefix=true reads
+them as `source<TAB>target prefix` lines: tasks/lines/reading.py).
 
 A prefix passes the text rule every line passes (data/text.py: whitespace at its ends dropped, inner
 runs one space), is encoded with the target tokenizer (no BOS, no EOS) and forced as the first
@@ -10,30 +11,10 @@ A prefix that ends inside a word may be continued inside it ("Der Hu" -> "Der Hu
 
 import logging
 
-from transformer_mt.data.text import strip_invisible
 from transformer_mt.data.tokenizer import TextTokenizer
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
-
-FORMAT = "source<TAB>target prefix, task.prefix=true"
-
-
-def split_prefixes(lines: list[str], name: str, first_line: int = 1) -> tuple[list[str], list[str]]:
-    """The source and the target prefix of each line. A line that shows nothing (the text rule's
-    empty line) is an empty source with an empty prefix; any other line without exactly one TAB is
-    a DataError naming `name:LINE` (LINE counted from `first_line`)."""
-    sources, prefixes = [], []
-    for number, line in enumerate(lines, start=first_line):
-        fields = line.split("\t")
-        if not strip_invisible(line):
-            fields = ["", ""]
-        elif len(fields) != 2:
-            raise DataError(f"{name}:{number}: {len(fields) - 1} tabs, expected one ({FORMAT})")
-        sources.append(fields[0])
-        prefixes.append(fields[1])
-    return sources, prefixes
-
 
 def prefix_ids(tokenizer: TextTokenizer, prefixes: list[str], most: int, name: str,
                numbers: list[int]) -> list[list[int]]:

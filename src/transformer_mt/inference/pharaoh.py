@@ -9,11 +9,10 @@ task.alignment_unit=subwords counts the model's tokens (the source's without its
 without EOS), as fairseq's --print-alignment does.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig
 
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.data.words import source_words, token_words
@@ -32,7 +31,7 @@ class Alignments:
     unit: str = "words"
 
     @classmethod
-    def from_options(cls, options: DictConfig, model: torch.nn.Module) -> "Alignments | None":
+    def from_options(cls, options: Mapping, model: torch.nn.Module) -> "Alignments | None":
         """None without task.alignment; else the options, checked against the model (ConfigErrors
         naming the key)."""
         if not options.get("alignment"):

@@ -9,9 +9,8 @@ input: one LongLines object for the whole run).
 """
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from omegaconf import DictConfig
 
 from transformer_mt.errors import DataError
 from transformer_mt.validate import check, listing, one_of
@@ -31,7 +30,7 @@ class LongLines:
     limit: int | None = None  # the model's max_positions, once a long line was seen
 
     @classmethod
-    def from_options(cls, options: DictConfig) -> "LongLines":
+    def from_options(cls, options: Mapping) -> "LongLines":
         """The rule task.long_lines names; any other value is a ConfigError naming the key."""
         mode = options.get("long_lines") or "error"
         check("task.long_lines", mode, one_of(*MODES), listing(MODES))

@@ -1,0 +1,105 @@
+"""Lines of text translated: each line cleaned by the text rule (data/text.py), encoded, fitted to
+the model (long_lines.py), batched by a token budget, decoded by a Translator and written back as
+text, in input order; with target prefixes (prefix.py) and Pharaoh alignments (pharaoh.py). An
+empty line gives empty outputs. task=translate, the pipelines' synthetic stage and any server
+translate through `translate_lines`."""
+
+from dataclasses import dataclass
+
+import torch
+
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
+from transformer_mt.data.text import clean
+from transformer_mt.inference.long_lines import LongLines
+from transformer_mt.inference.pharaoh import Alignments
+from transformer_mt.inference.prefix import prefix_ids, spell
+from transformer_mt.inference.translator import Translator
+from transformer_mt.progress import ProgressBar
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One output of a line: its text, its score, and with alignments its Pharaoh alignment."""
+
+    text: str
+    score: float
+    alignment: str | None = None
+
+
+NBest = list[Translation]
+
+
+def translate_lines(translator: Translator, lines: list[str], max_tokens: int, first_line: int = 1,
+                    bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
+                    alignments: Alignments | None = None, long_lines: LongLines | None = None,
+                    source_prefix: list[int] | None = None) -> list[NBest]:
+    """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
+    a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
+    skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
+    every output of the line starts with (prefix.py). `bar` advances by the lines of each batch as
+    it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
+    put before every source (a tag's)."""
+    cleaned, _ = clean(lines)
+    starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
+    todo = [i for i, line in enumerate(cleaned) if line]
+    n = getattr(translator.search, "nbest", 1)
+    empty = "" if alignments else None
+    results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
+    max_positions = translator.max_positions
+    src = fitted_sources(translator, [cleaned[i] for i in todo], max_positions,
+                         [f"{name}:{first_line + i}" for i in todo], long_lines or LongLines(), source_prefix or [])
+    for i in (i for i, ids in zip(todo, src) if ids is None):  # skipped: as an empty line, without the prefix
+        results[i] = [Translation("", 0.0, empty)] * n
+    todo, src = [i for i, ids in zip(todo, src) if ids is not None], [ids for ids in src if ids is not None]
+    if bar is not None:
+        bar.advance(len(lines) - len(todo))
+    if not todo:
+        return results
+    forced = [[] for _ in todo] if prefixes is None else prefix_ids(
+        translator.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
+    collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
+    sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
+    for batch in sampler:
+        padded = collate.pad([src[j] for j in batch]).to(translator.device)
+        nbests = translate_batch(translator, padded, [cleaned[todo[j]] for j in batch],
+                                 [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments)
+        for j, nbest in zip(batch, nbests):
+            results[todo[j]] = nbest
+        if bar is not None:
+            bar.advance(len(batch))
+    return results
+
+
+def fitted_sources(translator: Translator, lines: list[str], max_positions: int, places: list[str],
+                   long_lines: LongLines, prefix: list[int]) -> list[list[int] | None]:
+    """The ids (`prefix` first, EOS last) of each cleaned, non-empty line as the model will see them,
+    by the rule for lines longer than it takes (long_lines.py: None for a skipped line)."""
+    if not lines:
+        return []
+    src = translator.tokenizer.encode_sources(lines, prefix)
+    return long_lines.fit(src, max_positions, translator.tokenizer.src.special_ids["eos_id"], places)
+
+
+def translate_batch(translator: Translator, src: torch.Tensor, lines: list[str], prefixes: list[str],
+                    forced: list[list[int]], alignments: Alignments | None) -> list[NBest]:
+    """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
+    a row starts with its prefix (text, and the ids `forced`; "" and []: none)."""
+    collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
+    prefix_tokens = collate.pad(forced) if any(forced) else None
+    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens)
+    flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
+    outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
+
+    def texts(sequences: list[list[int]], owners: list[int]) -> list[str]:
+        """The text of token sequences (the first tokens of outputs[owners[i]]), as it is written."""
+        return spell(translator.tokenizer.tgt, sequences, [prefixes[rows[o]] for o in owners],
+                     [len(forced[rows[o]]) for o in owners])
+
+    written = texts(outputs, list(range(len(outputs))))
+    marks = [None] * len(flat)
+    if alignments is not None:
+        marks = alignments(translator.members()[0], translator.tokenizer, src, lines, outputs, rows, texts)
+    out: list[NBest] = [[] for _ in hyps]
+    for (row, h), text, mark in zip(flat, written, marks):
+        out[row].append(Translation(text, h.score, mark))
+    return out

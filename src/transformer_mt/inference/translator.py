@@ -1,0 +1,83 @@
+"""The one path from a model to hypotheses: validation, test, task=evaluate, translate, score and the
+pipelines' synthetic stage all go through a Translator.
+
+A Translator holds the models (one checkpoint's, or an ensemble's members: decoding/ensemble.py
+searches them as one), the int8 rule (quantize=int8: each member's int8 copy decodes), the search
+and the tokenizer. It gives hypotheses, texts, and teacher-forced log-probabilities; the tasks only
+batch, format and write.
+"""
+
+import torch
+from torch import nn
+
+from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.decoding.ensemble import Ensemble
+from transformer_mt.decoding.search import Hypothesis
+from transformer_mt.model.quantize import Int8Copy, check_quantize
+
+
+class Translator:
+    """Token ids in, hypotheses, texts or log-probabilities out, for `models` (one, or an ensemble's
+    members sharing `tokenizer`) and `search`; with quantize="int8", every member's int8 copy decodes."""
+
+    def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search, quantize: str = "none") -> None:
+        self.models, self.tokenizer, self.search = models, tokenizer, search
+        self.quantize = check_quantize(quantize)
+        self.copies = [Int8Copy(model) for model in models]
+        ids = tokenizer.special_ids()
+        self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.models[0].parameters()).device
+
+    @property
+    def max_positions(self) -> int:
+        """The longest sequence every member takes (an ensemble's: its members' shortest)."""
+        return min(model.config.max_positions for model in self.models)
+
+    def to(self, device: torch.device | str) -> "Translator":
+        """The models moved to `device` (int8 copies made again when asked for); itself."""
+        for model in self.models:
+            model.to(device)
+        self.forget()
+        return self
+
+    def members(self, quantized: bool | None = None) -> list[nn.Module]:
+        """The models that decode: their int8 copies with quantize=int8 (or quantized=True)."""
+        int8 = self.quantize == "int8" if quantized is None else quantized
+        return [copy.get() for copy in self.copies] if int8 else list(self.models)
+
+    def model(self, quantized: bool | None = None):
+        """What a search runs, and forced decoding scores with: the one model, or the members'
+        Ensemble (its forward gives log-probabilities)."""
+        members = self.members(quantized)
+        return members[0] if len(members) == 1 else Ensemble(members)
+
+    def forget(self) -> None:
+        """The weights changed (training, a checkpoint loaded, a move): int8 copies are made again when asked for."""
+        for copy in self.copies:
+            copy.forget()
+
+    @torch.no_grad()
+    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None
+                   ) -> list[list[Hypothesis]]:
+        """The n-best hypotheses of each row of src (B, S), best first. search: None, the
+        translator's (with the int8 rule); another (validation's), on the float models."""
+        model = self.model(quantized=None if search is None else False)
+        return (search or self.search)(model, src, self.bos_id, self.eos_id, prefix_tokens)
+
+    def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
+        """The n-best (detokenized text, score) of each source row, best first."""
+        hyps = self.hypotheses(src, search)
+        texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
+        return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
+
+    @torch.no_grad()
+    def log_probs(self, src: torch.Tensor, tgt_in: torch.Tensor, quantized: bool | None = None) -> torch.Tensor:
+        """Teacher-forced log-probabilities (B, T, V), fp32, of the model that decodes (the int8 rule,
+        or `quantized`): one model's log-softmax of its logits, an ensemble's averaged ones as it
+        gives them (normalized already)."""
+        model = self.model(quantized)
+        out = model(src, tgt_in)
+        return out if getattr(model, "normalized", False) else out.float().log_softmax(dim=-1)
