@@ -18,7 +18,7 @@ HAND_WRITTEN = re.compile(r"must be|, got ")
 ALLOWED = {
     ("decoding/beam.py", "must be between 1 and decoding.beam_size"):
         "a relation between two keys (decoding.nbest against decoding.beam_size), not one value's check",
-    ("tasks/train.py", "which must be on and keep at least that many"):
+    ("tasks/runs/config_checks.py", "which must be on and keep at least that many"):
         "a relation between task.last_n and callbacks.epoch_checkpoint.save_top_k, explained in words",
 }
 

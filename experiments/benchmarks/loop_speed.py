@@ -132,7 +132,7 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
     from hydra.utils import instantiate
     from lightning.pytorch.loggers import CSVLogger
 
-    from transformer_mt.tasks.runs.build import architecture
+    from transformer_mt.tasks.runs.start import architecture
     from transformer_mt.training.step_meter import StepMeter
 
     L.seed_everything(0, verbose=False)

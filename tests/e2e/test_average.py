@@ -7,7 +7,7 @@ from tests.helpers import compose_config
 from transformer_mt.checkpoints.averaging import average_checkpoints
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.train import check_averaging
+from transformer_mt.tasks.runs.config_checks import check_averaging
 
 
 def fake_checkpoint(path, d_model=4, tokenizer="tok", seed=0, dtype=torch.float32):

@@ -2,23 +2,15 @@
 once each; nothing is set on them afterwards and the config is never changed."""
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tests.helpers import FAST, compose_config
+from tests.helpers import FAST, SMALL_RUN, compose_config
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.runs.build import (
-    UpdatePlan,
-    build_datamodule,
-    build_module,
-    build_trainer,
-    placement,
-    settle,
-    update_plan,
-)
+from transformer_mt.tasks.runs.build import build_datamodule, build_module, build_trainer
+from transformer_mt.tasks.runs.start import UpdatePlan, processes, settle, update_plan
 from transformer_mt.training import TranslationModule
 
 
@@ -48,7 +40,7 @@ def test_parts_have_no_setters(cls):
 
 
 def test_a_resume_settles_the_checkpoints_vocabularies_before_any_part_is_built(small_checkpoint, tmp_path):
-    cfg = compose_config(tmp_path, ["data.corpus.num_train=300", f"ckpt_path={small_checkpoint}"])
+    cfg = compose_config(tmp_path, [*SMALL_RUN, f"ckpt_path={small_checkpoint}"])
     start = settle(cfg)
     saved = torch.load(small_checkpoint, weights_only=True, map_location="cpu")
     assert start.resume == small_checkpoint and start.weights is None
@@ -83,16 +75,16 @@ def test_a_resume_with_another_batch_size_says_so(tmp_path, caplog):
 
 
 def test_the_update_plan_counts_the_processes_lightning_counts(tmp_path):
-    """A GPU user's device list written as a string ("0,1": two GPUs) plans for two processes: the
-    plan reads the built trainer's count (a stand-in here: no GPU), never the config's `devices`."""
-    cfg = compose_config(tmp_path, ["tokens_per_update=1000", "data.max_tokens=256", "trainer.devices='0,1'"])
-    assert cfg.trainer.devices == "0,1"
-    plan = update_plan(cfg, SimpleNamespace(num_devices=2, num_nodes=1))
-    assert plan == UpdatePlan(processes=2, accumulation=2, batch_tokens=250)  # 2 x 250 x 2 = 1000 a step
-    assert update_plan(cfg, SimpleNamespace(num_devices=2, num_nodes=3)) == UpdatePlan(6, 1, 167)
-    # on this machine: Lightning's own count, from a trainer of the run's trainer config
+    """The plan divides tokens_per_update among the processes as Lightning's accelerators parse
+    trainer.devices (an int, a string, "auto"; a GPU list "0,1" is two), without building a Trainer;
+    a count the accelerator refuses is one line naming the key."""
+    cfg = compose_config(tmp_path, ["tokens_per_update=1000", "data.max_tokens=256"])
+    assert update_plan(cfg, 2, 1) == UpdatePlan(processes=2, accumulation=2, batch_tokens=250)  # 2 x 250 x 2 a step
+    assert update_plan(cfg, 2, 3) == UpdatePlan(6, 1, 167)
     ddp = compose_config(tmp_path, ["trainer=ddp_cpu", "tokens_per_update=1000", "data.max_tokens=256"])
-    where = placement(ddp)
-    assert (where.num_devices, where.num_nodes) == (2, 1) and where.loggers == []
-    assert update_plan(ddp, where) == UpdatePlan(2, 2, 250)
-    assert placement(compose_config(tmp_path, ["trainer=ddp_cpu"])) is None  # no tokens_per_update: no plan
+    assert processes(ddp.trainer) == (2, 1) and update_plan(ddp, *processes(ddp.trainer)) == UpdatePlan(2, 2, 250)
+    assert processes(compose_config(tmp_path, ["trainer=ddp_cpu", "trainer.devices='3'"]).trainer) == (3, 1)
+    assert processes(compose_config(tmp_path, ["+trainer.num_nodes=2"]).trainer) == (1, 2)
+    assert update_plan(compose_config(tmp_path, ["trainer=ddp_cpu"]), 2, 1) is None  # no tokens_per_update: no plan
+    with pytest.raises(ConfigError, match=r"^trainer.devices=0: "):
+        processes(compose_config(tmp_path, ["trainer=cpu", "trainer.devices=0"]).trainer)

@@ -9,8 +9,8 @@ from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.model import attention
 from transformer_mt.tasks import run
 from transformer_mt.tasks.runs import config_checks as checks
-from transformer_mt.tasks.runs.build import UpdatePlan, update_plan
 from transformer_mt.tasks.runs.config_checks import check_packed
+from transformer_mt.tasks.runs.start import UpdatePlan, update_plan
 
 SEEN: list[str] = []
 
@@ -44,14 +44,6 @@ def test_trainer_gpu_holds_what_the_h100_measured_best(tmp_path, experiment):
     assert compose_config(tmp_path, experiment).module.compile is False  # the CPU's default: minutes of compiling
 
 
-class OneCard:
-    num_devices, num_nodes = 1, 1
-
-
-class EightCards:
-    num_devices, num_nodes = 8, 1
-
-
 @pytest.mark.parametrize("preset", ["paper/wmt14_en_de_base", "paper/wmt14_en_de_big", "paper/wmt14_en_fr_big"])
 def test_the_paper_presets_take_a_whole_update_on_one_80_gb_card(tmp_path, preset):
     """25,000 tokens a batch (H200 peaks at 25k tokens: base 7.4 GB, big 15.7 GB): one GPU needs no
@@ -59,8 +51,8 @@ def test_the_paper_presets_take_a_whole_update_on_one_80_gb_card(tmp_path, prese
     cfg = compose_config(tmp_path, [f"experiment={preset}", "trainer=gpu"])
     assert cfg.data.max_tokens == 25_000 and cfg.trainer.precision == "bf16-mixed"
     assert cfg.float32_matmul_precision == "high"
-    assert update_plan(cfg, OneCard()) == UpdatePlan(processes=1, accumulation=1, batch_tokens=25_000)
-    assert update_plan(cfg, EightCards()) == UpdatePlan(processes=8, accumulation=1, batch_tokens=3125)
+    assert update_plan(cfg, 1, 1) == UpdatePlan(processes=1, accumulation=1, batch_tokens=25_000)  # 1 card
+    assert update_plan(cfg, 8, 1) == UpdatePlan(processes=8, accumulation=1, batch_tokens=3125)  # 8 cards
 
 
 @pytest.mark.parametrize("overrides, reason", [

@@ -2,7 +2,6 @@
 schedule is refused in one line; a budget, data.tokenizer.* and a callback added since are said."""
 
 import logging
-from types import SimpleNamespace
 
 import pytest
 from lightning.pytorch.callbacks import EarlyStopping
@@ -11,7 +10,7 @@ from tests.helpers import SMALL_RUN, compose_config
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
-from transformer_mt.tasks.runs.resume import check_resume
+from transformer_mt.tasks.runs.resume import check_resume, say_fresh_callbacks
 
 
 @pytest.mark.parametrize(("override", "message"), [
@@ -30,7 +29,7 @@ def test_another_optimizer_or_schedule_is_refused_in_one_line(small_checkpoint, 
 
 def test_an_implementation_choice_of_the_optimizer_may_change(small_checkpoint, tmp_path):
     cfg = compose_config(tmp_path, [*SMALL_RUN, f"ckpt_path={small_checkpoint}", "optim.optimizer.fused=false"])
-    check_resume(cfg, read_checkpoint(small_checkpoint), small_checkpoint, SimpleNamespace(callbacks=[]))
+    check_resume(cfg, read_checkpoint(small_checkpoint), small_checkpoint)
 
 
 def test_the_budget_the_tokenizer_and_a_new_callback_are_said(small_checkpoint, tmp_path, caplog):
@@ -40,7 +39,8 @@ def test_the_budget_the_tokenizer_and_a_new_callback_are_said(small_checkpoint, 
     cfg = compose_config(tmp_path, [*SMALL_RUN, "trainer.max_epochs=3", f"ckpt_path={small_checkpoint}",
                                     "data.tokenizer.vocab_size=300"])
     stopper = EarlyStopping(monitor="val/bleu", mode="max")
-    check_resume(cfg, checkpoint, small_checkpoint, SimpleNamespace(callbacks=[stopper]))
+    check_resume(cfg, checkpoint, small_checkpoint)
+    say_fresh_callbacks([stopper], checkpoint, small_checkpoint)
     text = caplog.text
     assert f"resuming ckpt_path={small_checkpoint} at step {step} after 1 epochs; training on to trainer.max_epochs=3" \
         in text
@@ -48,7 +48,7 @@ def test_the_budget_the_tokenizer_and_a_new_callback_are_said(small_checkpoint, 
     assert "EarlyStopping: ckpt_path=" in text and "it starts fresh" in text
     caplog.clear()
     cfg = compose_config(tmp_path, [*SMALL_RUN, f"ckpt_path={small_checkpoint}"])  # max_epochs=1: reached
-    check_resume(cfg, checkpoint, small_checkpoint, SimpleNamespace(callbacks=[]))
+    check_resume(cfg, checkpoint, small_checkpoint)
     assert f"at step {step} after 1 epochs: it has reached trainer.max_epochs=1 already, so nothing is trained" \
         in caplog.text
     assert "ignored on a resume" not in caplog.text  # the checkpoint's own tokenizer settings

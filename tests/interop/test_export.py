@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
-from transformer_mt.inference.members import load_translator
 
 from tests.helpers import compose_config, run_py
 from transformer_mt.checkpoints.loading import read_checkpoint
@@ -19,6 +18,7 @@ from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Searc
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.inference.members import load_translator
 from transformer_mt.interop.marian import check_representable, generation_options
 from transformer_mt.model import TransformerConfig
 from transformer_mt.tasks import run

@@ -1,23 +1,23 @@
 """task=train: fit with validation BLEU, keep the best checkpoint, test it, write metrics.json.
 
-Before any data work the config is checked (tasks/runs/config_checks.py), the Trainer is built and what the
-run starts from is settled (tasks/runs/build.py), so a wrong key, a missing GPU, an impossible
-precision or a checkpoint that cannot be resumed stops the run at once. Every split the run will
+Before any part is built, every check that needs no data runs and what the run starts from is
+settled (tasks/runs/start.py), so a wrong key, a missing GPU, an impossible precision or a
+checkpoint that cannot be resumed stops the run at once; then the parts are built
+(tasks/runs/build.py). Every split the run will
 read is then prepared and checked, so a bad test sentence stops it before training, not after.
 SIGTERM or Ctrl-C stop training after the running batch, with checkpoints/last.ckpt written and one
 line saying what to resume from (exit status 143 or 130).
 """
 
 import logging
-import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import lightning as L
-from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
@@ -26,24 +26,9 @@ from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_averag
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.runs.build import (
-    build_datamodule,
-    build_module,
-    build_trainer,
-    check_same_data,
-    placement,
-    settle,
-    update_plan,
-)
-from transformer_mt.tasks.runs.config_checks import (
-    check_config,
-    check_corpus_named,
-    check_dashboard_layer,
-    check_max_len,
-    check_packed,
-)
+from transformer_mt.tasks.runs.build import build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
-from transformer_mt.tasks.runs.resume import check_resume
+from transformer_mt.tasks.runs.start import Start, checked_start
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.last_checkpoint import (
     CTRL_C_EXIT_STATUS,
@@ -55,7 +40,6 @@ from transformer_mt.training.last_checkpoint import (
     resume_hint,
 )
 from transformer_mt.training.step_meter import StepMeter
-from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -69,35 +53,44 @@ def run(cfg: DictConfig) -> dict:
 
 
 def train(cfg: DictConfig) -> dict:
-    check_config(cfg, ("seed", "module", "optim", "trainer"))
-    check_corpus_named(cfg)
-    check_packed(cfg)
-    check_averaging(cfg)
-    if cfg.get("ckpt_path"):
-        keep_earlier_curves(Path(cfg.paths.output_dir))
-    plan = update_plan(cfg, placement(cfg))  # devices and nodes as Lightning counts them
-    trainer = build_trainer(cfg, **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
-    warn_more_processes_than_cores(trainer)
-    L.seed_everything(cfg.seed, workers=True)
-    start = settle(cfg)
-    if start.resume is not None:
-        check_resume(start.config, read_checkpoint(start.resume), start.resume, trainer)
-    check_dashboard_layer(cfg, start.architecture)
-    check_max_len(start.config.data, start.architecture)
-    datamodule = build_datamodule(start, plan)
-    check_same_data(start, datamodule.fingerprints())
-    datamodule.check_splits(["train", "val", cfg.data.split], start.architecture.get("max_positions"))
+    """Check, build, fit, test, as lightning-hydra-template's train does: every check that needs no
+    data first (tasks/runs/start.py), then each part built once (tasks/runs/build.py), then fit and
+    test; from the start on the run reads `start.config` alone."""
+    start = checked_start(cfg)
+    config = start.config
+    trainer = build_run_trainer(start)
+    L.seed_everything(config.seed, workers=True)
+    datamodule = build_datamodule(start)
     module = build_module(start, datamodule)
-    say_the_sets(cfg, datamodule)
-    log_config(trainer, start.config, module, datamodule.mixture.composition())  # check_splits made it
+    say_the_sets(config, datamodule)
+    log_config(trainer, config, module, datamodule.mixture.composition())  # check_splits made it
+    outcome = fit_and_test(trainer, module, datamodule, start)
+    if not trainer.is_global_zero:
+        return {}
+    return write_metrics(config, trainer, module, datamodule, outcome)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What fitting and testing gave besides the module's results: the best checkpoint (None: no
+    validation ran), the tested one, the training speed and time."""
+
+    best: ModelCheckpoint | None
+    tested: str | None
+    tokens_per_sec: float | None
+    train_seconds: float
+
+
+def fit_and_test(trainer: L.Trainer, module: TranslationModule, datamodule, start: Start) -> Outcome:
+    """trainer.fit (resumed from start.resume), the average of the last epochs with task.last_n,
+    trainer.test of the tested checkpoint; SIGTERM or Ctrl-C stop the run in one line and exit."""
     try:
         started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
         train_seconds = training_time(trainer, time.perf_counter() - started)
         meter = next((c for c in trainer.callbacks if isinstance(c, StepMeter)), None)
-        tokens_per_sec = meter.tokens_per_sec() if meter else None
         best = best_checkpoint(trainer)
-        tested = average_at_end(cfg, trainer) or (best.best_model_path if best else None)
+        tested = average_at_end(start.config, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
                      verbose=False)
     except SIGTERMException:
@@ -106,15 +99,19 @@ def train(cfg: DictConfig) -> dict:
         stopped(trainer, "Ctrl-C", CTRL_C_EXIT_STATUS)
     finally:
         finish_wandb()
-    if not trainer.is_global_zero:
-        return {}
-    extra = run_record(trainer, module, datamodule, best, tested, tokens_per_sec, train_seconds)
+    return Outcome(best, tested, meter.tokens_per_sec() if meter else None, train_seconds)
+
+
+def write_metrics(config: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule,
+                  outcome: Outcome) -> dict:
+    """metrics.json, the test translations and the summary (rank 0)."""
+    extra = run_record(trainer, module, datamodule, outcome)
     results = module.results["test"]
     sets = named_sets(module.results, "test")
-    if cfg.task.get("tokenized_bleu"):
-        extra.update(tokenized_bleu_extra("test", results.rows, cfg.task.tokenized_bleu, sets))
-    metrics = write_results(Path(cfg.paths.output_dir), "test", results, extra, sets)
-    print_summary(f"test ({cfg.data.split} split)", metrics, results.rows)
+    if config.task.get("tokenized_bleu"):
+        extra.update(tokenized_bleu_extra("test", results.rows, config.task.tokenized_bleu, sets))
+    metrics = write_results(Path(config.paths.output_dir), "test", results, extra, sets)
+    print_summary(f"test ({config.data.split} split)", metrics, results.rows)
     return metrics
 
 
@@ -140,28 +137,19 @@ def training_time(trainer: L.Trainer, this_process: float) -> float:
     return timer.time_elapsed("train") if timer else this_process
 
 
-def warn_more_processes_than_cores(trainer: L.Trainer) -> None:
-    """One warning line when a CPU run starts more processes on this machine than it has cores."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if isinstance(trainer.accelerator, CPUAccelerator) and trainer.is_global_zero and trainer.num_devices > cores:
-        log.warning("trainer.devices=%d starts %d training processes on %d CPU cores: they compete for the cores "
-                    "and every step will crawl (use trainer.devices=%d or fewer)", trainer.num_devices,
-                    trainer.num_devices, cores, cores)
-
-
-def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, best: ModelCheckpoint | None,
-               tested: str | None, tokens_per_sec: float | None, train_seconds: float) -> dict:
+def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, outcome: Outcome) -> dict:
     """What metrics.json says of the run besides the test scores: the last validation, the best and
     the tested checkpoint, size, speed, length, the update plan and the decoding."""
+    best, speed = outcome.best, outcome.tokens_per_sec
     return {
         **{k: v for key, each in module.results.items() if key.split("/")[0] == "val"  # the last validation
            for k, v in each.metrics.items()},
         "val/bleu_best": float(best.best_model_score) if best else None,
         "best_checkpoint": best.best_model_path if best else None,
-        "tested_checkpoint": tested,
+        "tested_checkpoint": outcome.tested,
         "num_parameters": module.model.num_parameters(),
-        "tokens_per_sec": tokens_per_sec * trainer.world_size if tokens_per_sec is not None else None,
-        "train_seconds": round(train_seconds, 1),
+        "tokens_per_sec": speed * trainer.world_size if speed is not None else None,
+        "train_seconds": round(outcome.train_seconds, 1),
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
         "accumulate_grad_batches": trainer.accumulate_grad_batches,
@@ -199,15 +187,6 @@ def stopped(trainer: L.Trainer, by: str, status: int) -> NoReturn:
     sys.exit(exit_status(trainer, status))
 
 
-def keep_earlier_curves(output_dir: Path) -> None:
-    """Resumed into its own run directory, a run keeps the curves logged so far: Lightning's CSV
-    logger would delete csv/metrics.csv, so it is renamed to csv/metrics.partN.csv first."""
-    curves = output_dir / "csv" / "metrics.csv"
-    if curves.is_file():
-        part = 1 + sum(1 for _ in curves.parent.glob("metrics.part*.csv"))
-        curves.rename(curves.with_name(f"metrics.part{part}.csv"))
-
-
 def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule, composition: dict) -> None:
     """The resolved run config (its model group as built), the parameter count, the run directory
     and what an epoch shows of each training corpus as every logger's hyper-parameters (wandb
@@ -217,19 +196,6 @@ def log_config(trainer: L.Trainer, cfg: DictConfig, module: TranslationModule, c
               "epoch_composition": composition}
     for logger in trainer.loggers:
         logger.log_hyperparams(params)
-
-
-def check_averaging(cfg: DictConfig) -> None:
-    """task.last_n needs the epoch checkpoints it averages: one line before any work."""
-    n = cfg.task.get("last_n") or 0
-    check("task.last_n", n, integer(0), "an integer >= 0 (0: no averaging)")
-    if not n:
-        return
-    epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
-    keep = epochs.get("save_top_k") if epochs else None
-    if not isinstance(keep, int) or (keep != -1 and keep < n):
-        raise ConfigError(f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
-                          " which must be on and keep at least that many (save_top_k: -1 or >= N)")
 
 
 def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:

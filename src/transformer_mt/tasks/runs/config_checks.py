@@ -137,3 +137,16 @@ def check_packed(cfg: DictConfig) -> None:
         return
     raise ConfigError(f"data.packed=true: torch's varlen attention kernel cannot run ({reason}), and packed "
                       "attention without it is slower than padding; set data.packed=false")
+
+
+def check_averaging(cfg: DictConfig) -> None:
+    """task.last_n needs the epoch checkpoints it averages: one line before any work."""
+    n = cfg.task.get("last_n") or 0
+    check("task.last_n", n, integer(0), "an integer >= 0 (0: no averaging)")
+    if not n:
+        return
+    epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
+    keep = epochs.get("save_top_k") if epochs else None
+    if not isinstance(keep, int) or (keep != -1 and keep < n):
+        raise ConfigError(f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
+                          " which must be on and keep at least that many (save_top_k: -1 or >= N)")

@@ -1,6 +1,7 @@
 """What a resume (`ckpt_path=` with task=train) can and cannot honour of a changed config, each said
-in one line before any data work.
+in one line before any data work (check_resume), and of its data when it is read (check_resumed_data).
 
+- the model: a full checkpoint (not a weights-only one) of the same architecture, or refused.
 - `optim.*`: refused. A resume continues the checkpoint's optimizer and schedule (their states:
   Adam's moments, the step count, the base learning rate), so a new learning rate, warm-up or
   optimizer would be silently ignored, or honoured halfway; fine-tune the weights in a new run with
@@ -9,20 +10,22 @@ in one line before any data work.
   and epoch to the budget; said, and said when the checkpoint has reached it already.
 - `data.tokenizer.*`: the checkpoint's vocabularies are the run's, so a value other than the
   checkpoint's is ignored: said.
-  (Other training data is refused, another data.max_tokens warned: build.check_same_data.)
+- the training data: other data is refused, another data.max_tokens warned (check_resumed_data).
 - `callbacks.*`: a callback with state that the checkpoint has none for (one added since) starts
   fresh: said. (One the checkpoint has state for but this run lacks: Lightning says so itself.)
 """
 
 import logging
+from dataclasses import fields
 from pathlib import Path
 
-import lightning as L
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.loading import describe_corpus
 from transformer_mt.config import plain
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.model import TransformerConfig
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +33,54 @@ log = logging.getLogger(__name__)
 IMPLEMENTATION_KEYS = frozenset({"fused", "foreach", "capturable", "differentiable"})
 
 
-def check_resume(cfg: DictConfig, checkpoint: dict, path: Path, trainer: L.Trainer) -> None:
-    """Refuse what a resume from `checkpoint` cannot honour, and say what it honours (see the module)."""
+def check_resume(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
+    """Refuse what a resume from `checkpoint` cannot honour, and say what it honours (see the
+    module): a full checkpoint of the same model, its optimizer and schedule, the budget, the
+    vocabularies. (The training data is compared when it is read: check_resumed_data.)"""
+    check_resumable(path, checkpoint, {k: v for k, v in plain(cfg.model).items() if k != "init_from"})
     refuse_another_optimizer(cfg, checkpoint, path)
     say_budget(cfg, checkpoint, path)
     ignored = changed_tokenizer_keys(cfg, checkpoint)
     if ignored:
         log.warning("%s: ignored on a resume, which keeps the vocabularies of ckpt_path=%s", ", ".join(ignored), path)
+
+
+def check_resumable(path: Path, checkpoint: dict, arch: dict) -> None:
+    """Resuming needs a full checkpoint of the same model."""
+    if "optimizer_states" not in checkpoint or "loops" not in checkpoint:
+        raise ConfigError(f"ckpt_path={path}: a weights-only checkpoint (no optimizer state, no training "
+                          "position); it can be evaluated, translated or averaged, not resumed: resume from "
+                          "checkpoints/last.ckpt")
+    defaults = {f.name: f.default for f in fields(TransformerConfig)}
+    saved = {**defaults, **checkpoint["hyper_parameters"]["model"]}  # keys added since it was written: defaults
+    current = {**defaults, **arch}
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise ConfigError(f"model.{key}={current.get(key)}, but ckpt_path={path} was trained with "
+                              f"model.{key}={saved.get(key)}: resume with the checkpoint's model settings")
+
+
+def check_resumed_data(checkpoint: dict, path: Path, data: DictConfig, fingerprints: dict) -> None:
+    """A resumed run trains on the training data of its checkpoint; another batch size is warned about
+    (the batches, and so their order, are not those the uninterrupted run would have had)."""
+    record = checkpoint["hyper_parameters"].get("data")
+    if not record:
+        return
+    if record["fingerprints"].get("train") != fingerprints.get("train"):
+        raise DataError(f"ckpt_path={path} was trained on other data ({describe_corpus(record['config'])}), "
+                        f"not on {describe_corpus(plain(data))}: resume with the data options of that run (its "
+                        "config.yaml)")
+    old, new = record["config"].get("max_tokens"), data.get("max_tokens")
+    if old is not None and old != new:
+        log.warning("data.max_tokens %s -> %s: ckpt_path=%s was trained with data.max_tokens=%s, so the batches are "
+                    "cut and ordered differently from here on (and a mid-epoch resume skips or repeats some pairs of "
+                    "that epoch)", old, new, path, old)
+
+
+def say_fresh_callbacks(callbacks: list[Callback], checkpoint: dict, path: Path) -> None:
+    """A callback with state that the checkpoint has none for (one added since): said, it starts fresh."""
     saved = set(checkpoint.get("callbacks") or {})
-    for callback in trainer.callbacks:
+    for callback in callbacks:
         stateful = type(callback).state_dict is not Callback.state_dict
         if stateful and callback.state_key not in saved:
             log.warning("%s: ckpt_path=%s has no state for it (a callback added since): it starts fresh",
