@@ -1,6 +1,6 @@
 """What the dashboards cost: the same training run with the dashboard callbacks (translation
-tables, attention heatmaps, learning curves, the step meter; logger=many) and without them
-(logger=csv, those callbacks removed), in one process, one after the other.
+tables, attention heatmaps, learning curves; logger=many) and without them (logger=csv, those
+callbacks removed; the step meter is in every run), in one process, one after the other.
 
     python experiments/benchmarks/dashboard_overhead.py                      # the toy default job
     DATA_DIR=/path/to/data python experiments/benchmarks/dashboard_overhead.py \\
@@ -27,19 +27,26 @@ os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-from transformer_mt.tasks import build, train  # noqa: E402
+from transformer_mt.tasks import train  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
 from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
 
-OFF = ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves", "~callbacks.step_meter"]
+OFF = ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves"]
 TIMER = "+callbacks.validation_clock._target_=__main__.ValidationClock"
 
 
 class ValidationClock(L.Callback):
     """Sums the wall time of the validation loops (listed last, so its end includes the others' hooks)."""
 
+    last: "ValidationClock | None" = None  # the one the latest run built (Hydra instantiates it)
+
     def __init__(self) -> None:
         self.seconds, self._start = 0.0, 0.0
+        self.callbacks: list[L.Callback] = []
+        ValidationClock.last = self
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.callbacks = list(trainer.callbacks)
 
     def on_validation_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
@@ -62,24 +69,12 @@ def configure(output_dir: Path, overrides: list[str]):
 
 def timed_run(output_dir: Path, overrides: list[str]) -> dict:
     """Train once; the fit and validation times and the dashboard callbacks' own timings."""
-    trainers = []
-    build_trainer = build.build_trainer
-
-    def keep(*args, **kwargs):
-        trainers.append(build_trainer(*args, **kwargs))
-        return trainers[-1]
-
-    train.build_trainer = keep
-    try:
-        started = time.perf_counter()
-        metrics = train.run(configure(output_dir, [*overrides, TIMER]))
-        total = time.perf_counter() - started
-    finally:
-        train.build_trainer = build_trainer
-    trainer = trainers[0]
-    clock = next(c for c in trainer.callbacks if isinstance(c, ValidationClock))
-    dashboard = next((c for c in trainer.callbacks if isinstance(c, TranslationDashboard)), None)
-    curves = next((c for c in trainer.callbacks if isinstance(c, LearningCurves)), None)
+    started = time.perf_counter()
+    metrics = train.run(configure(output_dir, [*overrides, TIMER]))
+    total = time.perf_counter() - started
+    clock = ValidationClock.last
+    dashboard = next((c for c in clock.callbacks if isinstance(c, TranslationDashboard)), None)
+    curves = next((c for c in clock.callbacks if isinstance(c, LearningCurves)), None)
     return {"total": total, "train": metrics["train_seconds"], "validate": clock.seconds,
             "validations": len(dashboard.seconds) if dashboard else None, "steps": metrics["steps"],
             "dashboard": dashboard.seconds if dashboard else [], "curves": curves.seconds if curves else []}

@@ -42,7 +42,7 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
 
 def run(cfg: DictConfig) -> dict:
     check_config(cfg, ("trainer",))
-    trainer = build_trainer(cfg, with_logger=False, with_callbacks=False)
+    trainer = build_trainer(cfg, with_logger=False)
     paths = checkpoint_paths(cfg)
     path = paths[0]
     module = load_module(paths, cfg.decoding, cfg.quantize)  # an ensemble's: every member evaluates

@@ -11,14 +11,13 @@ line saying what to resume from (exit status 143 or 130).
 
 import logging
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, Timer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -26,7 +25,7 @@ from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_averag
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.runs.build import build_datamodule, build_module, build_run_trainer
+from transformer_mt.tasks.runs.build import RunCallbacks, build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.tasks.runs.start import Start, checked_start
 from transformer_mt.training import TranslationModule
@@ -39,7 +38,6 @@ from transformer_mt.training.last_checkpoint import (
     exit_status,
     resume_hint,
 )
-from transformer_mt.training.step_meter import StepMeter
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +56,13 @@ def train(cfg: DictConfig) -> dict:
     test; from the start on the run reads `start.config` alone."""
     start = checked_start(cfg)
     config = start.config
-    trainer = build_run_trainer(start)
+    trainer, callbacks = build_run_trainer(start)
     L.seed_everything(config.seed, workers=True)
     datamodule = build_datamodule(start)
     module = build_module(start, datamodule)
     say_the_sets(config, datamodule)
     log_config(trainer, config, module, datamodule.mixture.composition())  # check_splits made it
-    outcome = fit_and_test(trainer, module, datamodule, start)
+    outcome = fit_and_test(trainer, callbacks, module, datamodule, start)
     if not trainer.is_global_zero:
         return {}
     return write_metrics(config, trainer, module, datamodule, outcome)
@@ -81,25 +79,23 @@ class Outcome:
     train_seconds: float
 
 
-def fit_and_test(trainer: L.Trainer, module: TranslationModule, datamodule, start: Start) -> Outcome:
+def fit_and_test(trainer: L.Trainer, callbacks: RunCallbacks, module: TranslationModule, datamodule,
+                 start: Start) -> Outcome:
     """trainer.fit (resumed from start.resume), the average of the last epochs with task.last_n,
     trainer.test of the tested checkpoint; SIGTERM or Ctrl-C stop the run in one line and exit."""
     try:
-        started = time.perf_counter()
         fit(trainer, module, datamodule, start.resume)
-        train_seconds = training_time(trainer, time.perf_counter() - started)
-        meter = next((c for c in trainer.callbacks if isinstance(c, StepMeter)), None)
-        best = best_checkpoint(trainer)
+        best = best_checkpoint(trainer, callbacks.best)
         tested = average_at_end(start.config, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
                      verbose=False)
     except SIGTERMException:
-        stopped(trainer, "SIGTERM", SIGTERM_EXIT_STATUS)
+        stopped(trainer, callbacks.last, "SIGTERM", SIGTERM_EXIT_STATUS)
     except CtrlC:
-        stopped(trainer, "Ctrl-C", CTRL_C_EXIT_STATUS)
+        stopped(trainer, callbacks.last, "Ctrl-C", CTRL_C_EXIT_STATUS)
     finally:
         finish_wandb()
-    return Outcome(best, tested, meter.tokens_per_sec() if meter else None, train_seconds)
+    return Outcome(best, tested, callbacks.meter.tokens_per_sec(), callbacks.timer.time_elapsed("train"))
 
 
 def write_metrics(config: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule,
@@ -127,14 +123,6 @@ def say_the_sets(cfg: DictConfig, datamodule) -> None:
         log.info("%s sets: %s%s", split, ", ".join(keys),
                  f"; checkpoints are selected on {monitor} (callbacks.model_checkpoint.monitor)"
                  if split == "val" and monitor else "")
-
-
-def training_time(trainer: L.Trainer, this_process: float) -> float:
-    """Seconds of training, those before a resume included: what Lightning's Timer (callbacks.timer,
-    or the one trainer.max_time makes) counted and keeps in checkpoints; without a Timer, the
-    seconds this process trained."""
-    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
-    return timer.time_elapsed("train") if timer else this_process
 
 
 def run_record(trainer: L.Trainer, module: TranslationModule, datamodule, outcome: Outcome) -> dict:
@@ -167,23 +155,21 @@ def fit(trainer: L.Trainer, module: TranslationModule, datamodule: L.LightningDa
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
 
 
-def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint | None:
-    """The checkpoint callback that kept a best checkpoint in this run (None: no validation ran)."""
-    found = next((c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)), None)
-    if found is None or not found.best_model_path:
+def best_checkpoint(trainer: L.Trainer, best: ModelCheckpoint) -> ModelCheckpoint | None:
+    """callbacks.model_checkpoint when it kept a best checkpoint in this run (None: no validation ran)."""
+    if not best.best_model_path:
         if not trainer.fast_dev_run:
             log.warning("no best checkpoint in this run (no validation ran): testing the final weights")
         return None
-    return found
+    return best
 
 
-def stopped(trainer: L.Trainer, by: str, status: int) -> NoReturn:
+def stopped(trainer: L.Trainer, last: LastCheckpoint, by: str, status: int) -> NoReturn:
     """One line saying where training stopped (by SIGTERM or Ctrl-C) and what to resume from; exit
     with `status`."""
-    last = next((c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
     if trainer.is_global_zero:
-        step = read_checkpoint(last)["global_step"] if last is not None and last.is_file() else None
-        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last, step)}", file=sys.stderr)
+        step = read_checkpoint(last.path)["global_step"] if last.path.is_file() else None
+        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last.path, step)}", file=sys.stderr)
     sys.exit(exit_status(trainer, status))
 
 

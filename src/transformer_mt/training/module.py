@@ -3,7 +3,8 @@
 Built whole from plain hyper-parameters (dicts, numbers, strings), the tokenizer and the decoding
 config included, so a checkpoint rebuilds it, also with `weights_only=True`. The training concerns
 that are not the model's are Lightning callbacks it configures (`configure_callbacks`): the RNG
-state in checkpoints, the NaN / inf guard and the throughput meter.
+state in checkpoints and the throughput meter are the task's (conf/callbacks_always.yaml); the NaN / inf
+guard, part of its training step, it configures itself (`configure_callbacks`).
 """
 
 import logging
@@ -25,7 +26,6 @@ from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
 from transformer_mt.training.results import EvalResults, Evaluation, Row
-from transformer_mt.training.rng import RngState
 from transformer_mt.training.steps import logged_step
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,11 @@ class TranslationModule(L.LightningModule):
         return self.model(src, tgt_in)
 
     def configure_callbacks(self) -> list[L.Callback]:
-        """What every run of this module needs, whatever `callbacks=` says."""
-        return [RngState(), self.guard]
+        """The module's own part of its training step: the NaN / inf guard, whose decision its
+        on_before_optimizer_step makes (after every callback has seen the gradients), with its
+        hyper-parameter max_nonfinite_steps. The callbacks the task needs are the task's
+        (conf/callbacks_always.yaml)."""
+        return [self.guard]
 
     def configure_optimizers(self):
         optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())

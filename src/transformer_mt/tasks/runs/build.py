@@ -9,12 +9,14 @@ Nothing is assigned to, re-set on or loaded into a part afterwards, and the conf
 """
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, Timer
 from omegaconf import DictConfig
 
 from transformer_mt.config import plain
@@ -24,18 +26,20 @@ from transformer_mt.tasks.runs.resume import check_resumed_data, say_fresh_callb
 from transformer_mt.tasks.runs.start import Start
 from transformer_mt.tasks.runs.wandb_online import start_online
 from transformer_mt.training import TranslationModule
+from transformer_mt.training.last_checkpoint import LastCheckpoint
+from transformer_mt.training.step_meter import StepMeter
 
 log = logging.getLogger(__name__)
 
 RUN_SPECIFIC_DATA_KEYS = ("cache_dir", "run_dir")  # not part of what the data was
 
 
-def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: bool = True, **derived) -> L.Trainer:
-    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger`, the callbacks of `cfg.callbacks`
-    and what the run derives (`derived`, e.g. accumulate_grad_batches); a value the Trainer rejects
-    is reported as a config error naming `trainer`. An online wandb logger starts its run here
-    (wandb_online.py: no network or no API key is a config error at once)."""
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c] if with_callbacks else []
+def build_trainer(cfg: DictConfig, with_logger: bool = True, callbacks: list[Callback] = (), **derived) -> L.Trainer:
+    """The Trainer of `cfg.trainer` with the loggers of `cfg.logger`, `callbacks` and what the run
+    derives (`derived`, e.g. accumulate_grad_batches); a value the Trainer rejects is reported as a
+    config error naming `trainer`. An online wandb logger starts its run here (wandb_online.py: no
+    network or no API key is a config error at once)."""
+    callbacks = list(callbacks)
     loggers = {key: instantiate(lg, **wandb_names(cfg, lg)) for key, lg in (cfg.get("logger") or {}).items()
                if lg and with_logger}
     for key, logger in loggers.items():
@@ -54,17 +58,32 @@ def build_trainer(cfg: DictConfig, with_logger: bool = True, with_callbacks: boo
         raise ConfigError(f"trainer: {message}") from err
 
 
-def build_run_trainer(start: Start) -> L.Trainer:
-    """A training run's Trainer: its update plan's gradient accumulation; resumed into its own run
-    folder, the curves logged so far kept (Lightning's CSV logger would delete csv/metrics.csv),
-    and a callback the checkpoint has no state for said."""
+@dataclass(frozen=True)
+class RunCallbacks:
+    """The callbacks a training run reads after fitting (conf/callbacks_always.yaml), by their names."""
+
+    best: ModelCheckpoint  # callbacks.model_checkpoint: best.ckpt
+    last: LastCheckpoint  # callbacks.last_checkpoint: last.ckpt, the stop on Ctrl-C / SIGTERM
+    meter: StepMeter  # callbacks.step_meter: tokens per second
+    timer: Timer  # callbacks.timer: the training time
+
+
+def build_run_trainer(start: Start) -> tuple[L.Trainer, RunCallbacks]:
+    """A training run's Trainer, with every callback of its config (those it needs among them) and
+    its update plan's gradient accumulation; resumed into its own run folder, the curves logged so
+    far kept (Lightning's CSV logger would delete csv/metrics.csv), and a callback the checkpoint
+    has no state for said."""
+    config = start.config
     if start.resume is not None:
-        keep_earlier_curves(Path(start.config.paths.output_dir))
+        keep_earlier_curves(Path(config.paths.output_dir))
+    callbacks = {name: instantiate(node) for name, node in (config.get("callbacks") or {}).items() if node}
     plan = start.plan
-    trainer = build_trainer(start.config, **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
+    trainer = build_trainer(config, callbacks=list(callbacks.values()),
+                            **({"accumulate_grad_batches": plan.accumulation} if plan else {}))
     if start.checkpoint is not None:
         say_fresh_callbacks(trainer.callbacks, start.checkpoint, start.resume)
-    return trainer
+    return trainer, RunCallbacks(callbacks["model_checkpoint"], callbacks["last_checkpoint"], callbacks["step_meter"],
+                                 callbacks["timer"])
 
 
 def keep_earlier_curves(output_dir: Path) -> None:

@@ -139,6 +139,27 @@ def check_packed(cfg: DictConfig) -> None:
                       "attention without it is slower than padding; set data.packed=false")
 
 
+# the callbacks a training run needs (conf/callbacks_always.yaml, in every callbacks= option), and what for
+NEEDED_CALLBACKS = {
+    "model_checkpoint": "checkpoints/best.ckpt, which the test evaluates",
+    "last_checkpoint": "checkpoints/last.ckpt, the stop on Ctrl-C and SIGTERM, and the resume",
+    "step_budget": "the final validation of a trainer.max_steps stop inside an epoch",
+    "step_meter": "tokens per second (train/tokens_per_sec, metrics.json's tokens_per_sec)",
+    "timer": "the training time (metrics.json's train_seconds, trainer.max_time)",
+    "rng_state": "the RNG states in checkpoints (a resume equal to an uninterrupted run)",
+}
+
+
+def check_needed_callbacks(cfg: DictConfig) -> None:
+    """Every callback a training run needs is in its config (every callbacks= option has them; one
+    removed, `~callbacks.NAME` or null, is one line naming it)."""
+    callbacks = cfg.get("callbacks") or {}
+    for name, why in NEEDED_CALLBACKS.items():
+        if not OmegaConf.select(callbacks, f"{name}._target_", default=None):
+            raise ConfigError(f"callbacks.{name}: a training run needs it ({why}); it is in every callbacks= option "
+                              "(conf/callbacks_always.yaml) and cannot be removed")
+
+
 def check_averaging(cfg: DictConfig) -> None:
     """task.last_n needs the epoch checkpoints it averages: one line before any work."""
     n = cfg.task.get("last_n") or 0

@@ -39,6 +39,7 @@ from transformer_mt.tasks.runs.config_checks import (
     check_dashboard_layer,
     check_max_len,
     check_model,
+    check_needed_callbacks,
     check_packed,
 )
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
@@ -93,6 +94,7 @@ def checked_start(cfg: DictConfig) -> Start:
     be), the model, the layers and lengths the callbacks and the data ask of it, and the update plan."""
     check_config(cfg, ("seed", "module", "optim", "trainer"))
     check_corpus_named(cfg)
+    check_needed_callbacks(cfg)
     check_packed(cfg)
     check_averaging(cfg)
     start = settle(cfg)
