@@ -21,7 +21,7 @@ from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DiskFull, find_user_error
 from transformer_mt.tasks.runs.outputs import write_json, write_translations
 from transformer_mt.training.atomic_io import AtomicCheckpointIO
-from transformer_mt.training.results import Row
+from transformer_mt.training.results import ScoredSentence
 
 NO_SPACE = "No space left on device"
 
@@ -81,7 +81,7 @@ def test_metrics_and_translations_on_a_full_disk_are_named_and_the_previous_ones
         write_json(tmp_path / "metrics.json", {"test/bleu": 2.0})
     assert str(err.value) == f"{tmp_path / 'metrics.json'}: {NO_SPACE}"
     with pytest.raises(DiskFull) as err:
-        write_translations(tmp_path / "test.translations.txt", (Row(0, "a", "b", "c" * 10_000),))
+        write_translations(tmp_path / "test.translations.txt", (ScoredSentence(0, "a", "b", "c" * 10_000),))
     assert str(err.value) == f"{tmp_path / 'test.translations.txt'}: {NO_SPACE}"
     assert (tmp_path / "metrics.json").read_text() == '{\n  "test/bleu": 1.0\n}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]

@@ -134,3 +134,14 @@ def test_inference_loads_neither_lightning_nor_hydra():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert len(modules) >= 7 and result.stdout.strip() == "[]", result.stdout
+
+
+def test_no_two_modules_define_the_same_name():
+    """A class or function name means one thing across the package: each is defined at the top
+    level of one module only (the tasks' `run`, each task's entry point, aside)."""
+    places: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not (node.name == "run" and ".tasks" in module):
+                places.setdefault(node.name, []).append(module)
+    assert not {name: where for name, where in places.items() if len(where) > 1}

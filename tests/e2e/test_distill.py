@@ -25,7 +25,7 @@ from transformer_mt.run_folder import FolderLock
 from transformer_mt.tasks import run
 from transformer_mt.tasks.distill import check_teacher_data
 from transformer_mt.tasks.pipelines.compose import training_shape
-from transformer_mt.tasks.pipelines.stages import Stage, settle
+from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
 
 pytestmark = pytest.mark.slow
 # the student learns the small run's data (300 training pairs, 7 test pairs): the small run is its
@@ -111,10 +111,10 @@ def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_pa
         stage.start()
         (stage.folder / "work").write_text("done")
         stage.finish()
-    settle(stages)  # nothing changed: the work stays
+    redo_changed(stages)  # nothing changed: the work stays
     assert all((s.folder / "work").is_file() and s.done() for s in stages) and not caplog.text
     changed = [Stage("synthetic", tmp_path / "synthetic", {"teacher": "a", "beam": 4}), stages[1]]
-    settle(changed)
+    redo_changed(changed)
     assert not (tmp_path / "synthetic").exists() and not (tmp_path / "student").exists()
     assert "synthetic: its inputs changed (beam): redoing it and every stage after it" in caplog.text
 

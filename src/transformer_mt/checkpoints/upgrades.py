@@ -2,8 +2,8 @@
 
 Each upgrade takes a checkpoint (plain data) as one era wrote it and returns it as the next era
 writes it; one that is already newer passes through unchanged. `upgrade` runs them all, in order,
-once, when `tasks.checkpoints.read_checkpoint` reads a file, so everything after that (loading a
-module, averaging, fine-tuning, resuming) sees one layout. A checkpoint that cannot be upgraded
+once, when `checkpoints.loading.read_checkpoint` reads a file, so everything after that (loading for
+decoding, averaging, fine-tuning, resuming) sees one layout. A checkpoint that cannot be upgraded
 is a ValueError saying why (the reader names the file).
 """
 

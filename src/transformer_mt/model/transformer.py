@@ -6,11 +6,11 @@
 Pure PyTorch: no Lightning, no Hydra. Decoding strategies live in `transformer_mt.decoding` and
 use only `encode`, `decode` and `init_cache` (model/cache.py); training uses `features` (decoder
 states, for a loss that applies the output layer itself); attention probabilities are recorded by
-`model.attention.attention_maps`.
+`model.maps.attention_maps`.
 """
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -200,5 +200,3 @@ class Transformer(nn.Module):
         decodes its whole prefix). A search moves beams with `cache.select(index, memory_index)`."""
         return DecoderCache(len(self.decoder_layers), capacity, beams, store)
 
-    def hparams(self) -> dict:
-        return asdict(self.config)

@@ -28,7 +28,7 @@ from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
-    compare,
+    compare_with_baseline,
     file_sources,
     finished_run,
     model_checkpoints,
@@ -37,7 +37,7 @@ from transformer_mt.tasks.pipelines.stage_work import (
     train_in,
     translate_in,
 )
-from transformer_mt.tasks.pipelines.stages import Stage, settle
+from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
 from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def run(cfg: DictConfig) -> dict:
         "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
     if not stages["synthetic"].done() or stages["synthetic"].changed():  # else its text was read when made
         check_monolingual(monolingual)
-    settle(list(stages.values()))
+    redo_changed(list(stages.values()))
     baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
                 else train_in(stages["baseline"], cfg, {}))
     reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
@@ -72,7 +72,7 @@ def run(cfg: DictConfig) -> dict:
     bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
     metrics = train_in(stages["forward"], cfg, {"data.corpora.bt": bt})
     if metrics and baseline:
-        metrics["comparison"] = compare(stages["evaluation"], baseline, metrics, "forward")
+        metrics["comparison"] = compare_with_baseline(stages["evaluation"], baseline, metrics, "forward")
     return metrics
 
 

@@ -25,7 +25,7 @@ from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
-    compare,
+    compare_with_baseline,
     corpus_sources,
     finished_run,
     model_checkpoints,
@@ -34,7 +34,7 @@ from transformer_mt.tasks.pipelines.stage_work import (
     train_in,
     translate_in,
 )
-from transformer_mt.tasks.pipelines.stages import Stage, settle
+from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
 from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,13 @@ def run(cfg: DictConfig) -> dict:
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
         "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
-    settle([synthetic, student, evaluation])
+    redo_changed([synthetic, student, evaluation])
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
                  partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
     vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else {}
     metrics = train_student(cfg, student, synthetic.folder, names, vocabulary)
     if baseline_run is not None and metrics:
-        metrics["comparison"] = compare(evaluation, baseline_run, metrics, "student")
+        metrics["comparison"] = compare_with_baseline(evaluation, baseline_run, metrics, "student")
     return metrics
 
 

@@ -20,7 +20,7 @@ from transformer_mt.data.batching import Collator
 from transformer_mt.evaluation.metrics import sentence_bleu
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.maps import attention_maps
-from transformer_mt.training.results import Row
+from transformer_mt.training.results import ScoredSentence
 from transformer_mt.validate import check, integer, one_of
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 COLUMNS = ["id", "source", "reference", "hypothesis", "sentence BLEU"]
 
 
-def table_rows(rows: tuple[Row, ...]) -> list[list]:
+def table_rows(rows: tuple[ScoredSentence, ...]) -> list[list]:
     """Evaluation rows (id, source, reference, hypothesis) with each hypothesis' sentence BLEU."""
     return [[*row, round(sentence_bleu(row.hypothesis, row.reference), 2)] for row in rows]
 
@@ -111,7 +111,7 @@ class TranslationDashboard(Callback):
         log.info("dashboard: %d translations and %d heatmaps in %.2f s", len(rows),
                  min(len(rows), self.num_attention), self.seconds[-1])
 
-    def attention_heatmaps(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[Row, ...]
+    def attention_heatmaps(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: tuple[ScoredSentence, ...]
                            ) -> list[tuple[str, dict]]:
         """Decode the sentences again to get the model's own output tokens, and where each output
         token attended in the source: (caption, plots.attention_figure's arguments) per sentence."""

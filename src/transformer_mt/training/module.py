@@ -25,7 +25,7 @@ from transformer_mt.inference.translator import Translator
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
-from transformer_mt.training.results import EvalResults, Evaluation, Row
+from transformer_mt.training.results import EvalResults, Evaluation, ScoredSentence
 from transformer_mt.training.steps import logged_step
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class TranslationModule(L.LightningModule):
         hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
         evaluation = self.evaluations.setdefault(index, Evaluation(self.device))
         evaluation.add(loss_sum, nll_sum, ntokens,
-                       list(map(Row, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
+                       list(map(ScoredSentence, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
 
     def split_name(self, stage: str) -> str:
         """The split an evaluation scored, for the log: validation's `val`; the test stage's is the

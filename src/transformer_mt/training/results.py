@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 
-class Row(NamedTuple):
+class ScoredSentence(NamedTuple):
     """One evaluated sentence: its example id (its line in the split, from 0) and three texts."""
 
     id: int
@@ -24,7 +24,7 @@ class EvalResults:
     metrics: `{stage}/loss`, `{stage}/nll`, `{stage}/ppl`, `{stage}/bleu`, `{stage}/chrf`, `{stage}/ter`."""
 
     metrics: dict[str, float]
-    rows: tuple[Row, ...]
+    rows: tuple[ScoredSentence, ...]
     bleu_signature: str
     chrf_signature: str
     ter_signature: str
@@ -44,19 +44,20 @@ class Evaluation:
     loss_sum: torch.Tensor = field(init=False)  # label-smoothed loss, summed over target tokens
     nll_sum: torch.Tensor = field(init=False)  # negative log-likelihood, summed over target tokens
     tokens: torch.Tensor = field(init=False)  # target tokens
-    rows: list[Row] = field(default_factory=list)
+    rows: list[ScoredSentence] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.loss_sum, self.nll_sum, self.tokens = (torch.zeros((), dtype=torch.float64, device=self.device)
                                                     for _ in range(3))
 
-    def add(self, loss_sum: torch.Tensor, nll_sum: torch.Tensor, tokens: torch.Tensor, rows: list[Row]) -> None:
+    def add(self, loss_sum: torch.Tensor, nll_sum: torch.Tensor, tokens: torch.Tensor,
+            rows: list[ScoredSentence]) -> None:
         self.loss_sum += loss_sum.double()
         self.nll_sum += nll_sum.double()
         self.tokens += tokens.double()
         self.rows.extend(rows)
 
-    def gathered(self) -> tuple[float, float, float, list[Row]]:
+    def gathered(self) -> tuple[float, float, float, list[ScoredSentence]]:
         """Loss sum, NLL sum and tokens over every rank (one all-reduce), and every rank's rows in
         example-id order, each once (a distributed sampler may repeat a few)."""
         sums, rows = torch.stack([self.loss_sum, self.nll_sum, self.tokens]), self.rows
@@ -64,6 +65,6 @@ class Evaluation:
             dist.all_reduce(sums)
             gathered = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, rows)
-            rows = [Row(*row) for part in gathered for row in part]
+            rows = [ScoredSentence(*row) for part in gathered for row in part]
         loss_sum, nll_sum, tokens = sums.tolist()
         return loss_sum, nll_sum, tokens, sorted({row.id: row for row in rows}.values())

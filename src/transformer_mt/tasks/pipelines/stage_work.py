@@ -117,7 +117,7 @@ def finished_run(folder: Path, key: str) -> dict:
     return json.loads(path.read_text())
 
 
-def compare(stage: Stage, baseline: dict, metrics: dict, what: str) -> dict:
+def compare_with_baseline(stage: Stage, baseline: dict, metrics: dict, what: str) -> dict:
     """The run of `metrics` (`what`: student, forward model) against the `baseline` run's metrics, on
     the same test references: comparison.json in the stage's folder, and one line in the log."""
     from transformer_mt.evaluation.significance import paired_test

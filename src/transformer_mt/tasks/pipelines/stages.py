@@ -59,7 +59,7 @@ class Stage:
                                        "inputs": self.inputs}, indent=2, default=str) + "\n")
 
 
-def settle(stages: list[Stage]) -> None:
+def redo_changed(stages: list[Stage]) -> None:
     """Discard the work of the first stage whose inputs changed, and of every stage after it,
     saying why in the log."""
     for i, stage in enumerate(stages):

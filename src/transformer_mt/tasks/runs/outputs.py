@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.training.results import EvalResults, Row
+from transformer_mt.training.results import EvalResults, ScoredSentence
 from transformer_mt.validate import check, one_of
 
 
@@ -32,7 +32,7 @@ def write_json(path: Path, data: dict) -> None:
                        encoding="utf-8")
 
 
-def write_translations(path: Path, rows: tuple[Row, ...], field: str = "hypothesis") -> None:
+def write_translations(path: Path, rows: tuple[ScoredSentence, ...], field: str = "hypothesis") -> None:
     """One hypothesis (or reference) per line, in the order of the input file."""
     with atomic_file(path) as tmp:
         tmp.write_text("".join(getattr(row, field) + "\n" for row in rows), encoding="utf-8")
@@ -87,7 +87,7 @@ def read_test_set(run_dir: Path, name: str | None = None) -> tuple[list[str], li
 TOKENIZED_BLEU = (False, True, "compound")
 
 
-def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = True,
+def tokenized_bleu_extra(split: str, rows: tuple[ScoredSentence, ...], mode: bool | str = True,
                          sets: dict[str, EvalResults] | None = None) -> dict:
     """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
     compound, `<split>/bleu_tok_compound` (the paper's: tokenized, hyphenated compounds split); each
@@ -100,7 +100,7 @@ def tokenized_bleu_extra(split: str, rows: tuple[Row, ...], mode: bool | str = T
     return extra
 
 
-def tokenized_bleu_of(prefix: str, rows: tuple[Row, ...], mode: bool | str) -> dict:
+def tokenized_bleu_of(prefix: str, rows: tuple[ScoredSentence, ...], mode: bool | str) -> dict:
     """One set's tokenized BLEU (`PREFIX/bleu_tok_lc` or `PREFIX/bleu_tok_compound`) and its signature."""
     from transformer_mt.evaluation.metrics import compound_split_bleu, tokenized_lowercased_bleu
 
@@ -115,7 +115,7 @@ def tokenized_bleu_of(prefix: str, rows: tuple[Row, ...], mode: bool | str) -> d
             "bleu_tok_lc_signature": scores["bleu_tok_lc_signature"] + " (13a-tokenized, lowercased)"}
 
 
-def print_summary(title: str, metrics: dict, rows: tuple[Row, ...], samples: int = 3) -> None:
+def print_summary(title: str, metrics: dict, rows: tuple[ScoredSentence, ...], samples: int = 3) -> None:
     """Final metrics and a few translations, for the terminal; into a pipe or a file, lines are never
     cut at rich's default 80 columns (paths, sacreBLEU signatures)."""
     console = Console() if sys.stdout.isatty() else Console(width=10_000)
