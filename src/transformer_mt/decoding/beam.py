@@ -5,14 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.decoding.search import (
-    DecoderState,
-    Hypothesis,
-    SearchModel,
-    SearchOptions,
-    TargetPrefix,
-    check_interval,
-)
+from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, run_search
 from transformer_mt.errors import ConfigError
 from transformer_mt.validate import check, integer
 
@@ -94,60 +87,53 @@ class BeamSearch:
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
                  prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
-        batch, k, device = src.size(0), self.beam_size, src.device
-        pad_id, every = model.config.pad_id, check_interval(self.options.check_every, device)
-        forced = TargetPrefix.given(prefix_tokens, batch, model, device)  # of the sentences in the batch
-        limits = self.options.limits(model, src, forced)
-        longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()  # one host sync
-        steps = longest + 1
-        state = DecoderState(model, src, self.options.use_cache, beams=k, capacity=steps)  # one memory row per sentence
-        done = Finished.empty(batch, k, steps, device)
-        sentence = torch.arange(batch, device=device)  # of each sentence in the batch
-        prefix = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
-        scores = first_beam_only(batch, k, device)
+        def begin(batch: int, steps: int, device: torch.device) -> "BeamRun":
+            return BeamRun(self, batch, steps, device, eos_id)
 
-        for step in range(steps):
-            n = sentence.numel()
-            at_limit = self.options.at_limit(limits, step, first_limit)
-            at_limit = None if at_limit is None else at_limit[:, None].expand(n, k).reshape(-1)
-            lprobs = self.options.apply(state.step(prefix), prefix, step, at_limit, eos_id, pad_id, forced.at(step, k))
-            vocab = lprobs.size(1)
-            candidates = lprobs.add_(scores[:, None]).view(n, k * vocab)  # in place: lprobs is not needed again
-            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
-            top_beam, top_token = top_index // vocab, top_index % vocab
-            self.finish(done, sentence, prefix, step, top_scores, top_beam, top_token == eos_id)
+        return run_search(model, src, bos_id, eos_id, self.options, begin, beams=self.beam_size,
+                          prefix_tokens=prefix_tokens)
 
-            # the beam_size best extensions that do not end in EOS carry on; where fewer than
-            # beam_size are possible, the rest copy the best one with score -inf (dead beams)
-            open_scores = top_scores.masked_fill(top_token == eos_id, float("-inf"))
-            next_scores, pick = open_scores.topk(k, dim=1)
-            pick = torch.where(torch.isfinite(next_scores), pick, pick[:, :1])
-            rows = torch.arange(n, device=device)[:, None] * k + top_beam.gather(1, pick)  # (n, k) prefix rows
-            tokens = top_token.gather(1, pick)
-            keep = None
-            if (step + 1) % every == 0:  # which sentences go on: the check's one host sync
-                going = (done.count.index_select(0, sentence) < k) & torch.isfinite(next_scores[:, 0])
-                keep = going.nonzero().squeeze(1)
-                if keep.numel() == 0:
-                    break
-                if keep.numel() == n:
-                    keep = None
-                else:
-                    rows, tokens, next_scores, sentence, limits = (
-                        t.index_select(0, keep) for t in (rows, tokens, next_scores, sentence, limits))
-                    forced = forced.select(keep)
-            rows = rows.view(-1)
-            prefix = torch.cat([prefix.index_select(0, rows), tokens.view(-1, 1)], dim=1)
-            scores = next_scores.view(-1)
-            state.reorder(rows, keep)  # the memory changes only when sentences stop
-        return self.best(done)
 
-    def finish(self, done: Finished, sentence: torch.Tensor, prefix: torch.Tensor, step: int,
-               top_scores: torch.Tensor, top_beam: torch.Tensor, is_eos: torch.Tensor) -> None:
+class BeamRun:
+    """One call of beam search (a SearchRun): each sentence's beam scores and finished hypotheses,
+    on the device; its groups are the sentences in the batch, `beam_size` prefixes each."""
+
+    def __init__(self, search: BeamSearch, batch: int, steps: int, device: torch.device, eos_id: int) -> None:
+        self.search, self.eos_id, self.k = search, eos_id, search.beam_size
+        self.done = Finished.empty(batch, self.k, steps, device)
+        self.sentence = torch.arange(batch, device=device)  # of each sentence in the batch
+        self.scores = first_beam_only(batch, self.k, device).view(batch, self.k)  # the beams' scores
+
+    def step(self, step: int, lprobs: torch.Tensor, prefix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The 2 x beam_size best extensions of each sentence's beams: those ending in EOS among the
+        first beam_size finish; the beam_size best others carry on (where fewer are possible, the
+        rest copy the best one with score -inf: dead beams)."""
+        n, k, vocab = self.sentence.numel(), self.k, lprobs.size(1)
+        candidates = lprobs.add_(self.scores.view(-1)[:, None]).view(n, k * vocab)  # in place: not needed again
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        self.finish(prefix, step, top_scores, top_beam, top_token == self.eos_id)
+        open_scores = top_scores.masked_fill(top_token == self.eos_id, float("-inf"))
+        next_scores, pick = open_scores.topk(k, dim=1)
+        pick = torch.where(torch.isfinite(next_scores), pick, pick[:, :1])
+        self.scores = next_scores
+        rows = torch.arange(n, device=lprobs.device)[:, None] * k + top_beam.gather(1, pick)  # (n, k) prefix rows
+        return rows, top_token.gather(1, pick)
+
+    def going(self) -> torch.Tensor:
+        """The sentences with fewer than beam_size finished hypotheses and a beam that can go on."""
+        return (self.done.count.index_select(0, self.sentence) < self.k) & torch.isfinite(self.scores[:, 0])
+
+    def select(self, keep: torch.Tensor) -> None:
+        self.sentence, self.scores = self.sentence.index_select(0, keep), self.scores.index_select(0, keep)
+
+    def finish(self, prefix: torch.Tensor, step: int, top_scores: torch.Tensor, top_beam: torch.Tensor,
+               is_eos: torch.Tensor) -> None:
         """Record, on the device, the candidates (sentences in the batch x 2 beam_size) that end in
         EOS and rank among their sentence's first beam_size, in rank order, while it has fewer than
         beam_size finished hypotheses."""
-        n, k = sentence.numel(), self.beam_size
+        done, sentence, k = self.done, self.sentence, self.k
+        n = sentence.numel()
         ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (n, k)
         count = done.count.index_select(0, sentence)
         slot = count[:, None] + ends.cumsum(dim=1) - 1  # the place in the sentence's list of each that ends
@@ -161,20 +147,20 @@ class BeamSearch:
             rows = (torch.arange(n, device=slot.device)[:, None] * k + top_beam[:, :k]).view(-1)
             done.tokens[:, :step].index_copy_(0, flat, prefix.index_select(0, rows)[:, 1:])
 
-    def best(self, done: Finished) -> list[list[Hypothesis]]:
+    def result(self) -> list[list[Hypothesis]]:
         """The nbest finished hypotheses of each sentence, best first (read from the device once); a
         sentence whose rules no hypothesis could meet gets one empty, impossible hypothesis. The
         score, logprob / length_norm(length + 1), is computed here in double precision."""
         empty = Hypothesis([], float("-inf"), float("-inf"))
-        slots = 2 * self.beam_size
+        done, slots = self.done, 2 * self.k
         tokens, lengths, logprobs = done.tokens.tolist(), done.length.tolist(), done.logprob.tolist()
         out = []
         for b, count in enumerate(done.count.tolist()):
             hyps = []
             for i in range(b * slots, b * slots + count):
-                score = logprobs[i] / self.length_norm(lengths[i] + 1)
+                score = logprobs[i] / self.search.length_norm(lengths[i] + 1)
                 hyps.append(Hypothesis(tokens[i][: lengths[i]], score, logprobs[i]))
-            out.append(sorted(hyps, key=lambda h: -h.score)[: self.nbest] or [empty])
+            out.append(sorted(hyps, key=lambda h: -h.score)[: self.search.nbest] or [empty])
         return out
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, token_by_token
+from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, TokenRun, run_search
 
 
 class GreedySearch:
@@ -17,6 +17,7 @@ class GreedySearch:
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
                  prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
-        hyps = token_by_token(model, src, bos_id, eos_id, self.options, lambda lprobs: lprobs.argmax(-1),
-                              prefix_tokens=prefix_tokens)
-        return [[h] for h in hyps]
+        def begin(rows: int, steps: int, device: torch.device) -> TokenRun:
+            return TokenRun(rows, steps, device, lambda lprobs: lprobs.argmax(-1), eos_id)
+
+        return run_search(model, src, bos_id, eos_id, self.options, begin, prefix_tokens=prefix_tokens)

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, token_by_token
+from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, TokenRun, run_search
 from transformer_mt.validate import check, integer, number
 
 
@@ -69,7 +69,8 @@ class Sampling:
         def draw(lprobs: torch.Tensor) -> torch.Tensor:
             return multinomial(self.distribution(lprobs), generator)
 
-        hyps = token_by_token(model, src, bos_id, eos_id, self.options, draw, copies=self.nbest, default_check_every=1,
-                              prefix_tokens=prefix_tokens)
-        n = self.nbest
-        return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]
+        def begin(rows: int, steps: int, device: torch.device) -> TokenRun:
+            return TokenRun(rows, steps, device, draw, eos_id, copies=self.nbest)
+
+        return run_search(model, src, bos_id, eos_id, self.options, begin, copies=self.nbest, default_check_every=1,
+                          prefix_tokens=prefix_tokens)

@@ -220,52 +220,115 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, prefix: torch.Tensor, n: int) -> t
     return lprobs.masked_fill(mask[:, :vocab], float("-inf"))
 
 
-def token_by_token(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, options: SearchOptions, pick,
-                   copies: int = 1, default_check_every: int | None = None,
-                   prefix_tokens: torch.Tensor | None = None) -> list[Hypothesis]:
-    """Extend every row by the token `pick(lprobs)` chooses (lprobs with the rules applied; while
-    a row's `prefix_tokens` last, the forced token is its only choice: TargetPrefix) until EOS.
-    Every `options.check_every` steps (check_interval; None: `default_check_every`, or
-    check_interval's) the rows that have ended leave the batch, so the model only runs on
-    unfinished ones; in between, an ended row rides along and what it picks is
-    ignored. Each source is encoded once and decoded `copies` times in consecutive rows (its memory
-    row copied too, so one prefix per memory row: beams = 1). One hypothesis per row.
+class SearchRun(Protocol):
+    """What one call of a search keeps while the loop (`run_search`) runs it: how it picks each
+    step's tokens, and its results. Its rows come in groups, one per memory row: `beams`
+    consecutive prefixes each (a sentence's beams; 1 for greedy search and sampling, whose groups
+    are rows of their own)."""
 
-    Host syncs: one at the start (the limits), one per check (which rows go on), one at the end."""
+    def step(self, step: int, lprobs: torch.Tensor, prefix: torch.Tensor
+             ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The next tokens (groups, beams), given lprobs (groups x beams, V) with the rules applied
+        and the prefixes so far (groups x beams, step + 1), and the prefix row each extends
+        (groups, beams); None: each row extends its own."""
+
+    def going(self) -> torch.Tensor:
+        """(groups,): on the device, which groups go on (at a check: the others leave the batch)."""
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Only the groups `keep` go on."""
+
+    def result(self) -> list[list[Hypothesis]]:
+        """The hypotheses of each sentence (one group or `copies` of them), best first."""
+
+
+def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, options: SearchOptions,
+               begin, beams: int = 1, copies: int = 1, default_check_every: int | None = None,
+               prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+    """The one decoding loop of every search (fairseq's sequence_generator shape, the strategies'
+    own part a SearchRun): encode the sources once, then every step take the log-probabilities of
+    the next token (options.apply's rules; while a row's `prefix_tokens` last, the forced token is
+    its only choice: TargetPrefix), let the run pick the tokens (`begin(groups, steps, device)`
+    makes the run), and extend the prefixes, until every row's limit. Every `options.check_every`
+    steps (check_interval; None: `default_check_every`, or check_interval's) the groups the run
+    says are done leave the batch, so the model runs only on the others; in between they ride
+    along without changing the result. Each source is one group of `beams` prefixes, or `copies`
+    groups in consecutive rows (its memory row copied too).
+
+    Host syncs: one at the start (the limits), one per check (which groups go on), one at the end."""
     every = check_interval(default_check_every if options.check_every is None else options.check_every, src.device)
     forced = TargetPrefix.given(prefix_tokens, src.size(0), model, src.device)
     limits = options.limits(model, src, forced)
     longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()
     steps = longest + 1  # rules force EOS at each row's limit: every row ends within `steps`
-    state = DecoderState(model, src, options.use_cache, beams=1, capacity=steps)
+    state = DecoderState(model, src, options.use_cache, beams=beams, capacity=steps)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device)[:, None].expand(-1, copies).reshape(-1)
         state.reorder(rows, rows)
         limits, forced = limits.index_select(0, rows), forced.select(rows)
-    n = limits.numel()
-    out = torch.full((n, steps), eos_id, dtype=torch.long, device=src.device)  # each row's tokens, then EOS
-    scores = torch.zeros(n, device=src.device)
-    alive = torch.arange(n, device=src.device)  # the rows of the batch, in the order of `out`
-    ended = torch.zeros(n, dtype=torch.bool, device=src.device)  # rows of the batch that have picked EOS
-    tokens = torch.full((n, 1), bos_id, dtype=torch.long, device=src.device)  # each row's BOS and tokens so far
+    run: SearchRun = begin(limits.numel(), steps, src.device)
+    prefix = torch.full((limits.numel() * beams, 1), bos_id, dtype=torch.long, device=src.device)
     for step in range(steps):
+        n = limits.numel()
         at_limit = options.at_limit(limits, step, first_limit)
-        lprobs = options.apply(state.step(tokens), tokens, step, at_limit, eos_id, model.config.pad_id, forced.at(step))
-        token = pick(lprobs)
-        gained = lprobs.gather(1, token[:, None]).squeeze(1).masked_fill(ended, 0.0)  # ended rows gain nothing
-        scores.index_add_(0, alive, gained)
-        out[:, step].index_copy_(0, alive, token)  # after a row's first EOS, what it picks is never read
-        ended |= token == eos_id
+        if at_limit is not None and beams > 1:  # each group's limit, for each of its prefixes
+            at_limit = at_limit[:, None].expand(n, beams).reshape(-1)
+        lprobs = options.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id,
+                               forced.at(step, beams))
+        rows, tokens = run.step(step, lprobs, prefix)
+        keep = None
         if (step + 1) % every == 0:
-            keep = (~ended).nonzero().squeeze(1)  # the check's host sync
+            keep = run.going().nonzero().squeeze(1)  # the check's host sync
             if keep.numel() == 0:
                 break
-            if keep.numel() < ended.numel():
-                alive, tokens, limits, token = (t.index_select(0, keep) for t in (alive, tokens, limits, token))
-                ended, forced = ended.index_select(0, keep), forced.select(keep)
-                state.reorder(keep, keep)
-        tokens = torch.cat([tokens, token[:, None]], dim=1)
-    hyps = []
-    for row, score in zip(out.tolist(), scores.tolist()):
-        hyps.append(Hypothesis(row[: row.index(eos_id)], score, score))
-    return hyps
+            if keep.numel() == n:
+                keep = None
+            else:
+                if rows is None:  # each row its own: the kept groups' rows
+                    rows = keep[:, None] * beams + torch.arange(beams, device=keep.device)
+                else:
+                    rows = rows.index_select(0, keep)
+                tokens, limits, forced = tokens.index_select(0, keep), limits.index_select(0, keep), forced.select(keep)
+                run.select(keep)
+        if rows is None:
+            prefix = torch.cat([prefix, tokens.view(-1, 1)], dim=1)
+            continue
+        rows = rows.reshape(-1)
+        prefix = torch.cat([prefix.index_select(0, rows), tokens.view(-1, 1)], dim=1)
+        state.reorder(rows, keep)  # the memory changes only when groups leave
+    return run.result()
+
+
+class TokenRun:
+    """One call of a search that extends every row by one token of its own (greedy search,
+    sampling: `pick(lprobs)` chooses it): each row's tokens and score (the sum of its tokens'
+    log-probabilities, EOS included), and whether it has ended (picked EOS; what it picks after is
+    never read). The groups are single rows; `copies` consecutive ones make a sentence's samples."""
+
+    def __init__(self, rows: int, steps: int, device: torch.device, pick, eos_id: int, copies: int = 1) -> None:
+        self.pick, self.eos_id, self.copies = pick, eos_id, copies
+        self.out = torch.full((rows, steps), eos_id, dtype=torch.long, device=device)  # each row's tokens, then EOS
+        self.scores = torch.zeros(rows, device=device)
+        self.alive = torch.arange(rows, device=device)  # the rows of the batch, in the order of `out`
+        self.ended = torch.zeros(rows, dtype=torch.bool, device=device)  # rows of the batch that picked EOS
+
+    def step(self, step: int, lprobs: torch.Tensor, prefix: torch.Tensor) -> tuple[None, torch.Tensor]:
+        token = self.pick(lprobs)
+        gained = lprobs.gather(1, token[:, None]).squeeze(1).masked_fill(self.ended, 0.0)  # ended rows gain nothing
+        self.scores.index_add_(0, self.alive, gained)
+        self.out[:, step].index_copy_(0, self.alive, token)
+        self.ended |= token == self.eos_id
+        return None, token[:, None]
+
+    def going(self) -> torch.Tensor:
+        return ~self.ended
+
+    def select(self, keep: torch.Tensor) -> None:
+        self.alive, self.ended = self.alive.index_select(0, keep), self.ended.index_select(0, keep)
+
+    def result(self) -> list[list[Hypothesis]]:
+        """Each sentence's `copies` hypotheses, best first."""
+        hyps = [Hypothesis(row[: row.index(self.eos_id)], score, score)
+                for row, score in zip(self.out.tolist(), self.scores.tolist())]
+        n = self.copies
+        return [sorted(hyps[i : i + n], key=lambda h: -h.score) for i in range(0, len(hyps), n)]

@@ -90,6 +90,11 @@ class MultiHeadAttention(nn.Module):
         k, v = self.kv_proj(memory).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
+    def _merge(self, out: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, d_k) heads -> (B, T, D) through the output projection."""
+        b, _, t, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
+
     def forward(
         self,
         x: torch.Tensor,
@@ -98,45 +103,54 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         cache: SelfAttentionCache | CrossAttentionCache | None = None,
     ) -> torch.Tensor:
-        """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S). A `Varlen` mask: x (and
-        memory) are packed streams (N, D) of the sequences it lays out (`packed`).
-
-        Cross-attention's memory has B / beams rows, `beams` from its CrossAttentionCache (no
-        cache: 1): `beams` consecutive rows of x (the beams of a sentence) share one, attended as
-        extra query positions so that the memory's K, V are never copied per beam. A query batch
-        that is not exactly beams x the memory's is a ValueError.
-
-        With a cache, self-attention appends this step's K, V to its SelfAttentionCache and attends
-        to every position so far; cross-attention projects the memory into its CrossAttentionCache
-        once and reuses it (memory may then be None).
-        """
+        """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S). One path each: packed
+        streams (a `Varlen` mask: `packed`), self-attention (`self_attention`, with its cache) and
+        cross-attention (`cross_attention`, with its cache and beams)."""
         if isinstance(mask, Varlen):
             return self.packed(x, memory, mask, is_causal)
-        beams = 1
         if self.cross:
-            q = self._split(self.q_proj(x))
-            k, v = self._memory_kv(memory, cache)
-            beams = cache.beams if cache is not None else 1
-            _check_beams(q.size(0), k.size(0), beams)
-        else:
-            q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
-            if cache is not None:
-                k, v = cache.append(k, v)
-        b, _, t, _ = q.shape
-        if beams > 1:  # (B, H, T) queries -> (B / beams, H, beams * T) queries
-            q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
+            return self.cross_attention(x, memory, mask, cache)
+        return self.self_attention(x, mask, is_causal, cache)
+
+    def self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
+                       cache: SelfAttentionCache | None) -> torch.Tensor:
+        """Q, K and V from x; with a cache, this step's K, V appended to it and every position so far
+        attended to."""
+        q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        if cache is not None:
+            k, v = cache.append(k, v)
+        return self._merge(self.attend(q, k, v, mask, is_causal))
+
+    def cross_attention(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
+                        cache: CrossAttentionCache | None) -> torch.Tensor:
+        """Q from x, K and V from the encoder memory (with a cache: projected once and reused, memory
+        may then be None). The memory has B / beams rows, `beams` from the cache (no cache: 1):
+        `beams` consecutive rows of x (the beams of a sentence) share one, attended as extra query
+        positions so that the memory's K, V are never copied per beam. A query batch that is not
+        exactly beams x the memory's is a ValueError."""
+        q = self._split(self.q_proj(x))
+        k, v = self._memory_kv(memory, cache)
+        beams = cache.beams if cache is not None else 1
+        _check_beams(q.size(0), k.size(0), beams)
+        if beams == 1:
+            return self._merge(self.attend(q, k, v, mask, False))
+        b, _, t, _ = q.shape  # (B, H, T) queries -> (B / beams, H, beams * T) queries, and back
+        q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
+        out = self.attend(q, k, v, mask, False, beams)
+        return self._merge(out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
+               beams: int = 1) -> torch.Tensor:
+        """SDPA of the heads, (B, H, T, d_k); inside `attention_maps` with the probabilities recorded
+        (as (B x beams, H, T / beams, S) for queries that are `beams` sentences' beams side by side)."""
         dropout = self.dropout if self.training else 0.0
         if self.maps is None:
-            out = sdpa(q, k, v, mask, dropout, is_causal)
-        else:
-            out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
-            if beams > 1:
-                weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
-            self.maps.append(weights)
+            return sdpa(q, k, v, mask, dropout, is_causal)
+        out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
         if beams > 1:
-            out = out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k)
-        out = out.transpose(1, 2).reshape(b, t, self.heads * self.d_k)
-        return self.out_proj(out)
+            weights = weights.unflatten(2, (beams, weights.size(2) // beams)).transpose(1, 2).flatten(0, 1)
+        self.maps.append(weights)
+        return out
 
     def packed(self, x: torch.Tensor, memory: torch.Tensor | None, layout: Varlen, is_causal: bool) -> torch.Tensor:
         """Packed streams: x (Nq, D) and the memory (Nk, D) of cross-attention -> (Nq, D)."""
