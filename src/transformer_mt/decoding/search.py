@@ -1,8 +1,11 @@
 """What every search strategy shares: the model interface it needs (SearchModel), hypotheses, the
 options every search takes (SearchOptions: the rules its outputs obey -- length limits, EOS,
 padding, repeated n-grams, a forced target prefix -- and how it runs the model), the target
-prefixes a search may be given (TargetPrefix), and the decoder state that runs the model one step
-at a time (with the KV cache, or by re-decoding the prefix for comparison).
+prefixes a search may be given (TargetPrefix), the decoder state that runs the model one step at
+a time (with the KV cache, or by re-decoding the prefix for comparison), and the one decoding loop
+(`run_search`) every search plugs its own step into (a SearchRun: TokenRun here for greedy search
+and sampling, BeamRun in beam.py), as fairseq's search.py strategies plug into its
+sequence_generator.
 
 No search waits for the host at every step: what a step decides stays on the device, and the
 searches look at it (which rows ended, which sentences stopped) every `check_every` steps, where
