@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # Hydra's default sweeper
+# Hydra's default sweeper: Hydra 1.3 offers it only from hydra._internal (no public module holds it);
+# this plugin extends it rather than copy its sweep expansion and batching
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.utils import JobReturn, JobStatus
 
 
