@@ -274,10 +274,8 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
     for step in range(steps):
         n = limits.numel()
         at_limit = options.at_limit(limits, step, first_limit)
-        if at_limit is not None and beams > 1:  # each group's limit, for each of its prefixes
-            at_limit = at_limit[:, None].expand(n, beams).reshape(-1)
-        lprobs = options.apply(state.step(prefix), prefix, step, at_limit, eos_id, model.config.pad_id,
-                               forced.at(step, beams))
+        lprobs = options.apply(state.step(prefix), prefix, step, each_prefix(at_limit, beams), eos_id,
+                               model.config.pad_id, forced.at(step, beams))
         rows, tokens = run.step(step, lprobs, prefix)
         keep = None
         if (step + 1) % every == 0:
@@ -287,11 +285,7 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
             if keep.numel() == n:
                 keep = None
             else:
-                if rows is None:  # each row its own: the kept groups' rows
-                    rows = keep[:, None] * beams + torch.arange(beams, device=keep.device)
-                else:
-                    rows = rows.index_select(0, keep)
-                tokens, limits, forced = tokens.index_select(0, keep), limits.index_select(0, keep), forced.select(keep)
+                rows, tokens, limits, forced = kept(keep, beams, rows, tokens, limits, forced)
                 run.select(keep)
         if rows is None:
             prefix = torch.cat([prefix, tokens.view(-1, 1)], dim=1)
@@ -300,6 +294,22 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
         prefix = torch.cat([prefix.index_select(0, rows), tokens.view(-1, 1)], dim=1)
         state.reorder(rows, keep)  # the memory changes only when groups leave
     return run.result()
+
+
+def each_prefix(at_limit: torch.Tensor | None, beams: int) -> torch.Tensor | None:
+    """A group's flag (groups,) for each of its `beams` prefixes (groups x beams,)."""
+    return at_limit if at_limit is None or beams == 1 else at_limit[:, None].expand(-1, beams).reshape(-1)
+
+
+def kept(keep: torch.Tensor, beams: int, rows: torch.Tensor | None, tokens: torch.Tensor, limits: torch.Tensor,
+         forced: TargetPrefix) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TargetPrefix]:
+    """The groups `keep` of a step's prefix rows (None, each row its own: the kept groups' rows),
+    tokens, limits and target prefixes."""
+    if rows is None:
+        rows = keep[:, None] * beams + torch.arange(beams, device=keep.device)
+    else:
+        rows = rows.index_select(0, keep)
+    return rows, tokens.index_select(0, keep), limits.index_select(0, keep), forced.select(keep)
 
 
 class TokenRun:

@@ -75,7 +75,6 @@ class TranslationModule(L.LightningModule):
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
         self.others = torch.nn.ModuleList(self.ensemble_members(ensemble or []))
         self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, quantize)
-        self.quantize = self.translator.quantize
         # the last evaluation of each stage's sets: `val`, `test` (the first set), `val/NAME` (the others)
         self.results: dict[str, EvalResults] = {}
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
@@ -83,6 +82,11 @@ class TranslationModule(L.LightningModule):
         self.evaluations: dict[int, Evaluation] = {}  # the running one of each set (its dataloader index)
         self.compiled = compiled_step(compile)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
+
+    @property
+    def quantize(self) -> str:
+        """The int8 rule its Translator decodes with (none | int8)."""
+        return self.translator.quantize
 
     def ensemble_members(self, paths: list[str]) -> list[torch.nn.Module]:
         """The models of an ensemble's other members, which must have this model's vocabularies."""
