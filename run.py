@@ -14,9 +14,11 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.multirun import child_argv
 from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
+from transformer_mt.schema.store import register
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 register_resolvers()  # ${pid:} in run folder names (conf/hydra/default.yaml)
+register()  # the schema (src/transformer_mt/schema): the top-level keys and the task options
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

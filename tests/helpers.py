@@ -23,6 +23,7 @@ from omegaconf import DictConfig, open_dict
 from tests.warm_start import Server
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.run_folder import register_resolvers
+from transformer_mt.schema.store import register
 from transformer_mt.training.last_checkpoint import LastCheckpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,7 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
     """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
     its cache at cache_dir (default: output_dir/.cache)."""
     register_resolvers()  # as run.py does
+    register()
     hydra = GlobalHydra.instance()
     if not (hydra.is_initialized() and hydra.hydra is _composer[0]):  # Hydra set up once a process (0.1 s)
         hydra.clear()

@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 from tests.helpers import ROOT
+from transformer_mt.schema.store import TASKS as TASK_SCHEMAS
 
 PACKAGE = ROOT / "src" / "transformer_mt"
 # what each part of transformer_mt may build on: lower numbers only (its own package aside)
 LAYERS = {
     "errors": 0,
-    "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1,  # helpers every layer may use
+    "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1, "choices": 1,  # helpers every layer may use
+    "schema": 2,  # the config's keys (Hydra structured configs), registered before Hydra composes
     "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data
@@ -96,11 +98,11 @@ def test_no_import_cycle_at_load_time():
             visit(module, [])
 
 
-TASKS = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
+TASKS = sorted(TASK_SCHEMAS)
 
 
 def test_the_tasks_package_shows_its_entry_points():
-    """tasks/ holds one module per task (conf/task/<name>.yaml names its run function there) and
+    """tasks/ holds one module per task (its schema class, transformer_mt.schema, names its run function there) and
     its helpers in named subpackages."""
     top = PACKAGE / "tasks"
     assert sorted(p.stem for p in top.glob("*.py") if p.stem != "__init__") == TASKS

@@ -27,6 +27,7 @@ os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+from transformer_mt.schema.store import register  # noqa: E402
 from transformer_mt.tasks import train  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
 from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
@@ -57,6 +58,7 @@ class ValidationClock(L.Callback):
 
 def configure(output_dir: Path, overrides: list[str]):
     GlobalHydra.instance().clear()
+    register()  # as run.py does
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides)
     with open_dict(cfg):

@@ -74,6 +74,9 @@ def compose_run_config(model: str, compile_: str | None):
     """The run config of `python run.py model=<model> [module.compile=<backend>]` (hydra compose)."""
     from hydra import compose, initialize_config_dir
 
+    from transformer_mt.schema.store import register
+
+    register()  # as run.py does
     overrides = [f"model={model}", *([f"++module.compile={compile_}"] if compile_ else [])]
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"), job_name="loop_speed"):
         return compose(config_name="config", overrides=overrides)

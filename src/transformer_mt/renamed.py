@@ -3,11 +3,12 @@
 The rule (README, "Configuration"): a task's own options live under `task.` (its file
 `conf/task/<name>.yaml`); the top level holds what every task shares (`seed`, `ckpt_path`,
 `quantize`, `progress`, ...) and the groups; every task runs on `trainer.accelerator` /
-`trainer.devices`. Keys renamed to follow it are refused, not translated: a command or preset that
-still says `input=` fails at once instead of being silently ignored.
+`trainer.devices`. Keys renamed to follow it are refused, not translated: a command that still
+says `input=` fails at once with one line naming the new key (a preset that still sets one is
+refused by Hydra's composition: the schema, transformer_mt.schema, declares no such key).
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from transformer_mt.errors import ConfigError
 
@@ -52,12 +53,3 @@ def refuse_old_keys(overrides: Iterable[str]) -> None:
             if key == old or key.startswith(old + "."):
                 raise ConfigError(message(old))
 
-
-def refuse_old_config_keys(cfg: Mapping) -> None:
-    """A ConfigError for a renamed key that a config file (an experiment preset, say) still sets."""
-    for old in RENAMED:
-        node: object = cfg
-        for part in old.split("."):
-            node = node.get(part) if isinstance(node, Mapping) and part in node else None
-        if node is not None:
-            raise ConfigError(message(old))

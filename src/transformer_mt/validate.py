@@ -5,7 +5,7 @@ WHAT` (tests/test_validate.py keeps hand-written `must be` messages out); the pr
 (`integer`, `number`, `one_of`, and the (predicate, what) pairs PROBABILITY and BOOLEAN) are what
 it tests with. This module sits below every other: it imports transformer_mt.errors only."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from transformer_mt.errors import ConfigError
 
@@ -50,3 +50,14 @@ def check(key: str, value, ok: Callable[[object], bool], what: str, nullable: bo
         return
     if not ok(value):
         raise ConfigError(f"{key}={value!r}: must be {what}")
+
+
+def text(v: object) -> bool:
+    """A non-empty string."""
+    return isinstance(v, str) and v != ""
+
+
+PATH = (text, "a path")
+PATHS = (lambda v: text(v) or (isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                               and all(map(text, v))),
+         "a path or a list of paths ([a.ckpt,b.ckpt])")

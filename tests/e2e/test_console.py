@@ -48,7 +48,7 @@ COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",
 
 
 def test_help_is_a_short_usage_text_without_the_config():
-    """The common commands (as the guides in docs/ and conf/task/*.yaml write them), the config groups, Hydra's
+    """The common commands (as the guides in docs/ and the task schemas write them), the config groups, Hydra's
     flags and where the whole config is: not Hydra's template with a 200-line config dump."""
     result = run_py("--help")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -4,11 +4,11 @@ ensemble; a model ensembled with itself gives its own outputs; members must shar
 import pytest
 import torch
 from torch.nn.utils.rnn import pad_sequence
-from transformer_mt.inference.members import load_translator
 
 from tests.helpers import ROOT, compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.members import load_translator
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow

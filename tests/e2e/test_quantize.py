@@ -3,12 +3,12 @@ at nearly the BLEU of the fp32 model, leaving the model and the checkpoint as th
 
 import pytest
 import torch
-from transformer_mt.inference.members import load_translator
 
 from tests.helpers import compose_config
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.decoding import GreedySearch
 from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.inference.members import load_translator
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow

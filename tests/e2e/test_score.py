@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformer_mt.inference.members import load_translator
 
 from tests.helpers import ROOT, compose_config
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.inference.members import load_translator
 from transformer_mt.tasks import run
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"

@@ -264,8 +264,8 @@ def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
     assert (tmp_path / "ct2" / "model.bin").is_file()  # CTranslate2 has pre-norm Transformers
     for args, message in ((["task.format=ct2", f"task.output={tmp_path}/ct2"],
                            f"task.output={tmp_path}/ct2: already exists"),
-                          (["task.format=ct2", "quantize=int4", f"task.output={tmp_path}/q"],
-                           "quantize=int4: task.format=ct2 takes"),
+                          (["task.format=ct2", "task.quantization=int4", f"task.output={tmp_path}/q"],
+                           "task.quantization='int4': must be none, int8, int8_float16"),
                           (["task.format=onnx"], "task.format='onnx': must be hf")):
         with pytest.raises(ConfigError) as err:
             run(compose_config(tmp_path / "again", [*export, *args]))

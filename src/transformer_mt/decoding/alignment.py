@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
+from transformer_mt.choices import ALIGNMENT_HEADS
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.maps import attention_maps
 from transformer_mt.validate import check, integer, one_of
-
-HEADS = ("mean", "max")
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class CrossAttentionAligner:
         if not (integer(-num_layers)(self.layer) and self.layer < num_layers):
             raise ConfigError(f"task.alignment_layer={self.layer!r}: the model has {num_layers} decoder layers "
                               f"(0 to {num_layers - 1}, or -1 for the last)")
-        check("task.alignment_heads", self.heads, lambda v: one_of(*HEADS)(v) or integer(0, num_heads - 1)(v),
+        check("task.alignment_heads", self.heads, lambda v: one_of(*ALIGNMENT_HEADS)(v) or integer(0, num_heads - 1)(v),
               f"mean, max or a head number (0 to {num_heads - 1})")
         return self
 

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from transformer_mt.choices import LONG_LINES
 from transformer_mt.errors import DataError
 from transformer_mt.validate import check, listing, one_of
 
 log = logging.getLogger(__name__)
 
-MODES = ("error", "skip", "truncate")
 DONE = {"skip": "skipped", "truncate": "truncated"}
 
 
@@ -33,7 +33,7 @@ class LongLines:
     def from_options(cls, options: Mapping) -> "LongLines":
         """The rule task.long_lines names; any other value is a ConfigError naming the key."""
         mode = options.get("long_lines") or "error"
-        check("task.long_lines", mode, one_of(*MODES), listing(MODES))
+        check("task.long_lines", mode, one_of(*LONG_LINES), listing(LONG_LINES))
         return cls(str(mode))
 
     def fit(self, sources: list[list[int]], limit: int, eos: int, places: list[str]) -> list[list[int] | None]:

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
+from transformer_mt.choices import ALIGNMENT_UNITS
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.data.words import source_words, token_words
 from transformer_mt.decoding.alignment import CrossAttentionAligner
 from transformer_mt.validate import check, listing, one_of
 
-UNITS = ("words", "subwords")
 Texts = Callable[[list[list[int]], list[int]], list[str]]  # (token sequences, their outputs) -> written texts
 
 
@@ -37,7 +37,7 @@ class Alignments:
         if not options.get("alignment"):
             return None
         unit = options.get("alignment_unit", "words")
-        check("task.alignment_unit", unit, one_of(*UNITS), listing(UNITS))
+        check("task.alignment_unit", unit, one_of(*ALIGNMENT_UNITS), listing(ALIGNMENT_UNITS))
         aligner = CrossAttentionAligner(options.get("alignment_layer", -1), options.get("alignment_heads", "mean"))
         return cls(aligner.check(model.config.num_decoder_layers, model.config.heads), unit)
 

@@ -9,10 +9,10 @@ CTranslate2 takes the subword tokens of a sentence as they come from the tokeniz
 
 from pathlib import Path
 
+from transformer_mt.choices import CT2_QUANTIZATIONS
 from transformer_mt.errors import ConfigError
 from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
-
-QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")
+from transformer_mt.validate import check, listing, one_of
 
 
 def build_spec(model, vocab):
@@ -98,8 +98,7 @@ def export_ct2(model, tokenizer, folder: Path, quantization: str = "none") -> No
     and its Vocabularies."""
     from ctranslate2.converters.converter import Converter
 
-    if quantization not in QUANTIZATIONS:
-        raise ConfigError(f"quantize={quantization}: task.format=ct2 takes {', '.join(QUANTIZATIONS)}")
+    check("task.quantization", quantization, one_of(*CT2_QUANTIZATIONS), listing(CT2_QUANTIZATIONS))
     spec = build_spec(model, tokenizer)
 
     class SpecConverter(Converter):

@@ -5,10 +5,9 @@ import warnings
 import torch
 from torch import nn
 
+from transformer_mt.choices import QUANTIZE
 from transformer_mt.errors import ConfigError
 from transformer_mt.validate import check, listing, one_of
-
-QUANTIZE = ("none", "int8")
 
 
 def check_quantize(value: str) -> str:

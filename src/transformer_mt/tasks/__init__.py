@@ -17,9 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
-from transformer_mt.renamed import refuse_old_config_keys
+from transformer_mt.schema.keys import check_keys
 from transformer_mt.tasks.runs.lightning_logs import route_lightning_logs
-from transformer_mt.validate import check, one_of
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +58,15 @@ def optimized_value(cfg: DictConfig, metrics: dict | None) -> float | None:
 
 
 def run(cfg: DictConfig):
-    """Save the resolved config in the run directory, then run cfg.task.run(cfg) (Lightning's log
+    """Save the resolved config in the run directory, check it against the schema (every key the
+    user must give has a value, every value its rule), then run cfg.task.run(cfg) (Lightning's log
     lines going through the job's logging once, float32 matmuls at `float32_matmul_precision`
     while it runs)."""
     route_lightning_logs()
-    refuse_old_config_keys(cfg)
     save_resolved_config(cfg)
     refuse_missing_values(cfg)
-    precision = cfg.get("float32_matmul_precision", "highest")
-    check("float32_matmul_precision", precision, one_of("highest", "high", "medium"),
-          "highest, high (TF32 on a GPU) or medium")
+    check_keys(cfg)
+    precision = cfg.float32_matmul_precision
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:

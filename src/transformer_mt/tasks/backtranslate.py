@@ -8,7 +8,7 @@ command, in stages, each a subfolder of the run folder (tasks/pipelines/stages.p
    `task.reverse_decoding` (unrestricted sampling), in chunks written atomically
    (tasks/pipelines/synthetic.py): train.TGT holds the text, train.SRC its back-translations.
 4. forward/: the training run on `data.corpus` and the synthetic corpus (`data.corpora.bt`, tagged
-   `task.tag`, weighted `task.weight`).
+   `task.synthetic_tag`, weighted `task.weight`).
 5. evaluation/: the forward model's test translations against the baseline's, by sacreBLEU's
    paired tests: comparison.json and one line in the log.
 
@@ -38,7 +38,6 @@ from transformer_mt.tasks.pipelines.stage_work import (
     translate_in,
 )
 from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
-from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,6 @@ log = logging.getLogger(__name__)
 def run(cfg: DictConfig) -> dict:
     options, folder = cfg.task, Path(cfg.paths.output_dir)
     corpus, names = pipeline_corpus(cfg)
-    check("task.weight", options.weight, number(0.0), "a number >= 0")
     monolingual = Path(str(options.monolingual))
     training = {"data": corpus.fingerprint("train"), "training": training_shape(cfg)}
     given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
@@ -58,7 +56,8 @@ def run(cfg: DictConfig) -> dict:
             "monolingual": file_digest(monolingual), "decoding": plain(options.reverse_decoding),
             "chunk_lines": options.chunk_lines, "seed": cfg.seed})}
     stages["forward"] = Stage("forward", folder / "forward", {
-        "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.tag, **training})
+        "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.synthetic_tag,
+        **training})
     stages["evaluation"] = Stage("evaluation", folder / "evaluation", {
         "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
     if not stages["synthetic"].done() or stages["synthetic"].changed():  # else its text was read when made
@@ -69,7 +68,7 @@ def run(cfg: DictConfig) -> dict:
     reverse = given or [reverse_model(cfg, stages["reverse"], corpus, names)]
     translate_in(stages["synthetic"], cfg, reverse, options.reverse_decoding, str(monolingual),
                  partial(file_sources, monolingual), (names[1], names[0]))
-    bt = synthetic_corpus(stages["synthetic"].folder, names, options.tag, options.weight)
+    bt = synthetic_corpus(stages["synthetic"].folder, names, options.synthetic_tag, options.weight)
     metrics = train_in(stages["forward"], cfg, {"data.corpora.bt": bt})
     if metrics and baseline:
         metrics["comparison"] = compare_with_baseline(stages["evaluation"], baseline, metrics, "forward")

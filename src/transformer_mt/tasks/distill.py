@@ -35,7 +35,6 @@ from transformer_mt.tasks.pipelines.stage_work import (
     translate_in,
 )
 from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
-from transformer_mt.validate import check, number
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 def run(cfg: DictConfig) -> dict:
     options, folder = cfg.task, Path(cfg.paths.output_dir)
     corpus, names = pipeline_corpus(cfg)
-    check("task.originals_weight", options.originals_weight, number(0.0), "a number >= 0")
     teacher = model_checkpoints(plain(options.teacher), "task.teacher")
     baseline = Path(options.baseline) if options.get("baseline") else None
     baseline_run = finished_run(baseline, "task.baseline") if baseline is not None else None  # before any work

@@ -24,19 +24,25 @@ from transformer_mt.checkpoints.loading import checkpoint_path
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.members import load_members
 from transformer_mt.progress import ProgressBar
-from transformer_mt.validate import check, one_of
 
 log = logging.getLogger(__name__)
 
-NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}
+NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}  # task.format (choices.EXPORT_FORMATS): its package
+
+
+def weight_type(cfg: DictConfig) -> str:
+    """The exported weights' type: task.quantization, else the top-level quantize (none or int8)."""
+    given = cfg.task.quantization
+    quantize = str(given if given is not None else cfg.quantize)
+    if cfg.task.format == "hf" and quantize != "none":
+        key = "task.quantization" if given is not None else "quantize"
+        raise ConfigError(f"{key}={quantize}: task.format=hf exports the model's float weights; quantized exports "
+                          "are task.format=ct2")
+    return quantize
 
 
 def run(cfg: DictConfig) -> dict:
-    fmt, quantize = cfg.task.get("format"), str(cfg.get("quantize") or "none")
-    check("task.format", fmt, one_of(*NEEDS), "hf (Hugging Face Marian) or ct2 (CTranslate2)")
-    if fmt == "hf" and quantize != "none":
-        raise ConfigError(f"quantize={quantize}: task.format=hf exports the model's float weights (quantize=none); "
-                          "quantized exports are task.format=ct2")
+    fmt, quantize = cfg.task.format, weight_type(cfg)
     if importlib.util.find_spec(NEEDS[fmt]) is None:
         raise ConfigError(f"task.format={fmt} needs the {NEEDS[fmt]} package: pip install -e '.[export]'")
     path = checkpoint_path(cfg)

@@ -29,7 +29,6 @@ from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.lines.pairs import Pairs, read_pairs
 from transformer_mt.tasks.lines.writing import check_output, open_output
-from transformer_mt.validate import BOOLEAN, check, integer
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +73,6 @@ def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores
 
 def run(cfg: DictConfig) -> None:
     options = cfg.task
-    check("task.max_tokens", options.max_tokens, integer(1), "an integer >= 1")
-    for key in ("normalize", "token_scores"):
-        check(f"task.{key}", options[key], *BOOLEAN)
     paths = checkpoint_paths(cfg)
     check_output(options.get("output"))
     pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads

@@ -10,7 +10,6 @@ from omegaconf import DictConfig
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.data.text import decode_text, strip_invisible, text_lines
 from transformer_mt.errors import DataError
-from transformer_mt.validate import check, integer
 
 
 def read_chunks(stream: BinaryIO, size: int, name: str) -> Iterator[list[str]]:
@@ -45,7 +44,6 @@ def input_chunks(cfg: DictConfig) -> tuple[Iterator[list[str]], int | None]:
         lines = read_lines(cfg.task.input)
         return line_chunks(lines), len(lines)
     size = cfg.task.buffer_size
-    check("task.buffer_size", size, integer(1), "an integer >= 1 or null", nullable=True)
     if size is None and not sys.stdin.isatty():
         lines = read_all(sys.stdin.buffer, "stdin")
         return line_chunks(lines), len(lines)

@@ -1,5 +1,5 @@
 """A stage's run config, derived from the pipeline's composed config: the same config as a
-training run (the task=train node Hydra composes, with the pipeline's task options for it) in the
+training run (the task=train node of the schema, with the pipeline's task options for it) in the
 stage's folder, with the stage's own changes (its corpora, vocabularies, checkpoint). What a stage
 trains (`training_shape`) is read from that config, so a value set by a preset or on the command
 line is the same input."""
@@ -7,11 +7,12 @@ line is the same input."""
 import copy
 from typing import Any
 
-from hydra import compose
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from transformer_mt.config import plain
+from transformer_mt.schema.keys import described
+from transformer_mt.schema.one_model import TrainTask
+from transformer_mt.schema.shared import Trained
 
 # the parts of the config that say what a stage trains: another value redoes the stage
 SHAPING = ("data", "model", "optim", "module", "seed", "tokens_per_update")
@@ -19,8 +20,9 @@ SHAPING = ("data", "model", "optim", "module", "seed", "tokens_per_update")
 # reaches its resume, as the trainer's budget, callbacks and loggers do (tasks/runs/resume.py)
 RUNNING = {"data": ("num_workers", "num_proc", "cache_dir", "run_dir", "progress", "split"),
            "module": ("compile", "decoding", "val_decoding", "quantize")}
-# the pipeline's task options that its training stages take as their task=train options
-TRAINING_TASK_KEYS = ("last_n", "tokenized_bleu")
+# the pipeline's task options that its training stages take as their task=train options (the
+# pipelines' schemas inherit them from task=train's)
+TRAINING_TASK_KEYS = tuple(each.name for each in described(Trained))
 
 
 def training_shape(cfg: DictConfig) -> dict:
@@ -34,11 +36,6 @@ def training_shape(cfg: DictConfig) -> dict:
     return shape
 
 
-def train_task() -> DictConfig:
-    """The task=train node, as Hydra composes it for this job's config."""
-    return compose(config_name=HydraConfig.get().job.config_name, overrides=["task=train"]).task
-
-
 def stage_config(cfg: DictConfig, output_dir: str, changes: dict[str, Any], ckpt_path: str | None = None
                  ) -> DictConfig:
     """The pipeline's config `cfg` (a copy) as a training run in `output_dir`: the task=train node
@@ -46,7 +43,7 @@ def stage_config(cfg: DictConfig, output_dir: str, changes: dict[str, Any], ckpt
     node included), resumed from `ckpt_path` when given."""
     config = copy.deepcopy(cfg)
     with open_dict(config):
-        config.task = train_task()
+        config.task = OmegaConf.structured(TrainTask)
         for key in TRAINING_TASK_KEYS:
             config.task[key] = cfg.task[key]
         config.ckpt_path = ckpt_path

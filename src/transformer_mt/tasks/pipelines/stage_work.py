@@ -20,15 +20,12 @@ from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
 from transformer_mt.tasks.pipelines.synthetic import Sources, TranslationSettings, write_synthetic
 from transformer_mt.tasks.runs.config_checks import check_corpus_named
-from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
 
 def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
-    """data.corpus, built, and its two languages (`src` and `tgt` for a corpus without, the toy's);
-    task.chunk_lines is checked first."""
-    check("task.chunk_lines", cfg.task.chunk_lines, integer(1), "an integer >= 1")
+    """data.corpus, built, and its two languages (`src` and `tgt` for a corpus without, the toy's)."""
     check_corpus_named(cfg)
     corpus = instantiate(cfg.data.corpus)
     return corpus, (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))

@@ -163,7 +163,6 @@ def check_needed_callbacks(cfg: DictConfig) -> None:
 def check_averaging(cfg: DictConfig) -> None:
     """task.last_n needs the epoch checkpoints it averages: one line before any work."""
     n = cfg.task.get("last_n") or 0
-    check("task.last_n", n, integer(0), "an integer >= 0 (0: no averaging)")
     if not n:
         return
     epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")

@@ -11,7 +11,6 @@ from rich.table import Table
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.training.results import EvalResults, ScoredSentence
-from transformer_mt.validate import check, one_of
 
 
 def finite_or_none(value):
@@ -84,16 +83,14 @@ def read_test_set(run_dir: Path, name: str | None = None) -> tuple[list[str], li
     files = sets[name] if name else metrics
     return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
 
-TOKENIZED_BLEU = (False, True, "compound")
 
 
 def tokenized_bleu_extra(split: str, rows: tuple[ScoredSentence, ...], mode: bool | str = True,
                          sets: dict[str, EvalResults] | None = None) -> dict:
     """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
     compound, `<split>/bleu_tok_compound` (the paper's: tokenized, hyphenated compounds split); each
-    named set of `sets` its own (`<split>/NAME/bleu_tok_lc`); and the signature."""
-    check("task.tokenized_bleu", mode, one_of(*TOKENIZED_BLEU), "false, true (13a-tokenized, lowercased) or "
-          "compound (the paper's: tokenized, hyphenated compounds split)")
+    named set of `sets` its own (`<split>/NAME/bleu_tok_lc`); and the signature. (The schema has
+    checked the value: schema.shared.Scored.)"""
     extra = tokenized_bleu_of(split, rows, mode)
     for name, named in (sets or {}).items():
         extra.update(tokenized_bleu_of(f"{split}/{name}", named.rows, mode))

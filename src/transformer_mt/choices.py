@@ -1,0 +1,12 @@
+"""The allowed values of the config keys that take one of a set, each set defined once: the schema
+(transformer_mt.schema) checks the composed config with them, and the code that acts on a value
+imports its set from here. Only tuples: every layer may import this module."""
+
+QUANTIZE = ("none", "int8")  # quantize: how test, evaluate, translate and score decode
+CT2_QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")  # task.quantization
+EXPORT_FORMATS = ("hf", "ct2")  # task.format
+LONG_LINES = ("error", "skip", "truncate")  # task.long_lines
+ALIGNMENT_UNITS = ("words", "subwords")  # task.alignment_unit
+ALIGNMENT_HEADS = ("mean", "max")  # task.alignment_heads (or a head number)
+TOKENIZED_BLEU = (False, True, "compound")  # task.tokenized_bleu
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # float32_matmul_precision

@@ -1,0 +1,49 @@
+"""How the schema declares a key, and the one walk that checks a composed config against it.
+
+Each key is a dataclass field made by `key`: its default, a one-line description and what it must be
+(a predicate of transformer_mt.validate and its words). The fields are typed `Any` for OmegaConf on
+purpose: Hydra then composes the key set (an unknown key is refused at composition) and the defaults,
+while `check_keys` tests every value right after composition, before any work, with the one-line
+message `KEY=VALUE: must be WHAT` (OmegaConf's own type errors span several lines and name no rule)."""
+
+import copy
+from collections.abc import Callable
+from dataclasses import field, fields, is_dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer_mt.validate import check
+
+Rule = tuple[Callable[[object], bool], str]
+MISSING = "???"  # a key the user must give (OmegaConf's mark)
+
+
+def key(default: Any, help: str, must: Rule | None = None, nullable: bool = False) -> Any:
+    """A config key with its default, its description and what it must be (null too if `nullable`)."""
+    metadata = {"help": help, "must": must, "nullable": nullable}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def described(kind: type) -> list:
+    """The fields of schema class `kind` that are config keys (those made by `key`)."""
+    return [f for f in fields(kind) if "help" in f.metadata]
+
+
+def check_keys(node: DictConfig, prefix: str = "") -> None:
+    """Check every schema key of `node` and of the schema nodes under it (a ConfigError naming the
+    first bad one); values the user must still give (`???`) are left to refuse_missing_values."""
+    kind = OmegaConf.get_type(node)
+    if not (isinstance(kind, type) and is_dataclass(kind)):
+        return
+    for each in described(kind):
+        if OmegaConf.is_missing(node, each.name):
+            continue
+        value = node[each.name]
+        rule = each.metadata["must"]
+        if rule is not None:
+            check(prefix + each.name, value, *rule, nullable=each.metadata["nullable"])
+        if isinstance(value, DictConfig):
+            check_keys(value, f"{prefix}{each.name}.")

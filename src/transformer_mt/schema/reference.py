@@ -1,0 +1,49 @@
+"""docs/configuration.md's "Every key" section, written from the schema: for the top level and each
+task, every key with its default, what it must be and its description. `python -m
+transformer_mt.schema.reference` prints it; tests/docs check that the page holds exactly this."""
+
+import json
+from dataclasses import MISSING as NO_DEFAULT
+
+from transformer_mt.markdown import markdown_table
+from transformer_mt.schema.keys import MISSING, described
+from transformer_mt.schema.store import TASKS
+from transformer_mt.schema.top import RunConfig
+
+START = "<!-- every key: written by `python -m transformer_mt.schema.reference` from src/transformer_mt/schema -->"
+END = "<!-- end of every key -->"
+
+
+def default_text(value: object) -> str:
+    """A default as the command line writes it."""
+    if value == MISSING:
+        return "(required)"
+    if value is None or isinstance(value, bool):
+        return f"`{json.dumps(value)}`"
+    if isinstance(value, dict | list):
+        return "`" + json.dumps(value).replace('"', "") + "`"
+    return f"`{value}`"
+
+
+def key_table(kind: type, prefix: str) -> str:
+    """The Markdown table of schema class `kind`'s keys, named `prefix` + key."""
+    rows = []
+    for each in described(kind):
+        default = each.default_factory() if each.default is NO_DEFAULT else each.default
+        must = each.metadata["must"]
+        rule = (must[1] + (" or null" if each.metadata["nullable"] and "null" not in must[1] else "")) if must else ""
+        rows.append([f"`{prefix}{each.name}`", default_text(default), rule, each.metadata["help"]])
+    return markdown_table(["key", "default", "must be", "description"], rows)
+
+
+def reference() -> str:
+    """The section's text, between its START and END marks."""
+    parts = [START, "", "### Top level", "", key_table(RunConfig, "")]
+    for name, kind in TASKS.items():
+        usage = " ".join(line.strip() for line in (kind.__doc__ or "").splitlines())
+        parts += ["", f"### task={name}", "", usage, "", key_table(kind, "task.")]
+    return "\n".join([*parts, "", END])
+
+
+if __name__ == "__main__":
+    print(reference())

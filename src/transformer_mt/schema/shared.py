@@ -1,0 +1,56 @@
+"""Task keys that several tasks share, each declared once: a task's schema inherits the group it
+takes (a dataclass base), so that `task.tag` or `task.last_n` means one thing wherever it is."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.choices import TOKENIZED_BLEU
+from transformer_mt.schema.keys import key
+from transformer_mt.validate import integer, one_of, text
+
+TOKENIZED_BLEU_RULE = (one_of(*TOKENIZED_BLEU),
+                       "false, true (13a-tokenized, lowercased) or compound (the paper's: tokenized, hyphenated "
+                       "compounds split)")
+
+
+@dataclass
+class Scored:
+    """A task that reports test BLEU."""
+
+    tokenized_bleu: Any = key(False, "also report BLEU on 13a-tokenized, lowercased text (true; as older papers did, "
+                                     "not sacreBLEU's) or the paper's (compound: hyphenated compounds split)",
+                              TOKENIZED_BLEU_RULE)
+
+
+@dataclass
+class Trained(Scored):
+    """A task that trains a model (task=train, and the training stages of distill and backtranslate)."""
+
+    last_n: Any = key(0, "> 0: at the end, average the weights of the last N epoch checkpoints "
+                         "(callbacks.epoch_checkpoint) into checkpoints/average.ckpt and test that one instead of "
+                         "best.ckpt", (integer(0), "an integer >= 0 (0: no averaging)"))
+
+
+@dataclass
+class Tagged:
+    """A task whose model reads sources of tagged training corpora."""
+
+    tag: Any = key(None, "a tag of the training corpora (e.g. bt: the token <bt>), put before every source the "
+                         "model reads, as training did", (text, "a tag name (bt or <bt>)"), nullable=True)
+
+
+@dataclass
+class Batched:
+    """A task whose model translates or scores in batches."""
+
+    max_tokens: Any = key(4096, "token budget of a batch the model translates or scores (padded)",
+                          (integer(1), "an integer >= 1"))
+
+
+@dataclass
+class Chunked(Batched):
+    """A pipeline whose model writes a synthetic corpus, in chunks that a rerun resumes."""
+
+    chunk_lines: Any = key(10000, "the synthetic corpus is written (and resumed) this many lines at a time; with "
+                                  "trainer.devices N > 1, device k translates chunks k, k + N, ...",
+                           (integer(1), "an integer >= 1"))

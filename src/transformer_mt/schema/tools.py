@@ -1,0 +1,73 @@
+"""The task group's tools on finished runs: average, export, push, report."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS
+from transformer_mt.schema.keys import key
+from transformer_mt.schema.one_model import NAME, RUN
+from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of, text
+
+COUNT = (integer(1), "an integer >= 1 or null")
+
+
+@dataclass
+class AverageTask:
+    """python run.py task=average ckpt_path=[a.ckpt,b.ckpt] | task.run_dir=DIR task.last_n=N |
+    task.run_dir=DIR task.best_n=N: one checkpoint whose weights are the average of those."""
+
+    run: Any = key("transformer_mt.tasks.average.run", RUN)
+    name: Any = key("average", NAME)
+    run_dir: Any = key(None, "a training run's directory: its epoch checkpoints (checkpoints/epochs/)", PATH,
+                       nullable=True)
+    last_n: Any = key(None, "average the run's last N epoch checkpoints", COUNT, nullable=True)
+    best_n: Any = key(None, "or its N best by the monitored metric", COUNT, nullable=True)
+    output: Any = key(None, "default: average.ckpt in this task's run directory", PATH, nullable=True)
+
+
+@dataclass
+class ExportTask:
+    """python run.py task=export ckpt_path=PATH task.format=hf|ct2 [task.output=DIR]: a Hugging Face
+    MarianMTModel folder (its generation_config.json decodes as this command's `decoding`) or a
+    CTranslate2 model directory."""
+
+    run: Any = key("transformer_mt.tasks.export.run", RUN)
+    name: Any = key("export", NAME)
+    format: Any = key("hf", "hf: a Hugging Face MarianMTModel folder | ct2: a CTranslate2 model directory",
+                      (one_of(*EXPORT_FORMATS), "hf (Hugging Face Marian) or ct2 (CTranslate2)"))
+    output: Any = key(None, "a new folder; default: <format>/ in this task's run directory", PATH, nullable=True)
+    quantization: Any = key(None, "task.format=ct2: the weights' type (CTranslate2's quantization); null: the "
+                                  "top-level quantize (none or int8)",
+                            (one_of(*CT2_QUANTIZATIONS), listing(CT2_QUANTIZATIONS)), nullable=True)
+
+
+@dataclass
+class PushTask:
+    """python run.py task=push task.folder=DIR task.repo_id=USER/NAME: upload a task.format=hf export to
+    the Hugging Face Hub."""
+
+    run: Any = key("transformer_mt.tasks.push.run", RUN)
+    name: Any = key("push", NAME)
+    folder: Any = key(None, "the folder task=export task.format=hf wrote", PATH, nullable=True)
+    repo_id: Any = key(None, "the Hub repository, USER/NAME", (text, "USER/NAME"), nullable=True)
+    private: Any = key(True, "create the repository private", BOOLEAN)
+    commit_message: Any = key("Upload a transformer-mt model", "the upload's commit message",
+                              (text, "a non-empty string"))
+
+
+@dataclass
+class ReportTask:
+    """python run.py task=report task.sweep_dir=outputs/ablation/heads_<date> [task.metric=chrf]:
+    report.md, report.csv and report.png of a sweep, each row tested against the base row."""
+
+    run: Any = key("transformer_mt.tasks.report.run", RUN)
+    name: Any = key("report", NAME)
+    sweep_dir: Any = key(None, "a sweep's directory (python run.py -m ... wrote it)", PATH, nullable=True)
+    base_row: Any = key(None, "the base row's number (report.md's row column); null: the row whose settings "
+                              "equal the sweep's config", (integer(0), "an integer >= 0 or null"), nullable=True)
+    metric: Any = key("bleu", "the metric the significance tests compare: bleu | chrf | ter (lower is better) | "
+                              "bleu_tok_lc (BLEU on 13a-tokenized lowercased text)")
+    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)",
+                                 (integer(1), "an integer >= 1"))
+    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)",
+                                    (integer(1), "an integer >= 1"))

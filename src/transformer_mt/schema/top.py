@@ -1,0 +1,56 @@
+"""The top level of the config: the keys every task shares, and the groups (each its own node,
+composed from conf/<group>/*.yaml, or for `task` from this package's task classes)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.choices import MATMUL_PRECISIONS, QUANTIZE
+from transformer_mt.schema.keys import MISSING, key
+from transformer_mt.validate import BOOLEAN, PATHS, integer, listing, one_of, text
+
+GROUP = "the {} group's node (conf/{}/*.yaml: {}=OPTION)"
+
+
+def group(name: str, default: Any = MISSING) -> Any:
+    """A group's node: composed from its options; its keys are those options' (a constructor's arguments)."""
+    return key(default, GROUP.format(name, name, name))
+
+
+@dataclass
+class RunConfig:
+    """The composed config of `python run.py`."""
+
+    seed: Any = key(1234, "the run's seed (L.seed_everything, the data order, sampling)",
+                    (integer(0), "an integer >= 0"))
+    optimized_metric: Any = key("val/bleu_best", "the metrics.json key run.py returns to Hydra: what "
+                                                 "hparams_search=optuna maximizes", (text, "a metrics.json key"))
+    tags: Any = key([], "labels of the run (experiment presets set them)")
+    ckpt_path: Any = key(None, "a checkpoint (or a list: an ensemble): required by evaluate, translate, score, "
+                               "export; with task=train, resumes training from it", PATHS, nullable=True)
+    tokens_per_update: Any = key(None, "padded tokens (per side) per optimizer step, all devices together (the "
+                                       "paper: 25000); sets trainer.accumulate_grad_batches",
+                                 (integer(1), "an integer >= 1 or null"), nullable=True)
+    progress: Any = key(None, "progress bars on stderr while translating, preparing data, averaging, exporting: "
+                              "null when stderr is a terminal and the work lasts over a second; true always; "
+                              "false never", (BOOLEAN[0], "true, false or null"), nullable=True)
+    float32_matmul_precision: Any = key("highest", "float32 matrix products (torch.set_float32_matmul_precision): "
+                                                   "highest (full fp32) | high (TF32 on a GPU) | medium",
+                                        (one_of(*MATMUL_PRECISIONS), "highest, high (TF32 on a GPU) or medium"))
+    quantize: Any = key("none", "int8: test, evaluate, translate and score decode with an int8 copy of the linear "
+                                "layers (CPU only; the checkpoint stays fp32); none: the model as it is",
+                        (one_of(*QUANTIZE), listing(QUANTIZE)))
+    module: Any = key({}, "the LightningModule's arguments (conf/config.yaml); the build step adds the model, "
+                          "the vocabularies and the data")
+    model: Any = group("model")
+    data: Any = group("data")
+    trainer: Any = group("trainer")
+    decoding: Any = group("decoding")
+    val_decoding: Any = key(None, "validation's decoding when not `decoding`: decoding@val_decoding=greedy")
+    optim: Any = group("optim")
+    logger: Any = group("logger", None)
+    callbacks: Any = group("callbacks")
+    paths: Any = group("paths")
+    task: Any = key(MISSING, "the task's options (task=NAME: train, evaluate, translate, score, average, export, "
+                             "push, report, distill, backtranslate)")
+    row: Any = key(None, "experiment=ablation/*: the row a sweep job runs (a key of `rows`)")
+    rows: Any = key(None, "experiment=ablation/*: the settings of each row, by name")
