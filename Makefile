@@ -6,6 +6,7 @@
 #                      second time, computing as another CPU would: PORTABLE=avx2 (torch, MKL, oneDNN
 #                      and CTranslate2 held to AVX2) where torch computes with AVX-512, else
 #                      PORTABLE=default (no vector code); .ci/run runs it after make test
+# make config-docs   : docs/configuration.md's "Every key" written again from the schema (src/transformer_mt/schema)
 # make lint          : ruff
 # make clean         : remove caches only (.cache/, __pycache__/, .pytest_cache/, .ruff_cache/)
 # make clean-venv    : remove the virtual environment (VENV, default .venv)
@@ -39,7 +40,7 @@ PORTABLE ?= $(if $(filter AVX512,$(shell $(BIN)/python -c \
 	"import torch; print(torch.backends.cpu.get_cpu_capability())" 2>/dev/null)),avx2,default)
 PORTABLE_TESTS ?= tests/e2e tests/interop tests/training
 
-.PHONY: install run test test-fast test-portable lint clean clean-venv clean-outputs test-floors
+.PHONY: install run test test-fast test-portable lint clean clean-venv clean-outputs test-floors config-docs
 
 install: $(VENV)/.installed
 
@@ -91,3 +92,6 @@ test-floors:
 		$(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL))
 	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(FLOORS_VENV)/bin/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+config-docs: $(VENV)/.installed
+	$(BIN)/python -m transformer_mt.schema.reference --write docs/configuration.md

@@ -30,7 +30,7 @@ def test_margins_puts_each_recorded_value_beside_its_others_and_lists_the_failur
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "| test | value | native | avx2 |", "| --- | --- | ---: | ---: |",
+        "| test | value | native | avx2 |", "|---|---|---:|---:|",
         "| `test_x::test_bleu` | bleu | 99.04 | 98.4 |", "| `test_x::test_bleu` | gap | -0.0687 | - |",
         "", "native: 1 failed: test_x::test_other", "", "avx2: no test failed"]
 

@@ -39,6 +39,7 @@ from sdpa_backends import SdpaCall, backend_of  # noqa: E402
 from synthetic import BOS, EOS, PAD, synthetic_pairs  # noqa: E402
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset  # noqa: E402
+from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel  # noqa: E402
 from transformer_mt.packing import Packed, Varlen  # noqa: E402
 
@@ -215,18 +216,16 @@ def markdown(result: dict) -> str:
     lines = [f"{len(shapes)} batches of {result['max_tokens']:,} padded tokens (on average "
              f"{statistics.fmean(b['sentences'] for b in shapes):.0f} sentences, {1 - tokens / slots:.1%} of the "
              f"padded tokens padding), {result['heads']} heads x {result['d_k']}, {result['dtype']}, "
-             f"{result['device_name']}, torch {result['torch']}; median of {result['reps']} rounds", "",
-             "| attention | padded kernel | packed kernel | padded ms/batch | packed ms/batch | padded / packed "
-             "| padding (score entries) | max diff out / grad |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for kind, f in result["kinds"].items():
-        lines.append(f"| {kind} | {f['padded_backend']} | {f['packed_kernel']} | {f['padded_ms']:.2f} "
-                     f"| {f['packed_ms']:.2f} | {f['padded_over_packed']:.2f} | {f['padding']:.1%} "
-                     f"| {f['out_max_abs_diff']:.1e} / {f['grad_max_abs_diff']:.1e} |")
+             f"{result['device_name']}, torch {result['torch']}; median of {result['reps']} rounds", ""]
+    rows = [[kind, f["padded_backend"], f["packed_kernel"], f"{f['padded_ms']:.2f}", f"{f['packed_ms']:.2f}",
+             f"{f['padded_over_packed']:.2f}", f"{f['padding']:.1%}",
+             f"{f['out_max_abs_diff']:.1e} / {f['grad_max_abs_diff']:.1e}"] for kind, f in result["kinds"].items()]
     total = result["total"]
-    lines.append(f"| all three | | | {total['padded_ms']:.2f} | {total['packed_ms']:.2f} "
-                 f"| {total['padded_over_packed']:.2f} | | |")
-    return "\n".join(lines)
+    rows.append(["all three", "", "", f"{total['padded_ms']:.2f}", f"{total['packed_ms']:.2f}",
+                 f"{total['padded_over_packed']:.2f}", "", ""])
+    columns = ["attention", "padded kernel", "packed kernel", "padded ms/batch", "packed ms/batch", "padded / packed",
+               "padding (score entries)", "max diff out / grad"]
+    return "\n".join([*lines, markdown_table(columns, rows, right=range(3, 8))])
 
 
 def main() -> None:

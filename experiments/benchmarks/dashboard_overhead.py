@@ -27,6 +27,7 @@ os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.schema.store import register  # noqa: E402
 from transformer_mt.tasks import train  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
@@ -89,11 +90,10 @@ def main(overrides: list[str]) -> None:
     n = on["validations"]
     dash, curves = sum(on["dashboard"]), sum(on["curves"])
     print(f"overrides: {' '.join(overrides) or '(none: the toy default job)'}; {on['steps']} steps, {n} validations")
-    print("| | with dashboards | without | ratio |\n| --- | ---: | ---: | ---: |")
-    rows = (("train", "fit (train + validation), s"), ("validate", "validation loops (with their callbacks), s"),
-            ("total", "whole run incl. test, s"))
-    for key, name in rows:
-        print(f"| {name} | {on[key]:.1f} | {off[key]:.1f} | {on[key] / off[key]:.3f} |")
+    names = (("train", "fit (train + validation), s"), ("validate", "validation loops (with their callbacks), s"),
+             ("total", "whole run incl. test, s"))
+    rows = [[name, f"{on[key]:.1f}", f"{off[key]:.1f}", f"{on[key] / off[key]:.3f}"] for key, name in names]
+    print(markdown_table(["", "with dashboards", "without", "ratio"], rows, right=(1, 2, 3)))
     print(f"\ntables + heatmaps per validation: {dash / n:.3f} s; curves per write: "
           f"{curves / max(len(on['curves']), 1):.3f} s ({len(on['curves'])} writes)")
     print(f"callbacks' own time / fit time (with dashboards): {(dash + curves) / on['train']:.3%}")

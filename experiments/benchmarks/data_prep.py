@@ -18,6 +18,7 @@ from transformer_mt.data.batching import TokenBudgetBatchSampler
 from transformer_mt.data.corpus import TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import TokenizerOptions
+from transformer_mt.markdown import markdown_table
 
 
 def prepare(corpus, cache: Path, num_proc: int) -> tuple[float, TranslationDataModule]:
@@ -42,12 +43,12 @@ def main() -> None:
         cold, _ = prepare(corpus, Path(tmp) / "a", num_proc=1)
         warm, dm = prepare(corpus, Path(tmp) / "a", num_proc=1)
         vocab = dm.vocabularies
-        print("| step | seconds |\n| --- | ---: |")
-        print(f"| prepare train + val, cold (BPE training + encoding + Arrow cache) | {cold:.2f} |")
-        print(f"| prepare train + val, warm (cache hit) | {warm:.2f} |")
-        print(f"| warm / cold | {warm / cold:.3f} |\n")
+        print(markdown_table(["step", "seconds"], [
+            ["prepare train + val, cold (BPE training + encoding + Arrow cache)", f"{cold:.2f}"],
+            ["prepare train + val, warm (cache hit)", f"{warm:.2f}"], ["warm / cold", f"{warm / cold:.3f}"]],
+            right=(1,)) + "\n")
 
-        rows = ["| encoding (train + val + test, vocabularies given) | sentences/s |", "| --- | ---: |"]
+        rows = []
         sentences = 2 * sum(len(corpus.load(split)) for split in ("train", "val", "test"))
         for num_proc in sorted({1, args.num_proc}):
             dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=8000),
@@ -55,8 +56,9 @@ def main() -> None:
             start = time.perf_counter()
             dm.prepare_data()
             seconds = time.perf_counter() - start
-            rows.append(f"| streamed, data.num_proc={num_proc} | {sentences / seconds:,.0f} |")
-        print("\n".join(rows) + "\n")
+            rows.append([f"streamed, data.num_proc={num_proc}", f"{sentences / seconds:,.0f}"])
+        print(markdown_table(["encoding (train + val + test, vocabularies given)", "sentences/s"], rows,
+                             right=(1,)) + "\n")
 
     sizes = [max(len(s) + 1, len(t) + 1) for s, t in zip(vocab.src.encode(train.src),
                                                              vocab.tgt.encode(train.tgt))]
@@ -66,9 +68,9 @@ def main() -> None:
     per_batch = max(1, round(len(sizes) / len(budget)))  # same number of batches as the token budget
     fixed = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
     fixed_padding = 1 - sum(sizes) / sum(len(b) * max(sizes[i] for i in b) for b in fixed)
-    print("| batching (4096 padded tokens) | batches | padding |\n| --- | ---: | ---: |")
-    print(f"| token budget, length buckets | {len(budget)} | {100 * budget.padding_fraction():.1f}% |")
-    print(f"| {per_batch} random sentences per batch | {len(fixed)} | {100 * fixed_padding:.1f}% |")
+    print(markdown_table(["batching (4096 padded tokens)", "batches", "padding"], [
+        ["token budget, length buckets", len(budget), f"{100 * budget.padding_fraction():.1f}%"],
+        [f"{per_batch} random sentences per batch", len(fixed), f"{100 * fixed_padding:.1f}%"]], right=(1, 2)))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer_mt.markdown import markdown_table
+
 EVAL_PAIRS = 3000  # val and test
 
 
@@ -190,9 +192,9 @@ def main() -> None:
             started = time.perf_counter()
             write_corpus(corpus, max(args.sizes), args.news)
             print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        print("| pairs | text (MB) | check + sample (s) | tokenizer (s) | encode (s) | first batch (s) | "
-              "total (s) | peak RSS (MB) | peak RssAnon (MB) |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        columns = ["pairs", "text (MB)", "check + sample (s)", "tokenizer (s)", "encode (s)", "first batch (s)",
+                   "total (s)", "peak RSS (MB)", "peak RssAnon (MB)"]
+        print(markdown_table(columns, [], right=range(9)), flush=True)  # then a row per size as it comes
         for size in args.sizes:
             out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc),
                                   *(["--train-sample", str(args.train_sample)] if args.train_sample else []),
@@ -201,10 +203,10 @@ def main() -> None:
             if out.returncode:
                 sys.exit(f"{size:,} pairs: the child process failed:\n{out.stderr[-3000:]}")
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"| {r['pairs']:,} | {r['text_mb']:,.0f} | {r['check_s']:.0f} | {r['tokenizer_s']:.0f} | "
-                  f"{r['encode_s']:.0f} | {r['first_batch_s']:.0f} | {r['total_s']:.0f} | {r['peak_mb']:,.0f} | "
-                  f"{r['peak_anon_mb']:,.0f} |",
-                  flush=True)
+            cells = [f"{r['pairs']:,}", f"{r['text_mb']:,.0f}", f"{r['check_s']:.0f}", f"{r['tokenizer_s']:.0f}",
+                     f"{r['encode_s']:.0f}", f"{r['first_batch_s']:.0f}", f"{r['total_s']:.0f}",
+                     f"{r['peak_mb']:,.0f}", f"{r['peak_anon_mb']:,.0f}"]
+            print(markdown_table(columns, [cells]).splitlines()[-1], flush=True)
 
 
 if __name__ == "__main__":

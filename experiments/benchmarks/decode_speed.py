@@ -38,6 +38,7 @@ from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Searc
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.inference.members import load_translator
+from transformer_mt.markdown import markdown_table
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
 
@@ -222,11 +223,10 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
 def print_tables(rows: list[dict], mine: str, peers: list[str], device: str) -> list[dict]:
     """The systems table and, against each peer, the ratio of seconds (x > 1: ours is faster);
     returns the ratios."""
-    print(f"| search | system | seconds | sentences/s | BLEU | outputs equal to {mine} |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['search']} | {r['system']} | {r['seconds']:.2f} | {r['sentences_per_s']:.0f} | {r['bleu']:.2f} "
-              f"| {r['outputs_equal']} / {r['sentences']} |")
+    print(markdown_table(["search", "system", "seconds", "sentences/s", "BLEU", f"outputs equal to {mine}"],
+                         [[r["search"], r["system"], f"{r['seconds']:.2f}", f"{r['sentences_per_s']:.0f}",
+                           f"{r['bleu']:.2f}", f"{r['outputs_equal']} / {r['sentences']}"] for r in rows],
+                         right=(2, 3, 4, 5)))
     pairs = [(mine, peer) for peer in peers if peer != "CTranslate2 int8"]
     if device == "cpu" and "CTranslate2 int8" in peers:
         pairs.append(("ours int8", "CTranslate2 int8"))
@@ -235,10 +235,9 @@ def print_tables(rows: list[dict], mine: str, peers: list[str], device: str) -> 
         t = {r["system"]: r["seconds"] for r in rows if r["search"] == search}
         ratios += [{"search": search, "ours": a, "peer": b, "ratio": t[b] / t[a]} for a, b in pairs]
     if pairs:
-        print("\n| search | " + " | ".join(f"{a} vs {b}" for a, b in pairs) + " |")
-        print("| --- |" + " ---: |" * len(pairs))
-        for search in ("greedy", "beam 4"):
-            print(f"| {search} | " + " | ".join(f"{r['ratio']:.2f}x" for r in ratios if r["search"] == search) + " |")
+        print("\n" + markdown_table(["search", *(f"{a} vs {b}" for a, b in pairs)],
+                                    [[search, *(f"{r['ratio']:.2f}x" for r in ratios if r["search"] == search)]
+                                     for search in ("greedy", "beam 4")], right=range(1, 1 + len(pairs))))
         print("\n(x > 1: ours is faster)")
     return ratios
 
@@ -247,9 +246,7 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     """Greedy and beam 4 with and without the KV cache (same outputs), and at 50-token outputs;
     printed, and returned for --json."""
     model = cast(module.models[0], device, dtype)
-    rows, forced_rows = [], []
-    print("| search | cache | sentences/s | tokens/s | seconds | same output as cached |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
+    rows, forced_rows, cells = [], [], []
     for name, make in (("greedy", lambda c: GreedySearch(SearchOptions(use_cache=c))),
                        ("beam 4", lambda c: BeamSearch(beam_size=4, length_norm=PowerLength(0.6),
                                                        options=SearchOptions(use_cache=c)))):
@@ -261,12 +258,12 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
             same = None if use_cache else out == cached_out
             rows.append({"search": name, "cache": use_cache, "sentences_per_s": len(src) / seconds,
                          "tokens_per_s": tokens / seconds, "seconds": seconds, "same_output_as_cached": same})
-            print(f"| {name} | {'yes' if use_cache else 'no'} | {len(src) / seconds:.1f} | {tokens / seconds:.0f} "
-                  f"| {seconds:.1f} | {'-' if same is None else same} |")
-    forced = src[:forced_limit]
+            cells.append([name, "yes" if use_cache else "no", f"{len(src) / seconds:.1f}", f"{tokens / seconds:.0f}",
+                          f"{seconds:.1f}", "-" if same is None else same])
+    print(markdown_table(["search", "cache", "sentences/s", "tokens/s", "seconds", "same output as cached"], cells,
+                         right=(2, 3, 4)))
+    forced, cells = src[:forced_limit], []
     print(f"\nEvery output forced to 50 tokens ({len(forced)} sentences):\n")
-    print("| search | tokens/s with cache | tokens/s without | cache speed-up |")
-    print("| --- | ---: | ---: | ---: |")
     limits = dict(max_len_a=0, max_len_b=50, min_len=50)
     for name, make in (("greedy", lambda c: GreedySearch(SearchOptions(use_cache=c, **limits))),
                        ("beam 4", lambda c: BeamSearch(beam_size=4, options=SearchOptions(use_cache=c, **limits)))):
@@ -275,7 +272,9 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
         tokens = sum(len(o) + 1 for o in out)
         forced_rows.append({"search": name, "tokens_per_s_cache": tokens / with_cache,
                             "tokens_per_s_no_cache": tokens / without, "speed_up": without / with_cache})
-        print(f"| {name} | {tokens / with_cache:.0f} | {tokens / without:.0f} | {without / with_cache:.2f}x |")
+        cells.append([name, f"{tokens / with_cache:.0f}", f"{tokens / without:.0f}", f"{without / with_cache:.2f}x"])
+    print(markdown_table(["search", "tokens/s with cache", "tokens/s without", "cache speed-up"], cells,
+                         right=(1, 2, 3)))
     return {"cache": rows, "forced_50_tokens": forced_rows}
 
 

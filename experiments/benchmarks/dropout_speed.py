@@ -29,6 +29,7 @@ from transformer_mt.data.dropout import EpochDropout
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import train_sentencepiece
 from transformer_mt.inference.members import load_translator
+from transformer_mt.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
@@ -83,14 +84,16 @@ def main() -> None:
         options = TokenizerOptions(type="sentencepiece", vocab_size=10_000)
         vocab = Vocabularies(train_sentencepiece(src + tgt, options))
     print(f"{args.tokenizer}, p={args.p}, {len(src)} distinct pairs, one thread\n")
-    print("| pairs | sizes pass per epoch (s) | per pair (us) | a batch of 128 (ms) | mean size | peak RSS (GB) |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    columns = ["pairs", "sizes pass per epoch (s)", "per pair (us)", "a batch of 128 (ms)", "mean size",
+               "peak RSS (GB)"]
+    print(markdown_table(columns, [], right=range(6)))  # then a row per size as it comes
     for pairs in args.pairs:
         table = arrow_table(vocab, src, tgt, pairs)
         caps = (int(pa.compute.max(table["src_len"]).as_py()), int(pa.compute.max(table["tgt_len"]).as_py()))
         r = measure(EpochDropout.for_vocabularies(vocab, args.p, seed=1, caps=caps), table)
-        print(f"| {r['pairs']:,} | {r['sizes_s']:.2f} | {r['sizes_us_per_pair']:.2f} | {r['batch_ms']:.2f} "
-              f"| {r['mean_size']:.1f} | {r['peak_rss_gb']:.2f} |", flush=True)
+        cells = [f"{r['pairs']:,}", f"{r['sizes_s']:.2f}", f"{r['sizes_us_per_pair']:.2f}", f"{r['batch_ms']:.2f}",
+                 f"{r['mean_size']:.1f}", f"{r['peak_rss_gb']:.2f}"]
+        print(markdown_table(columns, [cells]).splitlines()[-1], flush=True)
         print(f"[dropout_speed] {pairs} done", file=sys.stderr)
 
 

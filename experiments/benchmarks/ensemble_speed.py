@@ -22,6 +22,7 @@ import torch
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.inference.members import load_translator
+from transformer_mt.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
@@ -68,15 +69,16 @@ def main() -> None:
                 best[search_name, name] = min(best[search_name, name], seconds)
         print(f"[ensemble_speed] round {round_ + 1} done", file=sys.stderr, flush=True)
     print(f"{len(lines)} sentences, {torch.get_num_threads()} threads, best of {args.rounds} rounds\n")
-    print("| search | system | seconds | sentences/s | ensemble / one |\n| --- | --- | ---: | ---: | ---: |")
     result = {"sentences": len(lines), "threads": torch.get_num_threads(), "rounds": args.rounds, "rows": []}
+    rows = []
     for search_name in searches:
         one = best[search_name, "one model"]
         for name in systems:
             seconds = best[search_name, name]
             ratio = seconds / one
             result["rows"].append({"search": search_name, "system": name, "seconds": seconds, "ratio": ratio})
-            print(f"| {search_name} | {name} | {seconds:.2f} | {len(lines) / seconds:.0f} | {ratio:.2f} |")
+            rows.append([search_name, name, f"{seconds:.2f}", f"{len(lines) / seconds:.0f}", f"{ratio:.2f}"])
+    print(markdown_table(["search", "system", "seconds", "sentences/s", "ensemble / one"], rows, right=(2, 3, 4)))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

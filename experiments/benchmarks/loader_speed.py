@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 from transformer_mt.data.encoding import TRAIN_FEATURES
+from transformer_mt.markdown import markdown_table
 
 VOCAB, EOS, MAX_TOKENS = 37000, 2, 25000
 
@@ -136,9 +137,9 @@ def main() -> None:
                                                       pad_to_multiple=multiple)
                     speed = batches_per_second(dataset, collate, sampler, workers, count)
                     best[name, workers] = max(best.get((name, workers), 0.0), speed)
-        print("| collator | main process (batches/s) | one worker (batches/s) |\n| --- | ---: | ---: |")
-        for name in loaders:
-            print(f"| {name} | {best[name, 0]:.1f} | {best[name, 1]:.1f} |")
+        print(markdown_table(["collator", "main process (batches/s)", "one worker (batches/s)"],
+                             [[name, f"{best[name, 0]:.1f}", f"{best[name, 1]:.1f}"] for name in loaders],
+                             right=(1, 2)))
         previous, vectorized = list(loaders)[:2]
         for workers, where in ((0, "main process"), (1, "one worker")):
             print(f"\nvectorized / previous, {where}: {best[vectorized, workers] / best[previous, workers]:.1f}x")

@@ -57,6 +57,7 @@ from sdpa_backends import attention_calls, backend_of, kind_of  # noqa: E402
 from step_timing import StepRecord, lightning_timer, matmul_peak  # noqa: E402
 from synthetic import PAD, placeholder_vocabularies, synthetic_pairs, token_budget_loader  # noqa: E402
 
+from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.model import TransformerConfig  # noqa: E402
 from transformer_mt.model.attention import kernels  # noqa: E402
 
@@ -222,15 +223,14 @@ def markdown(result: dict) -> str:
     lines = [f"model={result['model']} ({result['parameters'] / 1e6:.1f}M parameters), {result['max_tokens']} tokens "
              f"per batch, {result['precision']}, {result['device_name']}, torch {result['torch']}; MFU against "
              f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
-             + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), "",
-             "| system | compile | packed | target tokens/s | src+tgt tokens/s | step ms | TFLOP/s | MFU | peak GPU GB "
-             "| padding | warm-up s |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in result["systems"]:
-        memory = "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}"
-        lines.append(f"| {r['system']} | {r['compile'] or 'no'} | {'yes' if r['packed'] else 'no'} "
-                     f"| {r['target_tokens_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} "
-                     f"| {r['tflops']:.2f} | {r['mfu']:.1%} | {memory} | {r['padding']:.1%} | {r['warmup_s']:.1f} |")
+             + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), ""]
+    rows = [[r["system"], r["compile"] or "no", "yes" if r["packed"] else "no", f"{r['target_tokens_per_s']:,.0f}",
+             f"{r['tokens_per_s']:,.0f}", f"{r['step_ms']:.1f}", f"{r['tflops']:.2f}", f"{r['mfu']:.1%}",
+             "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}", f"{r['padding']:.1%}",
+             f"{r['warmup_s']:.1f}"] for r in result["systems"]]
+    columns = ["system", "compile", "packed", "target tokens/s", "src+tgt tokens/s", "step ms", "TFLOP/s", "MFU",
+               "peak GPU GB", "padding", "warm-up s"]
+    lines.append(markdown_table(columns, rows, right=range(3, 11)))
     profile = result["systems"][0].get("profile")
     return "\n".join(lines + (["", profile_markdown(profile)] if profile else []))
 

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from output import emit, machine  # noqa: E402
 
+from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss  # noqa: E402
 
 PAD, EPSILON = 0, 0.1
@@ -277,16 +278,12 @@ def number(value, fmt: str) -> str:
 def markdown(result: dict) -> str:
     lines = [f"{result['rows']:,} rows ({result['padding']:.0%} padding) x vocabulary {result['vocab']:,}, "
              f"{result['precision']}, {result['device_name']}, torch {result['torch']}, {result['threads']} threads; "
-             f"median of {result['reps']} forward + backward passes", "",
-             "| d | system | ms | previous / this | peak GB | loss diff | grad diff (rel.) | note |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for width in result["widths"]:
-        for r in width["systems"]:
-            lines.append(f"| {width['d']} | {r['system']} | {number(r.get('ms'), '.2f')} "
-                         f"| {number(r.get('speedup_vs_previous'), '.2f')} | {number(r.get('peak_gb'), '.2f')} "
-                         f"| {number(r.get('loss_diff'), '.1e')} | {number(r.get('grad_rel_diff'), '.1e')} "
-                         f"| {r.get('note', '')} |")
-    return "\n".join(lines)
+             f"median of {result['reps']} forward + backward passes", ""]
+    rows = [[width["d"], r["system"], number(r.get("ms"), ".2f"), number(r.get("speedup_vs_previous"), ".2f"),
+             number(r.get("peak_gb"), ".2f"), number(r.get("loss_diff"), ".1e"), number(r.get("grad_rel_diff"), ".1e"),
+             r.get("note", "")] for width in result["widths"] for r in width["systems"]]
+    columns = ["d", "system", "ms", "previous / this", "peak GB", "loss diff", "grad diff (rel.)", "note"]
+    return "\n".join([*lines, markdown_table(columns, rows, right=(0, 2, 3, 4, 5, 6))])
 
 
 def main() -> None:

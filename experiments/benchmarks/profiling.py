@@ -8,6 +8,8 @@ from unittest import mock
 
 import torch
 
+from transformer_mt.markdown import markdown_table
+
 CATEGORIES = ("matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle")
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
               "aten::linear", "aten::_scaled_mm", "aten::mv", "aten::addmv", "aten::dot"}
@@ -136,7 +138,6 @@ def profile_markdown(profile: dict) -> str:
     """The profile of --profile-steps as a Markdown table."""
     steps = f"{profile['steps']} step" + ("s" if profile["steps"] != 1 else "")
     lines = [f"Profile of {steps} ({profile['basis']}): {profile['wall_ms_per_step']:.1f} ms a step, "
-             f"{profile['busy_ms_per_step']:.1f} ms busy", "", "| category | ms per step | share |",
-             "| --- | ---: | ---: |"]
-    lines += [f"| {k} | {v:.2f} | {profile['share'][k]:.1%} |" for k, v in profile["ms_per_step"].items()]
-    return "\n".join(lines)
+             f"{profile['busy_ms_per_step']:.1f} ms busy", ""]
+    rows = [[k, f"{v:.2f}", f"{profile['share'][k]:.1%}"] for k, v in profile["ms_per_step"].items()]
+    return "\n".join([*lines, markdown_table(["category", "ms per step", "share"], rows, right=(1, 2))])

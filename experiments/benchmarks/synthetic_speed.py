@@ -27,6 +27,7 @@ from transformer_mt.config import plain
 from transformer_mt.data.corpus import read_lines
 from transformer_mt.inference.line_translation import translate_lines
 from transformer_mt.inference.members import load_translator
+from transformer_mt.markdown import markdown_table
 from transformer_mt.tasks.lines.reading import line_chunks
 from transformer_mt.tasks.pipelines.stage_work import file_sources
 from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, write_synthetic
@@ -74,9 +75,9 @@ def main() -> None:
     rate = {name: len(lines) / seconds for name, seconds in best.items()}
     print(f"{len(lines)} lines of {args.source}, beam {args.beam}, chunks of {args.chunk_lines} lines, "
           f"the synthetic stage on {args.devices} CPU process(es), {torch.get_num_threads()} threads in all")
-    print("| system | seconds | lines/s |\n| --- | ---: | ---: |")
-    for name, seconds in best.items():
-        print(f"| {name} | {seconds:.1f} | {rate[name]:.1f} |")
+    print(markdown_table(["system", "seconds", "lines/s"],
+                         [[name, f"{seconds:.1f}", f"{rate[name]:.1f}"] for name, seconds in best.items()],
+                         right=(1, 2)))
     same = sum(a == b for a, b in zip(outputs["task=translate"], outputs["synthetic stage"]))
     print(f"synthetic stage / task=translate: {rate['synthetic stage'] / rate['task=translate']:.3f}x; "
           f"{same} of {len(lines)} outputs equal")

@@ -29,6 +29,7 @@ from peer_models import HFMarian, Shape, TorchTransformer, V  # noqa: E402
 from step_timing import matmul_peak, sync  # noqa: E402
 from synthetic import BOS, PAD  # noqa: E402
 
+from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_mt.model.flops import training_flops  # noqa: E402
 from transformer_mt.training.loss import output_layer_loss  # noqa: E402
@@ -97,10 +98,10 @@ def main() -> None:
         tokens = batch * length
         rate = {name: tokens * len(s) / sum(s) for name, s in seconds.items()}
         print(f"### {precision} (measured matmul peak {peak / 1e12:.2f} TFLOP/s)\n")
-        print("| system | target tokens/s | ours / this | MFU vs measured peak |\n| --- | ---: | ---: | ---: |")
-        for name, r in rate.items():
-            mfu = flops * r / tokens / peak
-            print(f"| {name} | {r:.0f} | {rate['ours'] / r:.2f} | {mfu:.1%} |")
+        rows = [[name, f"{r:.0f}", f"{rate['ours'] / r:.2f}", f"{flops * r / tokens / peak:.1%}"]
+                for name, r in rate.items()]
+        print(markdown_table(["system", "target tokens/s", "ours / this", "MFU vs measured peak"], rows,
+                             right=(1, 2, 3)))
         print()
 
 

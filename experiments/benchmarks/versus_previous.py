@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from transformer_mt.markdown import markdown_table
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SHAPES = {"base": (512, 2048, 8, 6, 64, 24), "recipe": (128, 256, 4, 4, 256, 16)}
@@ -74,8 +76,9 @@ def main() -> None:
     args = parser.parse_args()
     checkouts = {"this": ROOT, "previous": args.previous.resolve()}
     results = {}
-    print("| shape | this: median step ms | previous: median step ms | previous / this | first loss this "
-          "| first loss previous |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    columns = ["shape", "this: median step ms", "previous: median step ms", "previous / this", "first loss this",
+               "first loss previous"]
+    print(markdown_table(columns, [], right=range(1, 6)), flush=True)  # then a row per shape as it comes
     for shape in args.shape:
         steps = {name: [] for name in checkouts}
         first = {}
@@ -90,8 +93,9 @@ def main() -> None:
         ratio = median["previous"] / median["this"]
         results[shape] = {"this_ms": median["this"], "previous_ms": median["previous"], "ratio": ratio,
                           "first_loss": first, "steps_per_checkout": len(steps["this"])}
-        print(f"| {shape} | {median['this']:.1f} | {median['previous']:.1f} | {ratio:.3f} | {first['this']:.6f} "
-              f"| {first['previous']:.6f} |")
+        cells = [shape, f"{median['this']:.1f}", f"{median['previous']:.1f}", f"{ratio:.3f}", f"{first['this']:.6f}",
+                 f"{first['previous']:.6f}"]
+        print(markdown_table(columns, [cells]).splitlines()[-1], flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

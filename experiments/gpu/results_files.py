@@ -1,13 +1,24 @@
 """results.json and results.md of experiments/gpu/run.py: the steps' figures as Markdown tables,
 the machine's folders scrubbed from both, and the steps of several results.json files merged into
-one. Only the standard library, as run.py."""
+one. Only the standard library, as run.py, and the project's stdlib-only table writer
+(src/transformer_mt/markdown.py), read from its file while the project is not installed yet: run.py
+imports this before its install step, and a failed install must still leave results.md."""
 
+import importlib.util
 import json
 import re
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+try:
+    from transformer_mt.markdown import markdown_table
+except ImportError:  # a fresh machine, before (or without) run.py's install step
+    _spec = importlib.util.spec_from_file_location("_markdown", ROOT / "src" / "transformer_mt" / "markdown.py")
+    _markdown = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_markdown)
+    markdown_table = _markdown.markdown_table
 
 
 def number(value, digits: int = 2) -> str:
@@ -27,8 +38,7 @@ def table(rows: list[dict], columns: list[str] | None = None) -> list[str]:
     if not rows:
         return []
     columns = columns or list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, dict | list)))
-    return [f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"] + [
-        f"| {' | '.join(number(r.get(c)) for c in columns)} |" for r in rows]
+    return markdown_table(columns, [[number(r.get(c)) for c in columns] for r in rows]).split("\n")
 
 
 def benchmark_tables(steps: dict) -> list[str]:

@@ -4,7 +4,9 @@
 # --only setup) and launches each JOB in a process session of its own, so that it outlives the device
 # tool's command; `wait` follows them for at most SECONDS, then packs each finished run into
 # OUT/JOB.tgz: the tested checkpoint, metrics, logs, curves and translations (no epoch or resume
-# checkpoints). A job is lanes.sh's (skipped when done, resumed from its last.ckpt) plus GPU_OVERRIDES.
+# checkpoints). A job is one `python run.py` command (a finished one left as it is, a stopped one
+# resumed: ckpt_path=last, or the pipeline's own stages) plus GPU_OVERRIDES; its output: RUNS/JOB.out.
+# python: the interpreter on PATH (the carried environment's, e.g. PATH=/opt/torch/.venv/bin:$PATH).
 #   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en,
 #                                                         distilled, distilled_orig (-sSEED: another seed),
 #                                                         distillation (issue 51 from scratch, below)
@@ -14,7 +16,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 SELF=experiments/multi30k/gpu.sh
-export PYTHON=${PYTHON:-python3} DATA_DIR=${DATA_DIR:-$PWD/.gpu-data}
+export DATA_DIR=${DATA_DIR:-$PWD/.gpu-data}
 export TRANSFORMER_MT_CACHE=${TRANSFORMER_MT_CACHE:-$PWD/.gpu-cache}
 # float32 as the recipe says (TF32 matrix products on the GPU) and eager: the model is small enough
 # that kernel launches, not arithmetic, bound the step, and a compiled run waits ~46 s for its graphs.
@@ -27,43 +29,40 @@ logger=csv callbacks.dashboard.every_n_validations=1000}"
 VAL_RECIPE=${VAL_RECIPE:-trainer.limit_val_batches=1}
 VAL_STUDENT=${VAL_STUDENT:-trainer.limit_val_batches=1.0}
 
-run_job() {  # run_job RUNS NAME: the job in the foreground
-  local runs=$1 name=$2 args
-  source experiments/multi30k/lanes.sh
-  source experiments/multi30k/both_directions/run.sh
-  source experiments/multi30k/distill/run.sh
-  case $name in
-    seed*) args=(experiment=multi30k_recipe "seed=${name#seed}" "$VAL_RECIPE") ;;
-    both) args=("${BOTH[@]}" "$VAL_RECIPE") ;;
-    de_en) args=("${DE_EN_RECIPE[@]}" "$VAL_RECIPE") ;;
-    distilled*) student "$name" && args=("${ARGS[@]}" "$VAL_STUDENT") ;;
-    distillation) distillation "$runs"; return ;;
-    *) false ;;
-  esac || { echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig, distillation)" >&2; return 1; }
-  job "$runs/$name" "${args[@]}" "${GPU[@]}"
+run_job() {  # run_job RUNS NAME: the job in the foreground, in RUNS/NAME
+  local runs=$1 name=$2 seed
+  local common=("${GPU[@]}" progress=false "hydra.run.dir=$runs/$name")
+  seed=${name##*-s}
+  [ "$seed" = "$name" ] && seed=1234
+  case ${name%-s*} in
+    seed*) python run.py experiment=multi30k_recipe "seed=${name#seed}" "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    both) python run.py experiment=multi30k/both_directions "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    de_en) python run.py experiment=multi30k/de_en "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    distilled) python run.py experiment=multi30k/distilled "seed=$seed" "$VAL_STUDENT" "${common[@]}" ;;
+    distilled_orig) python run.py experiment=multi30k/distilled "seed=$seed" task.originals_weight=1.0 \
+      "task.translations=$runs/distilled${name#distilled_orig}" "$VAL_STUDENT" "${common[@]}" ;;
+    distillation) distillation "$runs" ;;
+    *) echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig, distillation)" >&2; return 1 ;;
+  esac
 }
 
 distillation() {  # distillation RUNS: issue 51 in one job. The teacher's members seed1235 and seed1236
-  # side by side; then the student `distilled`, whose synthetic stage (the teacher's translations) is
-  # copied to `distilled_orig` as soon as it is done, which then trains beside it: RUNS holds the members.
-  local runs=$1 student
+  # side by side; then the teacher's translations once (distilled's synthetic stage), then both
+  # students side by side on them: RUNS holds the members.
+  local runs=$1
   bash "$SELF" job "$runs" seed1235 & bash "$SELF" job "$runs" seed1236 & wait
   [ -f "$runs/seed1235/metrics.json" ] && [ -f "$runs/seed1236/metrics.json" ] || return 1
-  MEMBERS=$runs bash "$SELF" job "$runs" distilled & student=$!
-  until synthetic_done "$runs/distilled" || ! kill -0 "$student" 2> /dev/null; do sleep 1; done
-  if synthetic_done "$runs/distilled"; then
-    share_synthetic "$runs/distilled" "$runs/distilled_orig"
-    MEMBERS=$runs bash "$SELF" job "$runs" distilled_orig
-  fi
-  wait "$student"
+  MEMBERS=$runs python run.py experiment=multi30k/distilled task.until=synthetic "${GPU[@]}" progress=false \
+    "hydra.run.dir=$runs/distilled" || return 1
+  MEMBERS=$runs bash "$SELF" job "$runs" distilled & MEMBERS=$runs bash "$SELF" job "$runs" distilled_orig & wait
 }
 
 start() {  # start RUNS JOB...
   local runs=$1 name
   shift
   mkdir -p "$runs"
-  "$PYTHON" experiments/gpu/run.py --only setup --out "$runs/setup" > "$runs/setup.log" 2>&1
-  if ! "$PYTHON" -c "import transformer_mt, hydra" 2> /dev/null; then
+  python experiments/gpu/run.py --only setup --out "$runs/setup" > "$runs/setup.log" 2>&1
+  if ! python -c "import transformer_mt, hydra" 2> /dev/null; then
     echo "gpu.sh: the project does not import after the install ($runs/setup.log)" >&2
     return 1
   fi
@@ -74,23 +73,24 @@ start() {  # start RUNS JOB...
 }
 
 follow() {  # follow RUNS SECONDS OUT: progress every 30 s while a job runs, then the finished runs packed
-  local runs=$1 out=$3 end=$((SECONDS + $2)) report=$((SECONDS + 30)) log name
+  local runs=$1 out=$3 end=$((SECONDS + $2)) report=$((SECONDS + 30)) log folder name
   while [ $SECONDS -lt $end ] && pgrep -f "gpu.sh job $runs " > /dev/null; do
     sleep 1
     [ $SECONDS -lt $report ] && continue
     report=$((SECONDS + 30))
-    for log in "$runs"/*.log; do
-      [ "$log" = "$runs/setup.log" ] || echo "$(basename "$log" .log): $(tail -n 1 "$log" | cut -c 1-150)" >&2
+    for log in "$runs"/*/run.log; do
+      [ -f "$log" ] && echo "$(basename "$(dirname "$log")"): $(tail -n 1 "$log" | cut -c 1-150)" >&2
     done
   done
   mkdir -p "$out"
-  for log in "$runs"/*.log; do
-    name=$(basename "$log" .log)
+  for folder in "$runs"/*/; do
+    name=$(basename "$folder")
+    [ "$name" = setup ] && continue
     if [ -f "$runs/$name/metrics.json" ] || [ -f "$runs/$name/student/metrics.json" ]; then
       tar czf "$out/$name.tgz" -C "$runs" --exclude checkpoints/epochs --exclude checkpoints/last.ckpt \
-        --exclude checkpoints/best.ckpt --exclude synthetic/chunks "$name" "$name.log"
+        --exclude checkpoints/best.ckpt --exclude synthetic/chunks "$name"
       echo "$name: done, packed into $out/$name.tgz" >&2
-    elif [ "$name" != setup ]; then
+    else
       echo "$name: not finished" >&2
     fi
   done

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import sacrebleu
 
+from transformer_mt.markdown import markdown_table
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -41,9 +43,8 @@ def main() -> None:
         "Moses-tokenized, lowercased (fairseq papers)": sacrebleu.corpus_bleu(
             moses(hyps), [moses(refs)], tokenize="none", smooth_method="none", force=True),
     }
-    print(f"{len(hyps)} sentences\n\n| BLEU on | score |\n| --- | ---: |")
-    for name, score in scores.items():
-        print(f"| {name} | {score.score:.2f} |")
+    rows = [[name, f"{score.score:.2f}"] for name, score in scores.items()]
+    print(f"{len(hyps)} sentences\n\n" + markdown_table(["BLEU on", "score"], rows, right=(1,)))
 
 
 if __name__ == "__main__":

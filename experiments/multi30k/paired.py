@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from transformer_mt.evaluation.significance import METRICS, paired_test
+from transformer_mt.markdown import markdown_table
 from transformer_mt.tasks.runs.outputs import read_test_set
 
 
@@ -40,12 +41,14 @@ def main() -> None:
     (base, refs), (system, other_refs) = outputs(args.base, args.base_set), outputs(args.system, args.system_set)
     if refs != other_refs:
         sys.exit(f"error: {args.base} and {args.system} were scored on different references")
-    print("| metric | base | system | difference (95% CI) | p bootstrap | p AR | both p < 0.05 |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    rows = []
     for metric in args.metric:
         r = paired_test(base, system, refs, metric=metric)
-        print(f"| {metric} | {r.baseline:.2f} | {r.system:.2f} | {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] "
-              f"| {r.p_bootstrap:.4f} | {r.p_randomization:.4f} | {'yes' if r.significant else 'no'} |")
+        rows.append([metric, f"{r.baseline:.2f}", f"{r.system:.2f}",
+                     f"{r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]", f"{r.p_bootstrap:.4f}",
+                     f"{r.p_randomization:.4f}", "yes" if r.significant else "no"])
+    columns = ["metric", "base", "system", "difference (95% CI)", "p bootstrap", "p AR", "both p < 0.05"]
+    print(markdown_table(columns, rows, right=(1, 2, 3, 4, 5)))
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ import json
 import sys
 from pathlib import Path
 
+from transformer_mt.markdown import markdown_table
+
 COLUMNS = ("bleu_tok_lc", "bleu", "chrf", "ter")
 
 
-def row(label: str, run: Path) -> str:
+def row(label: str, run: Path) -> list[str]:
     """One table row: the label, the split and its four scores (a dash for one the run lacks)."""
     try:
         metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
@@ -24,7 +26,7 @@ def row(label: str, run: Path) -> str:
         sys.exit(f"error: {run}/metrics.json: no such file (an unfinished run?)")
     split = metrics.get("split", "test")
     cells = [f"{metrics[f'{split}/{c}']:.2f}" if f"{split}/{c}" in metrics else "-" for c in COLUMNS]
-    return f"| {label} | {split} | " + " | ".join(cells) + " |"
+    return [label, split, *cells]
 
 
 def main() -> None:
@@ -37,9 +39,8 @@ def main() -> None:
         if not run:
             sys.exit(f"error: {each}: give LABEL=RUN, RUN a run folder")
         rows.append(row(label, Path(run)))
-    print("| system | split | BLEU, 13a-tokenized lowercased | sacreBLEU cased | chrF | TER |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    print("\n".join(rows))
+    columns = ["system", "split", "BLEU, 13a-tokenized lowercased", "sacreBLEU cased", "chrF", "TER"]
+    print(markdown_table(columns, rows, right=(2, 3, 4, 5)))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from transformer_mt.markdown import markdown_table
+
 
 def read_report(path: Path) -> tuple[dict[tuple[str, str], str], list[str]]:
     """The recorded values of a junit XML report, by (test, name), and the tests it failed."""
@@ -52,10 +54,8 @@ def main() -> None:
         labels.append(label)
         reports.append(read_report(Path(path)))
     keys = sorted({key for values, _ in reports for key in values})
-    print("| test | value | " + " | ".join(labels) + " |")
-    print("| --- | --- | " + " | ".join("---:" for _ in labels) + " |")
-    for test, name in keys:
-        print(f"| `{test}` | {name} | " + " | ".join(cell(values.get((test, name))) for values, _ in reports) + " |")
+    rows = [[f"`{test}`", name, *(cell(values.get((test, name))) for values, _ in reports)] for test, name in keys]
+    print(markdown_table(["test", "value", *labels], rows, right=range(2, 2 + len(labels))))
     for label, (_, failed) in zip(labels, reports):
         print(f"\n{label}: " + (f"{len(failed)} failed: " + ", ".join(failed) if failed else "no test failed"))
 

@@ -104,6 +104,29 @@ def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_unin
             json.loads((folder / "evaluation" / "comparison.json").read_text())
 
 
+def test_a_second_student_takes_the_first_ones_translations_and_ends_as_if_it_had_translated(distilled, tmp_path):
+    """task.until=synthetic stops after the teacher's translations; task.translations=RUN copies that
+    finished stage into another student's folder (no translating), whose student then ends as the
+    uninterrupted pipeline's, bit for bit; a stage made with other inputs is refused in one line."""
+    folder, teacher, cache = distilled
+    first = distill(tmp_path / "first", teacher, cache, "task.until=synthetic")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads((tmp_path / "first" / "synthetic" / "stage.json").read_text())["done"] is True
+    assert not (tmp_path / "first" / "student").exists()
+    second = distill(tmp_path / "second", teacher, cache, f"task.translations={tmp_path}/first")
+    assert second.returncode == 0, second.stderr[-3000:]
+    log = (tmp_path / "second" / "run.log").read_text()
+    assert f"synthetic: taken from {tmp_path}/first/synthetic" in log and "translates" not in log
+    assert (tmp_path / "second" / "synthetic" / "train.tgt").read_bytes() == \
+        (folder / "synthetic" / "train.tgt").read_bytes()
+    whole = weights(folder)
+    assert all(torch.equal(whole[k], v) for k, v in weights(tmp_path / "second").items())
+    other = distill(tmp_path / "third", teacher, cache, f"task.translations={tmp_path}/first",
+                    "task.teacher_decoding.beam_size=3")
+    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1] == \
+        f"error: task.translations={tmp_path}/first: its synthetic stage was made with other decoding than this run's"
+
+
 def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="transformer_mt")
     stages = [Stage(name, tmp_path / name, {"teacher": "a", "beam": 5}) for name in ("synthetic", "student")]

@@ -3,6 +3,7 @@ kill -9, after a kill during a checkpoint write, after SIGTERM) that gives bit-i
 and a NaN loss that stops training without touching the checkpoints."""
 
 import io
+import json
 import math
 import os
 import signal
@@ -273,3 +274,23 @@ def test_under_ddp_each_rank_gets_a_new_share_every_epoch_and_resume_is_bit_iden
         assert steps(Path(f"{tmp_path}/rest.jsonl.{rank}")) == [s for s in ranks[rank] if s[0] == 1]
     assert_bit_identical(tmp_path / "rest" / "checkpoints" / "last.ckpt", ddp_run / "run" / "checkpoints" / "last.ckpt")
     assert (ddp_run / "cache").is_dir()
+
+
+def test_the_same_command_with_ckpt_path_last_resumes_a_killed_run_then_leaves_the_finished_one(reference, tmp_path):
+    """`python run.py ... ckpt_path=last` three times in one folder: a fresh run, killed; the same
+    command resumes it from its last.ckpt to the reference's weights, bit for bit; once more, the run
+    is done: nothing is trained or written, and the task returns its metrics.json."""
+    ref_dir, ref_steps, cache = reference
+    command = [*SMALL, "trainer.max_epochs=2", "ckpt_path=last"]
+    result = run_py(*command, *interrupt(10), f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}")
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 10 - 10 % EVERY
+    metrics = run(compose_config(tmp_path / "run", [*command, *record(tmp_path / "rest.jsonl")], cache_dir=cache))
+    assert steps(tmp_path / "rest.jsonl") == ref_steps[10 - 10 % EVERY:]  # resumed, not started again
+    assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file() and p.suffix != ".yaml"}
+    again = run(compose_config(tmp_path / "run", [*command, *record(tmp_path / "again.jsonl")], cache_dir=cache))
+    assert again == json.loads((tmp_path / "run" / "metrics.json").read_text()) and again["steps"] == metrics["steps"]
+    assert not (tmp_path / "again.jsonl").exists()  # no batch trained
+    assert {p: p.stat().st_mtime_ns for p in written} == written  # no checkpoint, metric or log rewritten

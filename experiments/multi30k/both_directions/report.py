@@ -14,20 +14,21 @@ from pathlib import Path
 
 from transformer_mt.evaluation.metrics import corpus_scores, tokenized_lowercased_bleu
 from transformer_mt.evaluation.off_target import off_target_rate
+from transformer_mt.markdown import markdown_table
 from transformer_mt.tasks.runs.outputs import read_test_set
 
 SHIPPED = Path(__file__).resolve().parent.parent / "test2016.beam5.de"
 LANGUAGES = ("de", "en")
 
 
-def row(system: str, hypotheses: list[str], references: list[str], language: str) -> str:
-    """One system's line of the table."""
+def row(system: str, hypotheses: list[str], references: list[str], language: str) -> list[str]:
+    """One system's row of the table."""
     if len(hypotheses) != len(references):
         raise SystemExit(f"error: {system}: {len(hypotheses)} translations for {len(references)} references")
     scores = corpus_scores(hypotheses, references)
     tok_lc = tokenized_lowercased_bleu(hypotheses, references)["bleu_tok_lc"]
     off = off_target_rate(hypotheses, language, LANGUAGES)
-    return f"| {system} | {tok_lc:.2f} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {off:.1f}% |"
+    return [system, f"{tok_lc:.2f}", f"{scores['bleu']:.2f}", f"{scores['chrf']:.2f}", f"{off:.1f}%"]
 
 
 def main() -> None:
@@ -41,14 +42,16 @@ def main() -> None:
     else:
         en_de, recipe_en_de = SHIPPED.read_text(encoding="utf-8").splitlines(), "the en->de recipe (shipped)"
     de_en = read_test_set(runs / "de_en")[0]
-    print("| direction, system | BLEU tok. lc | sacreBLEU cased | chrF | off-target |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    rows = []
     for direction, recipe, one, both, references, language in (
             ("en->de", recipe_en_de, en_de, both_en_de, references_de, "de"),
             ("de->en", "the de->en recipe", de_en, both_de_en, references_en, "en")):
-        print(row(f"{direction}, {recipe}", one, references, language))
-        print(row(f"{direction}, the both-directions model", both, references, language))
-        print(f"| {direction}, the references | | | | {off_target_rate(references, language, LANGUAGES):.1f}% |")
+        rows += [row(f"{direction}, {recipe}", one, references, language),
+                 row(f"{direction}, the both-directions model", both, references, language),
+                 [f"{direction}, the references", "", "", "",
+                  f"{off_target_rate(references, language, LANGUAGES):.1f}%"]]
+    columns = ["direction, system", "BLEU tok. lc", "sacreBLEU cased", "chrF", "off-target"]
+    print(markdown_table(columns, rows, right=(1, 2, 3, 4)))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from transformer_mt.markdown import markdown_table
+
 
 def stats(lines: list[str]) -> dict[str, float]:
     counts = Counter(word for line in lines for word in line.split())
@@ -26,13 +28,12 @@ def main() -> None:
     if len(original) != len(distilled):
         raise SystemExit(f"error: {args.original} has {len(original)} lines, {args.distilled} {len(distilled)}")
     a, b = stats(original), stats(distilled)
-    print("| | original | distilled |\n| --- | ---: | ---: |")
-    for key in a:
-        print(f"| {key} | {a[key]:,.2f} | {b[key]:,.2f} |" if key == "words a line" else
-              f"| {key} | {a[key]:,} | {b[key]:,} |")
+    rows = [[key, f"{a[key]:,.2f}", f"{b[key]:,.2f}"] if key == "words a line" else [key, f"{a[key]:,}", f"{b[key]:,}"]
+            for key in a]
     same = sum(x.strip() == y.strip() for x, y in zip(original, distilled))
-    print(f"| length ratio (distilled / original words) | | {b['words'] / a['words']:.3f} |")
-    print(f"| targets equal to the reference | | {same:,} ({100 * same / len(original):.1f}%) |")
+    rows += [["length ratio (distilled / original words)", "", f"{b['words'] / a['words']:.3f}"],
+             ["targets equal to the reference", "", f"{same:,} ({100 * same / len(original):.1f}%)"]]
+    print(markdown_table(["", "original", "distilled"], rows, right=(1, 2)))
 
 
 if __name__ == "__main__":

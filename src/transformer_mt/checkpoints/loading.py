@@ -27,6 +27,9 @@ def describe_corpus(data: dict) -> str:
     return " + ".join(named) or "no corpus"
 
 
+LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt (tasks/runs/rerun.py)
+
+
 def checkpoint_path(cfg: DictConfig) -> Path:
     """cfg.ckpt_path, one checkpoint, checked to exist."""
     given = plain(cfg.get("ckpt_path"))
@@ -43,6 +46,9 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     given = plain(cfg.get("ckpt_path"))
     if not given:
         raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
+    if given == LAST:
+        raise ConfigError("ckpt_path=last resumes task=train from its own run folder; this task needs ckpt_path=PATH "
+                          "(a checkpoint file)")
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
     for path in paths:
         if not path.is_file():

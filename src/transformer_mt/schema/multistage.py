@@ -8,7 +8,7 @@ from typing import Any
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Chunked, Tagged, Trained
-from transformer_mt.validate import BOOLEAN, PATH, PATHS, number, text
+from transformer_mt.validate import BOOLEAN, PATH, PATHS, number, one_of, text
 
 BASELINE = "a run folder (task=train's): the trained model's test translations are compared with its; null: "
 
@@ -35,6 +35,11 @@ class DistillTask(Trained, Tagged, Chunked):
                                      "this weight (0: they are only validated and tested on)",
                                 (number(0.0), "a number >= 0"))
     baseline: Any = key(None, BASELINE + "no comparison", PATH, nullable=True)
+    translations: Any = key(None, "another task=distill run folder whose finished synthetic/ stage (the same "
+                                  "teacher, sources, decoding, tag, chunking and seed) this run copies instead of "
+                                  "translating: several students of one teacher's translations", PATH, nullable=True)
+    until: Any = key(None, "synthetic: stop once the teacher's translations are done (before the student); null: "
+                           "every stage", (one_of("synthetic"), "synthetic or null"), nullable=True)
 
 
 @dataclass

@@ -1,9 +1,12 @@
 """docs/configuration.md's "Every key" section, written from the schema: for the top level and each
 task, every key with its default, what it must be and its description. `python -m
-transformer_mt.schema.reference` prints it; tests/docs check that the page holds exactly this."""
+transformer_mt.schema.reference` prints it, `make config-docs` writes it into the page; tests check
+that the page holds exactly this."""
 
 import json
+import sys
 from dataclasses import MISSING as NO_DEFAULT
+from pathlib import Path
 
 from transformer_mt.markdown import markdown_table
 from transformer_mt.schema.keys import MISSING, described
@@ -45,5 +48,15 @@ def reference() -> str:
     return "\n".join([*parts, "", END])
 
 
+def write_into(page: Path) -> None:
+    """Replace the section between START and END of `page` with `reference()`."""
+    text = page.read_text(encoding="utf-8")
+    start, end = text.index(START), text.index(END) + len(END)
+    page.write_text(text[:start] + reference() + text[end:], encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(reference())
+    if sys.argv[1:2] == ["--write"]:
+        write_into(Path(sys.argv[2]))
+    else:
+        print(reference())

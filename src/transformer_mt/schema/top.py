@@ -26,7 +26,9 @@ class RunConfig:
                                                  "hparams_search=optuna maximizes", (text, "a metrics.json key"))
     tags: Any = key([], "labels of the run (experiment presets set them)")
     ckpt_path: Any = key(None, "a checkpoint (or a list: an ensemble): required by evaluate, translate, score, "
-                               "export; with task=train, resumes training from it", PATHS, nullable=True)
+                               "export; with task=train, resumes training from it; last: the run folder's own "
+                               "last.ckpt (a finished run is not trained again, a stopped one resumes)", PATHS,
+                         nullable=True)
     tokens_per_update: Any = key(None, "padded tokens (per side) per optimizer step, all devices together (the "
                                        "paper: 25000); sets trainer.accumulate_grad_batches",
                                  (integer(1), "an integer >= 1 or null"), nullable=True)

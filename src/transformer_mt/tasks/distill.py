@@ -12,7 +12,9 @@ stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
    sacreBLEU's paired tests: comparison.json and one line in the log.
 
 The same command again goes on where it stopped; a stage whose inputs changed (another teacher,
-other sources, other decoding options) is redone, with every stage after it."""
+other sources, other decoding options) is redone, with every stage after it. task.until=synthetic
+stops after stage 1; task.translations=RUN takes stage 1 from another distill run of the same
+inputs (copied, not translated again): several students of one teacher's translations."""
 
 import logging
 from functools import partial
@@ -34,7 +36,7 @@ from transformer_mt.tasks.pipelines.stage_work import (
     train_in,
     translate_in,
 )
-from transformer_mt.tasks.pipelines.stages import Stage, redo_changed
+from transformer_mt.tasks.pipelines.stages import Stage, redo_changed, take_finished
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,14 @@ def run(cfg: DictConfig) -> dict:
         "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     redo_changed([synthetic, student, evaluation])
+    if options.translations is not None:
+        take_finished(synthetic, Path(options.translations), "task.translations")
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
                  partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
+    if options.until == "synthetic":
+        log.info("task.until=synthetic: the teacher's translations are in %s; stopping before the student",
+                 synthetic.folder)
+        return {}
     vocabulary = teacher_vocabulary(teacher[0], synthetic.folder / "vocabulary") if options.teacher_vocabulary else {}
     metrics = train_student(cfg, student, synthetic.folder, names, vocabulary)
     if baseline_run is not None and metrics:

@@ -27,6 +27,7 @@ from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.runs.build import RunCallbacks, build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
+from transformer_mt.tasks.runs.rerun import finished_metrics, own_last
 from transformer_mt.tasks.runs.start import Start, checked_start
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.last_checkpoint import (
@@ -53,8 +54,12 @@ def run(cfg: DictConfig) -> dict:
 def train(cfg: DictConfig) -> dict:
     """Check, build, fit, test, as lightning-hydra-template's train does: every check that needs no
     data first (tasks/runs/start.py), then each part built once (tasks/runs/build.py), then fit and
-    test; from the start on the run reads `start.config` alone."""
-    start = checked_start(cfg)
+    test; from the start on the run reads `start.config` alone. With ckpt_path=last, a finished run
+    is not trained again and a stopped one resumes (tasks/runs/rerun.py)."""
+    finished = finished_metrics(cfg)
+    if finished is not None:
+        return finished
+    start = checked_start(own_last(cfg))
     config = start.config
     trainer, callbacks = build_run_trainer(start)
     L.seed_everything(config.seed, workers=True)

@@ -10,8 +10,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_mt.atomic import atomic_file
+from transformer_mt.atomic import atomic_dir, atomic_file
 from transformer_mt.data.cache_entry import digest
+from transformer_mt.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +71,22 @@ def redo_changed(stages: list[Stage]) -> None:
             for later in stages[i:]:
                 shutil.rmtree(later.folder, ignore_errors=True)
             return
+
+
+def take_finished(stage: Stage, other: Path, key: str) -> None:
+    """`stage` made by copying the same stage of another pipeline's folder `other` (`key` names the
+    option that gave it): it must be done, with the same inputs. A copy, in a temporary folder
+    renamed into place, so that a stop leaves no half-copied stage; nothing to do when `stage` is done."""
+    if stage.done():
+        return
+    theirs = Stage(stage.name, Path(other) / stage.folder.name, stage.inputs)
+    if not theirs.done():
+        raise ConfigError(f"{key}={other}: its {stage.name} stage is not done ({theirs.folder})")
+    changed = theirs.changed()
+    if changed:
+        raise ConfigError(f"{key}={other}: its {stage.name} stage was made with other {', '.join(changed)} than this "
+                          "run's")
+    shutil.rmtree(stage.folder, ignore_errors=True)
+    with atomic_dir(stage.folder) as tmp:
+        shutil.copytree(theirs.folder, tmp, dirs_exist_ok=True)
+    log.info("%s: taken from %s (%s=%s)", stage.name, theirs.folder, key, other)
