@@ -216,12 +216,19 @@ def ragged_batch(src_lengths: list[int], tgt_lengths: list[int], seed: int = 0, 
 
 
 def load_script(path: str):
-    """A script of the project (not a package, e.g. experiments/benchmarks/train_speed.py) as a module."""
+    """A script of the project (not a package, e.g. experiments/benchmarks/train_speed.py) as a module,
+    loaded as `python PATH` would run it: with its own folder first on sys.path while it loads, so
+    that it imports its sibling modules (peer_models, machine, ...) as it does when run."""
     import importlib.util
 
+    folder = str((ROOT / path).parent)
     spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
     return module
 
 

@@ -8,7 +8,6 @@ after those imports). `helpers.run_py` uses it unless its environment differs fr
 in a variable read at import time (helpers.READ_AT_IMPORT), and starts a plain process then, or
 where the server did not come up."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -16,11 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.gpu import warm_client  # the GPU script's client of warm.py (a namespace package)
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = str(ROOT / "run.py")
-_spec = importlib.util.spec_from_file_location("warm_client", ROOT / "experiments/gpu/warm_client.py")
-warm_client = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(warm_client)
 
 
 class Server:

@@ -32,16 +32,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from output import emit, machine
+from sdpa_backends import SdpaCall, backend_of
+from synthetic import BOS, EOS, PAD, synthetic_pairs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from output import emit, machine  # noqa: E402
-from sdpa_backends import SdpaCall, backend_of  # noqa: E402
-from synthetic import BOS, EOS, PAD, synthetic_pairs  # noqa: E402
-
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset  # noqa: E402
-from transformer_mt.markdown import markdown_table  # noqa: E402
-from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel  # noqa: E402
-from transformer_mt.packing import Packed, Varlen  # noqa: E402
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+from transformer_mt.markdown import markdown_table
+from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel
+from transformer_mt.packing import Packed, Varlen
 
 KINDS = ("encoder_self", "decoder_self", "cross")
 

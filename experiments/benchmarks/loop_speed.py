@@ -47,19 +47,17 @@ import warnings
 from pathlib import Path
 
 import torch
+from output import emit, machine
+from peer_models import HFMarian, Shape
+from profiling import profile_callback, profile_markdown, profile_ranges
+from sdpa_backends import attention_calls, backend_of, kind_of
+from step_timing import StepRecord, lightning_timer, matmul_peak
+from synthetic import PAD, placeholder_vocabularies, synthetic_pairs, token_budget_loader
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from output import emit, machine  # noqa: E402
-from peer_models import HFMarian, Shape  # noqa: E402
-from profiling import profile_callback, profile_markdown, profile_ranges  # noqa: E402
-from sdpa_backends import attention_calls, backend_of, kind_of  # noqa: E402
-from step_timing import StepRecord, lightning_timer, matmul_peak  # noqa: E402
-from synthetic import PAD, placeholder_vocabularies, synthetic_pairs, token_budget_loader  # noqa: E402
-
-from transformer_mt.markdown import markdown_table  # noqa: E402
-from transformer_mt.model import TransformerConfig  # noqa: E402
-from transformer_mt.model.attention import kernels  # noqa: E402
+from transformer_mt.markdown import markdown_table
+from transformer_mt.model import TransformerConfig
+from transformer_mt.model.attention import kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,7 @@
 """The systems ours is compared with, built at our shapes: torch.nn.Transformer (with embeddings,
 sinusoidal positions and a tied output layer) and Hugging Face's MarianMTModel, each with the
-label-smoothed loss of its logits. Used by train_speed.py and loop_speed.py (their folder on sys.path)."""
+label-smoothed loss of its logits. Used by train_speed.py and loop_speed.py (their sibling: a script's own
+folder is where Python looks first)."""
 
 import math
 from dataclasses import dataclass

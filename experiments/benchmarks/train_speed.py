@@ -17,22 +17,18 @@ What a training run does, step for step (Lightning, token-budget batches, a prof
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
+from peer_models import HFMarian, Shape, TorchTransformer, V
+from step_timing import matmul_peak, sync
+from synthetic import BOS, PAD
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_models import HFMarian, Shape, TorchTransformer, V  # noqa: E402
-from step_timing import matmul_peak, sync  # noqa: E402
-from synthetic import BOS, PAD  # noqa: E402
-
-from transformer_mt.markdown import markdown_table  # noqa: E402
-from transformer_mt.model import Transformer, TransformerConfig  # noqa: E402
-from transformer_mt.model.flops import training_flops  # noqa: E402
-from transformer_mt.training.loss import output_layer_loss  # noqa: E402
+from transformer_mt.markdown import markdown_table
+from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.model.flops import training_flops
+from transformer_mt.training.loss import output_layer_loss
 
 SHAPES = {"base": Shape(512, 2048, 8, 6, 64, 24), "recipe": Shape(128, 256, 4, 4, 256, 16)}
 

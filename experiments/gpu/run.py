@@ -53,10 +53,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import ENVIRONMENT, cuda_libraries, data_dir, datasets_folder, version  # noqa: E402
-from results_files import merged, save  # noqa: E402
-from warm_client import Warm, log  # noqa: E402
+from machine import ENVIRONMENT, cuda_libraries, data_dir, datasets_folder, version
+from results_files import merged, save
+from warm_client import Warm, log
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

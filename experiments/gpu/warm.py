@@ -162,7 +162,9 @@ def run_step(request: dict, fds: list[int]) -> None:
     if "torch" in sys.modules:
         import torch
 
-        torch._logging._internal._init_logs()  # TORCH_LOGS of this step (torch reads it at import)
+        # TORCH_LOGS of this step: torch reads it at import, and no public function reads it again
+        # (torch._logging.set_logs takes the settings, not the variable's text): torch's own reader
+        torch._logging._internal._init_logs()
         if os.environ.get("OMP_NUM_THREADS", "").isdigit():
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     try:
@@ -177,6 +179,10 @@ def run_step(request: dict, fds: list[int]) -> None:
         code = 1
     # the interpreter's exit but its modules' teardown (seconds with torch loaded; nothing a step needs):
     # its threads joined, its atexit handlers run (logging's flush among them), its streams flushed
+    # No public functions do these two steps of the interpreter's exit without its module teardown
+    # (what this leaves out): threading's own (its exit hooks, e.g. concurrent.futures' worker stop,
+    # then a join of the non-daemon threads: joining them by hand would wait forever on an executor
+    # never shut down) and atexit's runner.
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for out in (sys.stdout, sys.stderr):

@@ -4,8 +4,8 @@
 # go to every job. ckpt_path=last: the same command again leaves the finished jobs as they are and
 # resumes a stopped one from its last.ckpt.
 #   DATA_DIR=../shared/data bash experiments/multi30k/full.sh SWEEP SEEDS [OVERRIDE ...]
-#   python run.py task=report task.sweep_dir=SWEEP
+#   python3 run.py task=report task.sweep_dir=SWEEP
 set -u
 cd "$(dirname "$0")/../.."
-python run.py -m experiment=multi30k_recipe "seed=${2:?usage: full.sh SWEEP SEEDS [OVERRIDE ...]}" "${@:3}" \
+python3 run.py -m experiment=multi30k_recipe "seed=${2:?usage: full.sh SWEEP SEEDS [OVERRIDE ...]}" "${@:3}" \
   ckpt_path=last progress=false "hydra.sweep.dir=${1:?}"

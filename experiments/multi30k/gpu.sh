@@ -4,9 +4,9 @@
 # --only setup) and launches each JOB in a process session of its own, so that it outlives the device
 # tool's command; `wait` follows them for at most SECONDS, then packs each finished run into
 # OUT/JOB.tgz: the tested checkpoint, metrics, logs, curves and translations (no epoch or resume
-# checkpoints). A job is one `python run.py` command (a finished one left as it is, a stopped one
+# checkpoints). A job is one `python3 run.py` command (a finished one left as it is, a stopped one
 # resumed: ckpt_path=last, or the pipeline's own stages) plus GPU_OVERRIDES; its output: RUNS/JOB.out.
-# python: the interpreter on PATH (the carried environment's, e.g. PATH=/opt/torch/.venv/bin:$PATH).
+# python3: the project's interpreter on PATH, as in every script of experiments/.
 #   bash experiments/multi30k/gpu.sh start RUNS JOB...    JOB: seedN (the recipe with seed N), both, de_en,
 #                                                         distilled, distilled_orig (-sSEED: another seed),
 #                                                         distillation (issue 51 from scratch, below)
@@ -35,11 +35,11 @@ run_job() {  # run_job RUNS NAME: the job in the foreground, in RUNS/NAME
   seed=${name##*-s}
   [ "$seed" = "$name" ] && seed=1234
   case ${name%-s*} in
-    seed*) python run.py experiment=multi30k_recipe "seed=${name#seed}" "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
-    both) python run.py experiment=multi30k/both_directions "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
-    de_en) python run.py experiment=multi30k/de_en "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
-    distilled) python run.py experiment=multi30k/distilled "seed=$seed" "$VAL_STUDENT" "${common[@]}" ;;
-    distilled_orig) python run.py experiment=multi30k/distilled "seed=$seed" task.originals_weight=1.0 \
+    seed*) python3 run.py experiment=multi30k_recipe "seed=${name#seed}" "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    both) python3 run.py experiment=multi30k/both_directions "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    de_en) python3 run.py experiment=multi30k/de_en "$VAL_RECIPE" ckpt_path=last "${common[@]}" ;;
+    distilled) python3 run.py experiment=multi30k/distilled "seed=$seed" "$VAL_STUDENT" "${common[@]}" ;;
+    distilled_orig) python3 run.py experiment=multi30k/distilled "seed=$seed" task.originals_weight=1.0 \
       "task.translations=$runs/distilled${name#distilled_orig}" "$VAL_STUDENT" "${common[@]}" ;;
     distillation) distillation "$runs" ;;
     *) echo "gpu.sh: no job $name (seedN, both, de_en, distilled, distilled_orig, distillation)" >&2; return 1 ;;
@@ -52,7 +52,7 @@ distillation() {  # distillation RUNS: issue 51 in one job. The teacher's member
   local runs=$1
   bash "$SELF" job "$runs" seed1235 & bash "$SELF" job "$runs" seed1236 & wait
   [ -f "$runs/seed1235/metrics.json" ] && [ -f "$runs/seed1236/metrics.json" ] || return 1
-  MEMBERS=$runs python run.py experiment=multi30k/distilled task.until=synthetic "${GPU[@]}" progress=false \
+  MEMBERS=$runs python3 run.py experiment=multi30k/distilled task.until=synthetic "${GPU[@]}" progress=false \
     "hydra.run.dir=$runs/distilled" || return 1
   MEMBERS=$runs bash "$SELF" job "$runs" distilled & MEMBERS=$runs bash "$SELF" job "$runs" distilled_orig & wait
 }
@@ -61,8 +61,8 @@ start() {  # start RUNS JOB...
   local runs=$1 name
   shift
   mkdir -p "$runs"
-  python experiments/gpu/run.py --only setup --out "$runs/setup" > "$runs/setup.log" 2>&1
-  if ! python -c "import transformer_mt, hydra" 2> /dev/null; then
+  python3 experiments/gpu/run.py --only setup --out "$runs/setup" > "$runs/setup.log" 2>&1
+  if ! python3 -c "import transformer_mt, hydra" 2> /dev/null; then
     echo "gpu.sh: the project does not import after the install ($runs/setup.log)" >&2
     return 1
   fi

@@ -6,12 +6,12 @@
 # jobs in SWEEP/0 ... SWEEP/7, in two lanes of one thread each (two cores); ckpt_path=last: the
 # script run again leaves the finished jobs as they are and resumes a stopped one from its last.ckpt.
 #   DATA_DIR=../shared/data bash experiments/multi30k/screen.sh [SWEEP]
-#   python run.py task=report task.sweep_dir=SWEEP task.base_row=0
+#   python3 run.py task=report task.sweep_dir=SWEEP task.base_row=0
 set -u
 cd "$(dirname "$0")/../.."
 SWEEP=${1:-outputs/screen_1160}
 export OMP_NUM_THREADS=1
-RECIPE=(python run.py experiment=multi30k_recipe trainer.max_steps=1160 ckpt_path=last progress=false)
+RECIPE=(python3 run.py experiment=multi30k_recipe trainer.max_steps=1160 ckpt_path=last progress=false)
 EMA=(callbacks=ema callbacks.ema.decay=0.99)
 {
   "${RECIPE[@]}" data.tokenizer.dropout=0.0 callbacks=default seed=1234 "hydra.run.dir=$SWEEP/0"

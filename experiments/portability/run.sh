@@ -15,6 +15,6 @@ make test PYTEST_ARGS="--junitxml=$out/native.xml" || status=1
 for profile in avx2 default; do
     make test-portable PORTABLE=$profile PYTEST_ARGS="--junitxml=$out/$profile.xml" || status=1
 done
-.venv/bin/python experiments/portability/margins.py "native=$out/native.xml" "avx2=$out/avx2.xml" \
+python3 experiments/portability/margins.py "native=$out/native.xml" "avx2=$out/avx2.xml" \
     "default=$out/default.xml" | tee "$out/margins.md"
 exit $status

@@ -5,13 +5,13 @@ set -eu
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: run.sh OUT}
 # ckpt_path=last: a finished variant is left as it is, a stopped one resumed
-RUN=(python run.py experiment=toy_mix ckpt_path=last)
+RUN=(python3 run.py experiment=toy_mix ckpt_path=last)
 "${RUN[@]}" '~data.corpora.other' "hydra.run.dir=$OUT/in_domain_alone" > /dev/null
 "${RUN[@]}" "hydra.run.dir=$OUT/mixed" > /dev/null
 "${RUN[@]}" data.corpus.weight=10 "hydra.run.dir=$OUT/in_domain_x10" > /dev/null
 "${RUN[@]}" data.corpora.other.weight=0.1 "hydra.run.dir=$OUT/other_x0.1" > /dev/null
 "${RUN[@]}" data.corpora.other.tag=null "hydra.run.dir=$OUT/mixed_untagged" > /dev/null
-python - "$OUT" <<'PY'
+python3 - "$OUT" <<'PY'
 import json
 import sys
 from pathlib import Path

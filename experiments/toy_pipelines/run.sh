@@ -10,13 +10,13 @@ set -eu
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: run.sh OUT}
 SMALL=(model.d_model=32 model.d_ff=128)
-run() { python run.py progress=false "$@" > "$OUT/$(basename "${@: -1}").log" 2>&1; }  # its output: OUT/NAME.log
+run() { python3 run.py progress=false "$@" > "$OUT/$(basename "${@: -1}").log" 2>&1; }  # its output: OUT/NAME.log
 mkdir -p "$OUT"
 run ckpt_path=last "hydra.run.dir=$OUT/teacher"
 run "${SMALL[@]}" ckpt_path=last "hydra.run.dir=$OUT/small"
 run task=distill "task.teacher=$OUT/teacher" "task.baseline=$OUT/teacher" "hydra.run.dir=$OUT/distill_same"
 run task=distill "task.teacher=$OUT/teacher" "task.baseline=$OUT/small" "${SMALL[@]}" "hydra.run.dir=$OUT/distill_small"
-python -c "from transformer_mt.data.toy import ToyCorpus
+python3 -c "from transformer_mt.data.toy import ToyCorpus
 lines = ToyCorpus(num_train=9000, num_val=0, num_test=0, seed=5).load('train').tgt
 open('$OUT/mono.txt', 'w').write(''.join(line + '\n' for line in lines))"
 run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpus.num_train=1000 "hydra.run.dir=$OUT/backtranslate"

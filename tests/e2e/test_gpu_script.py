@@ -16,7 +16,7 @@ from tests.helpers import ROOT, load_script, warm_server
 
 
 def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
     env.pop("DATA_DIR", None)  # --smoke then writes its own Multi30k-shaped folder
     server = warm_server({**os.environ, "PYTHONWARNINGS": "ignore"})
     if server is not None:  # the steps forked from this worker's warm.py rather than from one of their own
@@ -235,7 +235,7 @@ def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_pa
                                       "train_speed/base+packed", "loss_speed"]
     unknown = subprocess.run(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--steps", "base,huge", "--out",
                               str(tmp_path / "unknown")], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "PYTHON": sys.executable})
+                             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
         "error: --steps: no step 'huge'; the steps are base, base+packed, loss, attention, big, big+packed, "
         "base+packed+compile, base+compile, big+compile, base+pad8, toy, multi30k, evaluate, decode"]

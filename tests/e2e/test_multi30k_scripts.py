@@ -1,5 +1,5 @@
 """experiments/multi30k's study scripts (screen.sh, full.sh, both_directions/run.sh, distill/run.sh,
-gpu.sh) are lists of plain `python run.py` commands: with a stand-in `python` on PATH that records
+gpu.sh) are lists of plain `python run.py` commands: with a stand-in `python3` on PATH that records
 each call, every job gets its overrides, its folder and its threads, and the jobs that run again
 (a finished run left as it is, a stopped one resumed) say so by `ckpt_path=last` or by being
 pipelines (both tested where run.py does them: test_trustworthy_runs.py, test_distill.py)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-# python run.py ARGS: record the call (and its threads); fail where an argument is $FAIL_ON
+# python3 run.py ARGS: record the call (and its threads); fail where an argument is $FAIL_ON
 echo "${OMP_NUM_THREADS:--} $*" >> "$CALLS"
 for a in "$@"; do
   [ -n "${FAIL_ON:-}" ] && [ "$a" = "$FAIL_ON" ] && { echo "error: $a: no such checkpoint" >&2; exit 1; }
@@ -21,12 +21,12 @@ exit 0
 
 
 def run_script(tmp_path: Path, script: str, *args: str, status: int = 0, **env: str) -> list[list[str]]:
-    """Run experiments/multi30k/SCRIPT with the stand-in `python` first on PATH (and `env`); the calls
+    """Run experiments/multi30k/SCRIPT with the stand-in `python3` first on PATH (and `env`); the calls
     it made, each as its words (threads first), in the order made."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "python").write_text(FAKE_PYTHON)
-    (bin_dir / "python").chmod(0o755)
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
     calls.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), **env}
     env.pop("OMP_NUM_THREADS", None)
@@ -107,8 +107,8 @@ fi
 def test_the_gpu_script_trains_the_teacher_then_both_students_on_its_one_translation_and_packs_each_run(tmp_path):
     bin_dir, calls, runs, out = tmp_path / "bin", tmp_path / "calls.txt", tmp_path / "runs", tmp_path / "out"
     bin_dir.mkdir()
-    (bin_dir / "python").write_text(FAKE_GPU_PYTHON)
-    (bin_dir / "python").chmod(0o755)
+    (bin_dir / "python3").write_text(FAKE_GPU_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls)}
     for command in (["start", str(runs), "distillation"], ["wait", str(runs), "20", str(out)]):
         result = subprocess.run(["bash", "experiments/multi30k/gpu.sh", *command], cwd=ROOT, env=env,

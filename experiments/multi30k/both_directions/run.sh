@@ -11,8 +11,8 @@ cd "$(dirname "$0")/../../.."
 RUNS=${1:?usage: run.sh RUNS [OVERRIDE ...]}
 STEPS=${STEPS:-8811}
 COMMON=("trainer.max_steps=$STEPS" trainer.limit_val_batches=1 "${@:2}" ckpt_path=last progress=false)
-OMP_NUM_THREADS=1 python run.py experiment=multi30k/both_directions "${COMMON[@]}" "hydra.run.dir=$RUNS/both" &
-[ "$STEPS" = 8811 ] || OMP_NUM_THREADS=1 python run.py experiment=multi30k_recipe "${COMMON[@]}" \
+OMP_NUM_THREADS=1 python3 run.py experiment=multi30k/both_directions "${COMMON[@]}" "hydra.run.dir=$RUNS/both" &
+[ "$STEPS" = 8811 ] || OMP_NUM_THREADS=1 python3 run.py experiment=multi30k_recipe "${COMMON[@]}" \
   "hydra.run.dir=$RUNS/en_de" &
 wait
-OMP_NUM_THREADS=2 python run.py experiment=multi30k/de_en "${COMMON[@]}" "hydra.run.dir=$RUNS/de_en"
+OMP_NUM_THREADS=2 python3 run.py experiment=multi30k/de_en "${COMMON[@]}" "hydra.run.dir=$RUNS/de_en"

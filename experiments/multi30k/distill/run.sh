@@ -10,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/../../.."
 RUNS=${1:?usage: run.sh RUNS [OVERRIDE ...]}
-STUDENT=(python run.py experiment=multi30k/distilled "${@:2}" progress=false)
+STUDENT=(python3 run.py experiment=multi30k/distilled "${@:2}" progress=false)
 OMP_NUM_THREADS=2 "${STUDENT[@]}" task.until=synthetic "hydra.run.dir=$RUNS/distilled" || exit 1
 OMP_NUM_THREADS=1 "${STUDENT[@]}" "hydra.run.dir=$RUNS/distilled" &
 OMP_NUM_THREADS=1 "${STUDENT[@]}" task.originals_weight=1.0 "task.translations=$RUNS/distilled" \
