@@ -1,5 +1,5 @@
 """How profiling.py (loop_speed.py --profile-steps) sorts ops and kernels into categories, and what
-experiments/multi30k/paired.py (a run's first test set or a named one) and both_directions/report.py
+experiments/multi30k/tables.py paired (a run's first test set or a named one) and tables.py directions
 print. (loss_speed.py and attention_speed.py at their CPU smoke sizes run in
 tests/e2e/test_gpu_script.py, as steps of the GPU script: every system has numbers, the fused loss
 matches the plain one, packed attention matches padded attention.)"""
@@ -46,7 +46,7 @@ def test_profile_categories_follow_the_innermost_range_then_the_op():
 
 
 def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, monkeypatch, capsys):
-    """experiments/multi30k/paired.py (the ensemble against the single model): its table is
+    """experiments/multi30k/tables.py paired (the ensemble against the single model): its table is
     paired_test's figures; runs scored on other references are refused."""
     refs = [f"a dog number {i} runs in the green park ." for i in range(30)]
     hyps = {"base": [r.replace("green ", "") if i % 3 else r for i, r in enumerate(refs)], "system": refs[:-1] + ["x"]}
@@ -56,8 +56,9 @@ def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, mon
             (tmp_path / name / f"test.{kind}.txt").write_text("".join(t + "\n" for t in text))
         (tmp_path / name / "metrics.json").write_text(json.dumps(
             {kind: str(tmp_path / name / f"test.{kind}.txt") for kind in ("translations", "references")}))
-    paired = load_script("experiments/multi30k/paired.py")
-    monkeypatch.setattr("sys.argv", ["paired.py", str(tmp_path / "base"), str(tmp_path / "system"), "--metric", "bleu"])
+    paired = load_script("experiments/multi30k/tables.py")
+    argv = ["tables.py", "paired", str(tmp_path / "base"), str(tmp_path / "system"), "--metric", "bleu"]
+    monkeypatch.setattr("sys.argv", argv)
     paired.main()
     r = paired_test(hyps["base"], hyps["system"], refs)
     row = capsys.readouterr().out.splitlines()[-1]
@@ -87,8 +88,9 @@ def test_the_paired_script_compares_a_named_set_of_a_run_of_several_corpora(tmp_
     base, system = [r.replace("red ", "") for r in refs], refs[:-2] + ["x", "y"]
     write_run(tmp_path / "base", base, refs)
     write_run(tmp_path / "both", ["?"] * 30, ["!"] * 30, de_en=(system, refs))
-    paired = load_script("experiments/multi30k/paired.py")
-    argv = ["paired.py", str(tmp_path / "base"), str(tmp_path / "both"), "--metric", "bleu", "--system-set", "de_en"]
+    paired = load_script("experiments/multi30k/tables.py")
+    argv = ["tables.py", "paired", str(tmp_path / "base"), str(tmp_path / "both"), "--metric", "bleu",
+            "--system-set", "de_en"]
     monkeypatch.setattr("sys.argv", argv)
     paired.main()
     r = paired_test(base, system, refs)
@@ -99,7 +101,7 @@ def test_the_paired_script_compares_a_named_set_of_a_run_of_several_corpora(tmp_
 
 
 def test_the_both_directions_report_scores_each_direction_and_its_off_target_share(tmp_path, monkeypatch, capsys):
-    """experiments/multi30k/both_directions/report.py: per direction the one-direction recipe, the
+    """experiments/multi30k/tables.py directions: per direction the one-direction recipe, the
     both-directions model and the references; without an en_de run, the shipped translations (1,000
     lines: refused here, where test2016 is 4 lines)."""
     german = ["Ein Mann fährt mit dem Fahrrad über die Brücke.", "Zwei Hunde spielen im Schnee.",
@@ -109,8 +111,8 @@ def test_the_both_directions_report_scores_each_direction_and_its_off_target_sha
     write_run(tmp_path / "both", german, german, de_en=(english[:2] + german[2:], english))
     write_run(tmp_path / "en_de", german[:3] + english[3:], german)
     write_run(tmp_path / "de_en", english, english)
-    report = load_script("experiments/multi30k/both_directions/report.py")
-    monkeypatch.setattr("sys.argv", ["report.py", str(tmp_path)])
+    report = load_script("experiments/multi30k/tables.py")
+    monkeypatch.setattr("sys.argv", ["tables.py", "directions", str(tmp_path)])
     report.main()
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()[2:]]
     assert [(r[0], r[-1]) for r in rows] == [
@@ -121,4 +123,7 @@ def test_the_both_directions_report_scores_each_direction_and_its_off_target_sha
     assert float(rows[4][1]) < 100.0 and rows[2][1:4] == ["", "", ""]
     (tmp_path / "en_de" / "metrics.json").unlink()
     with pytest.raises(SystemExit, match=r"shipped\): 1000 translations for 4 references"):
+        report.main()
+    (tmp_path / "de_en" / "metrics.json").unlink()
+    with pytest.raises(SystemExit, match=f"^error: {tmp_path}/de_en: no finished run \\(.*metrics.json is missing\\)$"):
         report.main()

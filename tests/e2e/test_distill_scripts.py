@@ -1,6 +1,6 @@
-"""Issue 51's scripts: distill/corpus_stats.py (the distilled corpus against the original, counted
-by hand here), distill/curves.py (several runs' learning curves in one figure) and scores.py (run
-folders' scores in one table)."""
+"""Issue 51's subcommands of experiments/multi30k/tables.py: corpus (the distilled corpus against
+the original, counted by hand here), curves (several runs' learning curves in one figure) and scores
+(run folders' scores in one table)."""
 
 import json
 
@@ -12,8 +12,8 @@ from tests.helpers import load_script
 def test_corpus_stats_counts_words_vocabulary_and_the_targets_equal_to_the_reference(tmp_path, monkeypatch, capsys):
     (tmp_path / "orig.de").write_text("ein Hund läuft\nzwei Katzen schlafen hier\nein Mann\n", encoding="utf-8")
     (tmp_path / "dist.de").write_text("ein Hund rennt\nzwei Katzen schlafen\nein Mann \n", encoding="utf-8")
-    script = load_script("experiments/multi30k/distill/corpus_stats.py")
-    monkeypatch.setattr("sys.argv", ["corpus_stats.py", str(tmp_path / "orig.de"), str(tmp_path / "dist.de")])
+    script = load_script("experiments/multi30k/tables.py")
+    monkeypatch.setattr("sys.argv", ["tables.py", "corpus", str(tmp_path / "orig.de"), str(tmp_path / "dist.de")])
     script.main()
     cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()]
     rows = {row[0]: row[1:] for row in cells}
@@ -29,8 +29,8 @@ def test_corpus_stats_counts_words_vocabulary_and_the_targets_equal_to_the_refer
 def test_corpus_stats_refuses_files_of_different_lengths_in_one_line(tmp_path, monkeypatch):
     (tmp_path / "a").write_text("x\ny\n")
     (tmp_path / "b").write_text("x\n")
-    script = load_script("experiments/multi30k/distill/corpus_stats.py")
-    monkeypatch.setattr("sys.argv", ["corpus_stats.py", str(tmp_path / "a"), str(tmp_path / "b")])
+    script = load_script("experiments/multi30k/tables.py")
+    monkeypatch.setattr("sys.argv", ["tables.py", "corpus", str(tmp_path / "a"), str(tmp_path / "b")])
     with pytest.raises(SystemExit, match=r"^error: .*a has 2 lines, .*b 1$"):
         script.main()
 
@@ -40,7 +40,7 @@ def test_curves_draws_every_run_and_names_a_folder_without_curves(tmp_path, monk
         (tmp_path / name / "plots").mkdir(parents=True)
         (tmp_path / name / "plots" / "curves.csv").write_text(
             f"step,metric,value\n20,train/loss,5.0\n100,val/loss,4.0\n100,val/bleu,{bleu}\n200,val/bleu,{bleu + 1}\n")
-    script = load_script("experiments/multi30k/distill/curves.py")
+    script = load_script("experiments/multi30k/tables.py")
     drawn, figure = [], script.plots.curves_figure
 
     def spy(runs, title):
@@ -49,7 +49,7 @@ def test_curves_draws_every_run_and_names_a_folder_without_curves(tmp_path, monk
 
     monkeypatch.setattr(script.plots, "curves_figure", spy)
     out = tmp_path / "students.png"
-    monkeypatch.setattr("sys.argv", ["curves.py", str(out), f"seed 1235={tmp_path}/member",
+    monkeypatch.setattr("sys.argv", ["tables.py", "curves", str(out), f"seed 1235={tmp_path}/member",
                                      f"distilled={tmp_path}/student"])
     script.main()
     [(runs, title)] = drawn
@@ -57,7 +57,7 @@ def test_curves_draws_every_run_and_names_a_folder_without_curves(tmp_path, monk
     assert runs["distilled"]["val/bleu"] == [(100, 35.0), (200, 36.0)]
     assert runs["seed 1235"]["train/loss"] == [(20, 5.0)]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    monkeypatch.setattr("sys.argv", ["curves.py", str(out), f"x={tmp_path}/nothing"])
+    monkeypatch.setattr("sys.argv", ["tables.py", "curves", str(out), f"x={tmp_path}/nothing"])
     with pytest.raises(SystemExit, match=r"^error: x=.*nothing: no .*nothing/plots/curves.csv"):
         script.main()
 
@@ -70,12 +70,12 @@ def test_scores_tables_each_runs_split_and_marks_a_score_it_lacks(tmp_path, monk
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "metrics.json").write_text(json.dumps({"test/bleu": 39.0, "test/chrf": 60.0,
                                                                   "test/ter": 50.0, "val/bleu": 38.0}))
-    script = load_script("experiments/multi30k/scores.py")
-    monkeypatch.setattr("sys.argv", ["scores.py", f"a, b={tmp_path}/val", f"trained={tmp_path}/train"])
+    script = load_script("experiments/multi30k/tables.py")
+    monkeypatch.setattr("sys.argv", ["tables.py", "scores", f"a, b={tmp_path}/val", f"trained={tmp_path}/train"])
     script.main()
     lines = capsys.readouterr().out.splitlines()
     assert lines[2:] == ["| a, b | val | 41.50 | 40.13 | 65.00 | 44.00 |",
                          "| trained | test | - | 39.00 | 60.00 | 50.00 |"]
-    monkeypatch.setattr("sys.argv", ["scores.py", f"x={tmp_path}/nothing"])
+    monkeypatch.setattr("sys.argv", ["tables.py", "scores", f"x={tmp_path}/nothing"])
     with pytest.raises(SystemExit, match=r"^error: .*nothing/metrics.json: no such file"):
         script.main()

@@ -84,7 +84,6 @@ def read_test_set(run_dir: Path, name: str | None = None) -> tuple[list[str], li
     return tuple(Path(files[key]).read_text(encoding="utf-8").splitlines() for key in ("translations", "references"))
 
 
-
 def tokenized_bleu_extra(split: str, rows: tuple[ScoredSentence, ...], mode: bool | str = True,
                          sets: dict[str, EvalResults] | None = None) -> dict:
     """task.tokenized_bleu: with true, `<split>/bleu_tok_lc` (13a-tokenized, lowercased BLEU); with
