@@ -10,3 +10,4 @@ ALIGNMENT_UNITS = ("words", "subwords")  # task.alignment_unit
 ALIGNMENT_HEADS = ("mean", "max")  # task.alignment_heads (or a head number)
 TOKENIZED_BLEU = (False, True, "compound")  # task.tokenized_bleu
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # float32_matmul_precision
+OWN_LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt (tasks/runs/rerun.py)

@@ -33,6 +33,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt.choices import OWN_LAST
+
 LOCK_FILE = "run.lock"
 # tasks whose run folder is claimed like a training run's, and gone on in when run again
 PIPELINES = ("distill", "backtranslate")
@@ -103,10 +105,10 @@ def earlier_run(folder: Path, ckpt_path: str | None) -> str | None:
     checkpoints = folder / "checkpoints"
     if not checkpoints.is_dir() or not any(checkpoints.rglob("*.ckpt")):
         return None
-    if ckpt_path and Path(ckpt_path).resolve().is_relative_to(folder.resolve()):
-        return None  # a resume into its own folder
+    if ckpt_path == OWN_LAST or (ckpt_path and Path(ckpt_path).resolve().is_relative_to(folder.resolve())):
+        return None  # a resume into its own folder (ckpt_path=last: or its finished run, left as it is)
     last = checkpoints / "last.ckpt"
-    how = f"resume it with ckpt_path={last}" if last.is_file() else "keep it"
+    how = f"resume it with ckpt_path={last} (or ckpt_path=last)" if last.is_file() else "keep it"
     return (f"{folder} holds the checkpoints of an earlier training run: {how}, or give this run another folder "
             "(hydra.run.dir=...)")
 

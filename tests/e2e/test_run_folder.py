@@ -53,7 +53,8 @@ def test_a_second_run_into_a_folder_in_use_or_finished_is_refused_and_a_resume_w
     last = folder / "checkpoints" / "last.ckpt"
     again = run_py(*TOY, "trainer.max_epochs=3", "seed=5", cache, f"hydra.run.dir={folder}")
     assert_clean_failure(again, f"error: {folder} holds the checkpoints of an earlier training run: resume it with "
-                                f"ckpt_path={last}, or give this run another folder (hydra.run.dir=...)")
+                                f"ckpt_path={last} (or ckpt_path=last), or give this run another folder "
+                                "(hydra.run.dir=...)")
     assert "seed=5" not in (folder / ".hydra" / "overrides.yaml").read_text()
 
     resumed = run_py(*TOY, "trainer.max_epochs=4", cache, f"hydra.run.dir={folder}", f"ckpt_path={last}")

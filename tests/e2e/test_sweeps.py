@@ -183,3 +183,22 @@ def test_without_the_optuna_plugin_hydra_starts_without_an_import_error():
               "assert 'SummarizingSweeper' in names and 'OptunaSweeper' not in names, names\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "Error importing" not in result.stderr, result.stderr[-2000:]
+
+
+def test_a_sweep_with_ckpt_path_last_run_again_trains_only_the_job_that_did_not_finish(tmp_path):
+    """The same multirun command twice (ckpt_path=last, a fixed hydra.sweep.dir), its job 1 failing the
+    first time: the second time jobs 0 and 2 are left as they are (nothing of theirs rewritten) and
+    job 1 trains, so that every job is done."""
+    sweep = tmp_path / "sweep"
+    command = ["-m", "model.heads=2,4,8", "ckpt_path=last", f"hydra.sweep.dir={sweep}",
+               f"paths.cache_dir={tmp_path}/cache", *TINY]
+    first = run_py(*command, f"+callbacks.sabotage._target_={__name__}.Sabotage",
+                   f"+callbacks.sabotage.marker={tmp_path}/m", "+callbacks.sabotage.fail_job=1")
+    assert first.returncode != 0 and not (sweep / "1" / "metrics.json").exists()
+    done = {p: p.stat().st_mtime_ns for job in ("0", "2") for p in (sweep / job).rglob("*")
+            if p.is_file() and p.suffix not in (".yaml", ".log")}
+    assert any(p.name == "metrics.json" for p in done)
+    again = run_py(*command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in done} == done
+    assert all((sweep / job / "metrics.json").is_file() for job in ("0", "1", "2"))

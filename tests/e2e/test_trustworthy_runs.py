@@ -286,11 +286,18 @@ def test_the_same_command_with_ckpt_path_last_resumes_a_killed_run_then_leaves_t
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 10 - 10 % EVERY
-    metrics = run(compose_config(tmp_path / "run", [*command, *record(tmp_path / "rest.jsonl")], cache_dir=cache))
+    folder = [f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={cache}"]
+    result = run_py(*command, *record(tmp_path / "rest.jsonl"), *folder)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert steps(tmp_path / "rest.jsonl") == ref_steps[10 - 10 % EVERY:]  # resumed, not started again
     assert_bit_identical(last, ref_dir / "checkpoints" / "last.ckpt")
-    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file() and p.suffix != ".yaml"}
-    again = run(compose_config(tmp_path / "run", [*command, *record(tmp_path / "again.jsonl")], cache_dir=cache))
-    assert again == json.loads((tmp_path / "run" / "metrics.json").read_text()) and again["steps"] == metrics["steps"]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file() and p.suffix != ".yaml"
+               and p.name not in ("run.log", "run.lock")}
+    result = run_py(*command, *record(tmp_path / "again.jsonl"), *folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ckpt_path=last: " in (tmp_path / "run" / "run.log").read_text().split("says this run is done")[-2]
     assert not (tmp_path / "again.jsonl").exists()  # no batch trained
-    assert {p: p.stat().st_mtime_ns for p in written} == written  # no checkpoint, metric or log rewritten
+    assert {p: p.stat().st_mtime_ns for p in written} == written  # no checkpoint or metric rewritten
+    again = run(compose_config(tmp_path / "run", command, cache_dir=cache))  # what a sweep's job returns
+    assert again == metrics

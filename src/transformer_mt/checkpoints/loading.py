@@ -8,6 +8,7 @@ import torch
 from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.upgrades import upgrade
+from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 
@@ -27,9 +28,6 @@ def describe_corpus(data: dict) -> str:
     return " + ".join(named) or "no corpus"
 
 
-LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt (tasks/runs/rerun.py)
-
-
 def checkpoint_path(cfg: DictConfig) -> Path:
     """cfg.ckpt_path, one checkpoint, checked to exist."""
     given = plain(cfg.get("ckpt_path"))
@@ -46,7 +44,7 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     given = plain(cfg.get("ckpt_path"))
     if not given:
         raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
-    if given == LAST:
+    if given == OWN_LAST:
         raise ConfigError("ckpt_path=last resumes task=train from its own run folder; this task needs ckpt_path=PATH "
                           "(a checkpoint file)")
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
-from transformer_mt.checkpoints.loading import LAST
+from transformer_mt.choices import OWN_LAST
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def finished_metrics(cfg: DictConfig) -> dict | None:
     """With ckpt_path=last, the metrics.json of the run folder's finished run (None: none, or another
     ckpt_path)."""
-    if cfg.get("ckpt_path") != LAST:
+    if cfg.get("ckpt_path") != OWN_LAST:
         return None
     metrics = Path(cfg.paths.output_dir) / "metrics.json"
     if not metrics.is_file():
@@ -34,7 +34,7 @@ def finished_metrics(cfg: DictConfig) -> dict | None:
 def own_last(cfg: DictConfig) -> DictConfig:
     """`cfg` with ckpt_path=last replaced by the run folder's checkpoints/last.ckpt, or by null when
     there is none yet (a fresh run); any other ckpt_path unchanged."""
-    if cfg.get("ckpt_path") != LAST:
+    if cfg.get("ckpt_path") != OWN_LAST:
         return cfg
     last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
     log.info("ckpt_path=last: %s", f"resuming from {last}" if last.is_file() else f"no {last} yet: a fresh run")
