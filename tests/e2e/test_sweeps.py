@@ -187,18 +187,18 @@ def test_without_the_optuna_plugin_hydra_starts_without_an_import_error():
 
 def test_a_sweep_with_ckpt_path_last_run_again_trains_only_the_job_that_did_not_finish(tmp_path):
     """The same multirun command twice (ckpt_path=last, a fixed hydra.sweep.dir), its job 1 failing the
-    first time: the second time jobs 0 and 2 are left as they are (nothing of theirs rewritten) and
-    job 1 trains, so that every job is done."""
+    first time: the second time job 0 is left as it is (nothing of its rewritten) and job 1 trains, so
+    that every job is done."""
     sweep = tmp_path / "sweep"
-    command = ["-m", "model.heads=2,4,8", "ckpt_path=last", f"hydra.sweep.dir={sweep}",
+    command = ["-m", "model.heads=2,4", "ckpt_path=last", f"hydra.sweep.dir={sweep}",
                f"paths.cache_dir={tmp_path}/cache", *TINY]
     first = run_py(*command, f"+callbacks.sabotage._target_={__name__}.Sabotage",
                    f"+callbacks.sabotage.marker={tmp_path}/m", "+callbacks.sabotage.fail_job=1")
     assert first.returncode != 0 and not (sweep / "1" / "metrics.json").exists()
-    done = {p: p.stat().st_mtime_ns for job in ("0", "2") for p in (sweep / job).rglob("*")
+    done = {p: p.stat().st_mtime_ns for p in (sweep / "0").rglob("*")
             if p.is_file() and p.suffix not in (".yaml", ".log")}
     assert any(p.name == "metrics.json" for p in done)
     again = run_py(*command)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in done} == done
-    assert all((sweep / job / "metrics.json").is_file() for job in ("0", "1", "2"))
+    assert (sweep / "0" / "metrics.json").is_file() and (sweep / "1" / "metrics.json").is_file()
