@@ -5,6 +5,7 @@ imports its set from here. Only tuples: every layer may import this module."""
 QUANTIZE = ("none", "int8")  # quantize: how test, evaluate, translate and score decode
 CT2_QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")  # task.quantization
 EXPORT_FORMATS = ("hf", "ct2")  # task.format
+ENGINES = ("ours", "ctranslate2")  # task.engine
 LONG_LINES = ("error", "skip", "truncate")  # task.long_lines
 ALIGNMENT_UNITS = ("words", "subwords")  # task.alignment_unit
 ALIGNMENT_HEADS = ("mean", "max")  # task.alignment_heads (or a head number)

@@ -6,6 +6,7 @@ changed is redone with every stage after it."""
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,35 @@ def test_a_second_student_takes_the_first_ones_translations_as_they_are(distille
                     "task.teacher_decoding.beam_size=3")
     assert other.returncode == 1 and other.stderr.strip().splitlines()[-1] == \
         f"error: task.translations={tmp_path}/first: its synthetic stage was made with other decoding than this run's"
+
+
+def test_the_teachers_translations_by_ctranslate2_equal_ours_and_are_a_stage_of_their_own(distilled, tmp_path):
+    """task.engine=ctranslate2: the synthetic stage decoded by CTranslate2 (its teacher converted
+    once beside the checkpoint), greedy (beam 1) as ours gives it, line for line; the engine is an
+    input of the stage; an ensemble teacher is refused before any work."""
+    pytest.importorskip("ctranslate2")
+    folder, teacher, cache = distilled
+    checkpoint = tmp_path / "teacher.ckpt"  # a copy: the conversion is written beside it
+    shutil.copy(json.loads((teacher / "metrics.json").read_text())["tested_checkpoint"], checkpoint)
+
+    def synthetic(name: str, *extra: str):
+        return run_py("task=distill", "task.chunk_lines=100", *DECODING, "task.teacher_decoding.beam_size=1",
+                      "task.until=synthetic", *STUDENT, *extra, f"hydra.run.dir={tmp_path}/{name}",
+                      f"paths.cache_dir={cache}")
+
+    ours, engine = synthetic("ours", f"task.teacher={checkpoint}"), synthetic(
+        "engine", f"task.teacher={checkpoint}", "task.engine=ctranslate2")
+    assert ours.returncode == 0 and engine.returncode == 0, engine.stderr[-3000:]
+    assert (tmp_path / "engine" / "synthetic" / "train.tgt").read_text() == \
+        (tmp_path / "ours" / "synthetic" / "train.tgt").read_text()
+    assert json.loads((tmp_path / "engine" / "synthetic" / "stage.json").read_text())["inputs"]["engine"] == \
+        "ctranslate2"
+    assert "engine" not in json.loads((tmp_path / "ours" / "synthetic" / "stage.json").read_text())["inputs"]
+    assert len(list((tmp_path / "ct2").iterdir())) == 1
+    both = synthetic("both", f"task.teacher=[{checkpoint},{checkpoint}]", "task.engine=ctranslate2")
+    assert both.returncode == 1 and both.stderr.strip().splitlines()[-1].startswith(
+        "error: task.engine=ctranslate2 decodes one checkpoint")
+    assert not (tmp_path / "both" / "synthetic").exists()
 
 
 def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_path, caplog):

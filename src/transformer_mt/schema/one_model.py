@@ -7,7 +7,7 @@ from typing import Any
 
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
 from transformer_mt.schema.keys import key
-from transformer_mt.schema.shared import Batched, Tagged, Trained
+from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
 from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of
 
 RUN = "the function that runs the task (set by task=NAME)"
@@ -37,7 +37,7 @@ class EvaluateTask(Trained):
 
 
 @dataclass
-class TranslateTask(Tagged, Batched):
+class TranslateTask(Tagged, Engined):
     """python run.py task=translate ckpt_path=PATH [task.input=FILE] [task.output=FILE] [decoding=beam]:
     translate lines, one output line per input line."""
 
@@ -60,6 +60,7 @@ class TranslateTask(Tagged, Batched):
     alignment_layer: Any = key(-1, "decoder layer the alignment reads, python index (-1: the last); checked "
                                    "against the model", (integer(-(2**31)), "an integer"))
     alignment_heads: Any = key("mean", "mean | max | a head number (checked against the model)")
+
 
 
 @dataclass

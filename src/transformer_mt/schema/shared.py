@@ -4,9 +4,9 @@ takes (a dataclass base), so that `task.tag` or `task.last_n` means one thing wh
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_mt.choices import TOKENIZED_BLEU
+from transformer_mt.choices import ENGINES, TOKENIZED_BLEU
 from transformer_mt.schema.keys import key
-from transformer_mt.validate import integer, one_of, text
+from transformer_mt.validate import integer, listing, one_of, text
 
 TOKENIZED_BLEU_RULE = (one_of(*TOKENIZED_BLEU),
                        "false, true (13a-tokenized, lowercased) or compound (the paper's: tokenized, hyphenated "
@@ -48,7 +48,17 @@ class Batched:
 
 
 @dataclass
-class Chunked(Batched):
+class Engined(Batched):
+    """A task whose model translates: by our searches or by CTranslate2."""
+
+    engine: Any = key("ours", "ours: transformer_mt's searches | ctranslate2: CTranslate2 decodes the checkpoint, "
+                              "converted once into ct2/ beside it (one checkpoint, not an ensemble; no "
+                              "task.alignment; decoding's PowerLength only); with quantize=int8 its int8 weights",
+                      (one_of(*ENGINES), listing(ENGINES)))
+
+
+@dataclass
+class Chunked(Engined):
     """A pipeline whose model writes a synthetic corpus, in chunks that a rerun resumes."""
 
     chunk_lines: Any = key(10000, "the synthetic corpus is written (and resumed) this many lines at a time; with "

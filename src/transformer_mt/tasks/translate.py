@@ -13,6 +13,8 @@ translated, so a bad line (invalid UTF-8, a NUL byte) stops the run with nothing
 terminal, or with an explicit `task.buffer_size`, lines are translated `task.buffer_size` (or 1) at
 a time as they arrive. Batches are made by `task.max_tokens`. The translating is
 transformer_mt.inference's (a Translator, `translate_lines`); this task reads, writes and reports.
+task.engine=ctranslate2 decodes with CTranslate2 instead (inference/ct2_engine.py: the checkpoint
+converted once, beside it), the rest as it is.
 """
 
 import logging
@@ -23,6 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.loading import checkpoint_paths, task_device
+from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
 from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.members import load_translator
@@ -58,6 +61,8 @@ def write(out: TextIO, line_no: int, nbest: NBest, with_scores: bool) -> None:
 def run(cfg: DictConfig) -> None:
     options = cfg.task
     paths = checkpoint_paths(cfg)
+    if options.engine == "ctranslate2":
+        check_engine(cfg, paths)
     check_output(options.get("output"))
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
@@ -66,9 +71,15 @@ def run(cfg: DictConfig) -> None:
         pairs = split_chunks(chunks, name, whole=total is not None)
     else:
         pairs = ((chunk, None) for chunk in chunks)
-    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize).to(task_device(cfg.trainer))
+    device = task_device(cfg.trainer)
+    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize)
     source_prefix = translator.tokenizer.source_prefix(options.get("tag"), "task.tag")
     alignments = Alignments.from_options(options, translator.models[0])  # of the first member
+    if options.engine == "ctranslate2":
+        translator = ct2_translator(paths[0], translator, device)
+    else:
+        translator.to(device)
+    log.info("task.engine=%s decodes on %s (quantize=%s)", options.engine, device, cfg.quantize)
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated

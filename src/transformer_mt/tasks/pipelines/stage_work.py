@@ -46,10 +46,21 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
     log.info("%s: %s translates %s into %s%s", stage.name, " + ".join(map(str, models)), what, stage.folder,
              f" on {len(devices)} devices" if len(devices) > 1 else "")
     translation = TranslationSettings(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
-                              cfg.task.chunk_lines, cfg.seed)
+                                      cfg.task.chunk_lines, cfg.seed, cfg.task.engine)
     lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
     stage.finish()
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
+
+
+def engine_input(cfg: DictConfig) -> dict:
+    """The synthetic stage's input naming task.engine where it is not ours (a stage made by our
+    searches keeps the fingerprint it had before the key existed); CTranslate2's refusals first."""
+    if cfg.task.engine == "ours":
+        return {}
+    from transformer_mt.inference.ct2_engine import check_engine
+
+    check_engine(cfg, [])
+    return {"engine": cfg.task.engine}
 
 
 def corpus_sources(corpus: DictConfig) -> tuple[Iterable[list[str]], int | None]:

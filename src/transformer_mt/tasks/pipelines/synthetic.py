@@ -41,6 +41,7 @@ class TranslationSettings:
     max_tokens: int
     chunk_lines: int
     seed: int
+    engine: str = "ours"  # task.engine: ours | ctranslate2
 
 
 def lines_in_chunks(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
@@ -86,13 +87,21 @@ def translate_chunks(translation: TranslationSettings, sources: Sources, chunks_
     from transformer_mt.inference.members import load_translator
 
     search = instantiate(translation.decoding)
-    translator = load_translator(list(translation.models), search, translation.quantize or "none").to(device)
+    translator = load_translator(list(translation.models), search, translation.quantize or "none")
+    if translation.engine == "ctranslate2":
+        from transformer_mt.inference.ct2_engine import ct2_translator
+
+        translator = ct2_translator(translation.models[0], translator, device)
+    else:
+        translator.to(device)
     prefix = translator.tokenizer.source_prefix(translation.tag, "task.tag")
     long_lines, seen, translated = LongLines("skip"), 0, 0
     for index, lines in enumerate(lines_in_chunks(sources()[0], translation.chunk_lines)):
         src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
         if index % world == rank and not tgt_file.is_file():
-            torch.manual_seed(chunk_seed(translation.seed, index))
+            torch.manual_seed(chunk_seed(translation.seed, index))  # sampling's draws (CTranslate2's too)
+            if translation.engine == "ctranslate2":
+                translator.reseed(chunk_seed(translation.seed, index))
             nbests = translate_lines(translator, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
                                      name="synthetic sources", long_lines=long_lines, source_prefix=prefix)
             write_lines(src_file, lines)

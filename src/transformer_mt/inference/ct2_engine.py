@@ -1,0 +1,127 @@
+"""task.engine=ctranslate2: a checkpoint decoded by CTranslate2 instead of our searches, behind the
+interface translate_lines takes of a Translator (the tokenizer, the special ids, the longest input,
+`search.nbest`, `hypotheses`), so that reading, long lines, tags, target prefixes, batching and
+writing stay ours.
+
+The checkpoint is converted once (interop/ctranslate2.py), into a folder beside it named by the
+checkpoint's digest and the quantization (`ct2/<stem>-<digest>-<float32|int8>/`), written whole
+or not at all, and found there by the next run. The decoding config maps onto CTranslate2's
+options: greedy search; beam search with `length_norm` PowerLength (CTranslate2's exponential
+length penalty), `nbest`; sampling with temperature, top-k, top-p and seed; `options.min_len`,
+`no_repeat_ngram_size`; each output cut at its own length limit (max_len_a * src_len + max_len_b,
+CTranslate2 taking one limit per batch). What it cannot do (an ensemble, alignments, GNMT's length
+penalty) is refused in one line. The scores are CTranslate2's."""
+
+import logging
+from pathlib import Path
+
+import torch
+
+from transformer_mt.atomic import atomic_dir
+from transformer_mt.data.corpus import file_digest
+from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.decoding.beam import BeamSearch, PowerLength
+from transformer_mt.decoding.sampling import Sampling
+from transformer_mt.decoding.search import Hypothesis, max_lengths
+from transformer_mt.errors import ConfigError
+from transformer_mt.interop.ctranslate2 import export_ct2
+
+log = logging.getLogger(__name__)
+
+WEIGHTS = {"none": "float32", "int8": "int8"}  # quantize -> the converted model's weights
+
+
+def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str) -> Path:
+    """The CTranslate2 model folder of `checkpoint` (converted now unless a run did it before)."""
+    weights = WEIGHTS[quantize]
+    folder = checkpoint.parent / "ct2" / f"{checkpoint.stem}-{file_digest(checkpoint)[:16]}-{weights}"
+    if (folder / "model.bin").is_file():
+        log.info("task.engine=ctranslate2: %s, converted before", folder)
+        return folder
+    with atomic_dir(folder) as tmp:
+        export_ct2(model, tokenizer, tmp, "none" if weights == "float32" else weights)
+    log.info("task.engine=ctranslate2: %s converted into %s", checkpoint, folder)
+    return folder
+
+
+def engine_options(search) -> dict:
+    """CTranslate2's translate_batch options for one of our searches (a ConfigError for what it cannot do)."""
+    options = search.options
+    common = {"min_decoding_length": options.min_len, "no_repeat_ngram_size": options.no_repeat_ngram_size,
+              "return_scores": True}
+    if isinstance(search, BeamSearch):
+        if not isinstance(search.length_norm, PowerLength):
+            raise ConfigError("task.engine=ctranslate2 has only the exponential length penalty: "
+                              "decoding.length_norm._target_=transformer_mt.decoding.PowerLength")
+        return {**common, "beam_size": search.beam_size, "num_hypotheses": search.nbest,
+                "length_penalty": search.length_norm.alpha}
+    if isinstance(search, Sampling):
+        return {**common, "beam_size": 1, "num_hypotheses": search.nbest, "sampling_topk": search.top_k,
+                "sampling_topp": search.top_p, "sampling_temperature": search.temperature}
+    return {**common, "beam_size": 1}
+
+
+class Ct2Translator:
+    """Token ids in, hypotheses out, decoded by CTranslate2: what translate_lines asks of a Translator."""
+
+    def __init__(self, folder: Path, tokenizer: Vocabularies, search, max_positions: int, device: torch.device,
+                 threads: int) -> None:
+        import ctranslate2
+
+        self.tokenizer, self.search, self.max_positions = tokenizer, search, max_positions
+        ids = tokenizer.special_ids()
+        self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
+        self.device = torch.device("cpu")  # the batches' ids: CTranslate2 takes tokens from the host
+        self.options = engine_options(search)
+        if isinstance(search, Sampling) and search.seed is not None:
+            ctranslate2.set_random_seed(search.seed)
+        self.engine = ctranslate2.Translator(str(folder), device="cuda" if device.type == "cuda" else "cpu",
+                                             device_index=device.index or 0, compute_type="default",
+                                             intra_threads=threads if device.type == "cpu" else 0)
+
+    def reseed(self, seed: int) -> None:
+        """CTranslate2's random numbers (sampling) from `seed` (a chunk's: the same after a resume)."""
+        import ctranslate2
+
+        ctranslate2.set_random_seed(seed % 2**32)
+
+    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None
+                   ) -> list[list[Hypothesis]]:
+        """The n-best of each row of src (B, S, EOS last), each cut at its own length limit."""
+        options = self.search.options
+        limits = max_lengths(src, self.pad_id, options.max_len_a, options.max_len_b, self.max_positions).tolist()
+        rows = [[t for t in row if t != self.pad_id][:-1] for row in src.tolist()]  # CTranslate2 adds EOS
+        prefixes = None
+        if prefix_tokens is not None:
+            prefixes = [self.tokenizer.tgt.tokens([t for t in row if t != self.pad_id]) or None
+                        for row in prefix_tokens.tolist()]
+            limits = [max(limit, len(p or [])) for limit, p in zip(limits, prefixes)]
+        results = self.engine.translate_batch([self.tokenizer.src.tokens(row) for row in rows], prefixes,
+                                              max_decoding_length=max(limits) + 1, **self.options)
+        return [[self.hypothesis(tokens, score, limit) for tokens, score in zip(r.hypotheses, r.scores)]
+                for r, limit in zip(results, limits)]
+
+    def hypothesis(self, tokens: list[str], score: float, limit: int) -> Hypothesis:
+        ids = [self.tokenizer.tgt.token_id(t) for t in tokens][:limit]
+        return Hypothesis(ids, float(score), float(score))
+
+
+def check_engine(cfg, paths: list[Path]) -> None:
+    """What task.engine=ctranslate2 cannot do, refused before any work."""
+    import importlib.util
+
+    if importlib.util.find_spec("ctranslate2") is None:
+        raise ConfigError("task.engine=ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'")
+    if len(paths) > 1:
+        raise ConfigError("task.engine=ctranslate2 decodes one checkpoint: an ensemble (ckpt_path=[a,b]) is ours "
+                          "(task.engine=ours)")
+    if cfg.task.get("alignment"):
+        raise ConfigError("task.alignment=true reads our model's cross-attention: it needs task.engine=ours")
+
+
+def ct2_translator(path: Path, translator, device: torch.device) -> Ct2Translator:
+    """The Translator `translator` (its model, tokenizer, search and int8 rule) decoded by CTranslate2."""
+    folder = converted(path, translator.models[0].cpu(), translator.tokenizer, translator.quantize)
+    return Ct2Translator(folder, translator.tokenizer, translator.search, translator.max_positions, device,
+                         torch.get_num_threads())
+
