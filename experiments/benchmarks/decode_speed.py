@@ -182,9 +182,10 @@ def peer_translators(module, folder: Path, device: str, dtype: str) -> list[tupl
 
 
 def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
-            dtype: str = "fp32") -> dict:
+            dtype: str = "fp32", only: str | None = None) -> dict:
     """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
-    and returned (rows and ratios) for --json."""
+    and returned (rows and ratios) for --json. `only`: that one system (decode_rounds.py runs each
+    in a process of its own; outputs equal: not counted)."""
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
@@ -198,19 +199,23 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         peers, skipped = working(peer_translators(module, Path(tmp), device, dtype), lines[:2])
+        if only is not None:
+            systems = {name: model for name, model in systems.items() if name == only}
+            peers = [(name, translate) for name, translate in peers if name == only]
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
         for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
             runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
             runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
             results = race(runs, repeat, device)
-            reference = results[mine][1]
+            reference = results[mine][1] if mine in results else None
             for system, (seconds, ids) in results.items():
                 if not system.startswith("ours"):
                     ids = [hyp[:limit] for hyp, limit in zip(ids, limits)]
+                equal = None if reference is None else sum(a == b for a, b in zip(ids, reference))
                 bleu = corpus_scores(module.tokenizer.tgt.decode(ids), refs)["bleu"]
                 rows.append({"search": f"beam {beams}" if beams > 1 else "greedy", "system": system,
                              "seconds": seconds, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
-                             "outputs_equal": sum(a == b for a, b in zip(ids, reference)), "sentences": len(lines)})
+                             "outputs_equal": equal, "sentences": len(lines)})
     where = f"{THREADS} threads" if device == "cpu" else "CUDA"
     print(f"{len(lines)} sentences, batches of {BATCH}, {where}, {dtype}, best of {repeat}; "
           "BLEU: sacreBLEU 13a, cased, detokenized\n")
@@ -227,8 +232,9 @@ def print_tables(rows: list[dict], mine: str, peers: list[str], device: str) -> 
                          [[r["search"], r["system"], f"{r['seconds']:.2f}", f"{r['sentences_per_s']:.0f}",
                            f"{r['bleu']:.2f}", f"{r['outputs_equal']} / {r['sentences']}"] for r in rows],
                          right=(2, 3, 4, 5)))
-    pairs = [(mine, peer) for peer in peers if peer != "CTranslate2 int8"]
-    if device == "cpu" and "CTranslate2 int8" in peers:
+    present = {r["system"] for r in rows}
+    pairs = [(mine, peer) for peer in peers if peer != "CTranslate2 int8" and mine in present]
+    if device == "cpu" and "CTranslate2 int8" in peers and "ours int8" in present:
         pairs.append(("ours int8", "CTranslate2 int8"))
     ratios = []
     for search in ("greedy", "beam 4"):
@@ -290,6 +296,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="ours (cast), HF and CTranslate2")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
     parser.add_argument("--json", type=Path, help="write every figure of the tables here as JSON")
+    parser.add_argument("--only", help="measure this system alone (e.g. 'ours int8', 'CTranslate2 int8')")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no GPU")
@@ -304,7 +311,7 @@ def main() -> None:
         if not args.reference:
             parser.error("--reference is needed for the systems table (or give --cache)")
         refs = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
-        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype)
+        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only)
     if args.json:
         setup = {"checkpoint": args.ckpt, "source": args.source, "sentences": len(lines), "device": args.device,
                  "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat}
