@@ -31,24 +31,25 @@ FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"
 def cpu() -> dict:
     """The CPU's model name and which of FLAGS it has (from /proc/cpuinfo)."""
     info = Path("/proc/cpuinfo").read_text(encoding="utf-8") if Path("/proc/cpuinfo").is_file() else ""
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    flags = {k.strip(): v.split() for k, v in fields.items()}.get("flags", [])
-    return {"model": fields.get("model name", "unknown").strip(), "flags": [f for f in FLAGS if f in flags]}
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)}
+    flags = fields.get("flags", "").split()
+    family = f" (family {fields['cpu family']}, model {fields['model']})" if "cpu family" in fields else ""
+    return {"model": fields.get("model name", "unknown") + family, "flags": [f for f in FLAGS if f in flags]}
 
 
-def one(system: str, args: argparse.Namespace, folder: Path) -> dict[str, float]:
-    """Seconds per search of `system`, measured in a process of its own."""
+def one(system: str, args: argparse.Namespace, folder: Path) -> dict[str, dict]:
+    """Seconds and BLEU per search of `system`, measured in a process of its own."""
     out = folder / "one.json"
     command = [sys.executable, str(HERE / "decode_speed.py"), "--ckpt", args.ckpt, "--source", args.source,
                "--reference", args.reference, "--repeat", "1", "--only", system, "--json", str(out),
                *(["--limit", str(args.limit)] if args.limit else [])]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads(out.read_text())["systems"]
-    return {row["search"]: row["seconds"] for row in rows}
+    return {row["search"]: {"seconds": row["seconds"], "bleu": row["bleu"]} for row in rows}
 
 
 def rounds(args: argparse.Namespace) -> list[dict[str, dict[str, float]]]:
-    """Every round's seconds: {system: {search: seconds}}."""
+    """Every round's figures: {system: {search: {seconds, bleu}}}."""
     measured = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -63,9 +64,10 @@ def ratios(measured: list[dict]) -> list[dict]:
     out = []
     for ours, peer in PAIRS:
         for search in SEARCHES:
-            per_round = [m[peer][search] / m[ours][search] for m in measured]
+            per_round = [m[peer][search]["seconds"] / m[ours][search]["seconds"] for m in measured]
             out.append({"ours": ours, "peer": peer, "search": search, "rounds": per_round,
-                        "median": statistics.median(per_round)})
+                        "median": statistics.median(per_round), "bleu": (measured[0][ours][search]["bleu"],
+                                                                         measured[0][peer][search]["bleu"])})
     return out
 
 
@@ -83,9 +85,10 @@ def main() -> None:
     machine = cpu()
     print(f"CPU: {machine['model']} ({', '.join(machine['flags']) or 'no AVX2'}); {args.rounds} rounds, "
           "one engine per process\n")
-    print(markdown_table(["search", "ours", "peer", "median (x > 1: ours is faster)", "rounds"],
+    print(markdown_table(["search", "ours", "peer", "median (x > 1: ours is faster)", "rounds", "BLEU ours / peer"],
                          [[r["search"], r["ours"], r["peer"], f"{r['median']:.2f}x",
-                           " / ".join(f"{x:.2f}" for x in r["rounds"])] for r in table], right=(3,)))
+                           " / ".join(f"{x:.2f}" for x in r["rounds"]), "{:.2f} / {:.2f}".format(*r["bleu"])]
+                          for r in table], right=(3,)))
     if args.json:
         args.json.write_text(json.dumps({"cpu": machine, "rounds": measured, "ratios": table}, indent=1) + "\n")
 

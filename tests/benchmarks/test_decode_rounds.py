@@ -12,8 +12,11 @@ rounds_script = load_script("experiments/benchmarks/decode_rounds.py")
 def test_the_median_of_per_round_ratios_not_the_ratio_of_medians():
     def round_of(of32, oi8, c32, ci8):
         searches = ("greedy", "beam 4")
-        return {"ours float32": dict(zip(searches, of32)), "ours int8": dict(zip(searches, oi8)),
-                "CTranslate2 float32": dict(zip(searches, c32)), "CTranslate2 int8": dict(zip(searches, ci8))}
+        def system(seconds):
+            return {search: {"seconds": s, "bleu": 30.0} for search, s in zip(searches, seconds)}
+
+        return {"ours float32": system(of32), "ours int8": system(oi8), "CTranslate2 float32": system(c32),
+                "CTranslate2 int8": system(ci8)}
 
     measured = [round_of((2.0, 4.0), (1.0, 2.0), (2.0, 2.0), (1.5, 2.0)),
                 round_of((1.0, 4.0), (2.0, 4.0), (3.0, 2.0), (1.0, 3.0)),
@@ -33,7 +36,7 @@ def test_every_system_runs_alone_in_its_own_process_in_a_rotating_order(tmp_path
         system = command[command.index("--only") + 1]
         calls.append(system)
         out = command[command.index("--json") + 1]
-        rows = [{"search": s, "system": system, "seconds": 1.0} for s in ("greedy", "beam 4")]
+        rows = [{"search": s, "system": system, "seconds": 1.0, "bleu": 30.0} for s in ("greedy", "beam 4")]
         with open(out, "w") as f:
             json.dump({"systems": rows}, f)
         return subprocess.CompletedProcess(command, 0)
