@@ -160,24 +160,31 @@ def race(runs: dict, repeat: int, device: str = "cpu") -> dict[str, tuple[float,
     return best
 
 
-def peer_translators(module, folder: Path, device: str, dtype: str) -> list[tuple[str, Callable]]:
-    """(name, translate) of each installed peer, the module exported into `folder` for it: HF
-    generate, CTranslate2, and on a CPU CTranslate2 int8."""
+def peer_translators(module, folder: Path, device: str, dtype: str, only: str | None = None
+                     ) -> list[tuple[str, Callable]]:
+    """(name, translate) of each installed peer (`only`: that one, if it is a peer), the module
+    exported into `folder` for it: HF generate, CTranslate2, and on a CPU CTranslate2 int8."""
+    ct2_name = f"CTranslate2 {NAMES[dtype] if device == 'cuda' else 'float32'}"
+
+    def wanted(name: str) -> bool:
+        return only is None or only == name
+
     peers = []
-    if installed("transformers"):
+    if installed("transformers") and wanted("HF generate"):
         from transformer_mt.interop.marian import export_hf
 
         export_hf(module.models[0], module.tokenizer, folder / "hf")
         peers.append(("HF generate", partial(hf_translator, folder / "hf", module, device, dtype)))
-    if installed("ctranslate2"):
-        from transformer_mt.interop.ctranslate2 import export_ct2
+    if not installed("ctranslate2"):
+        return peers
+    from transformer_mt.interop.ctranslate2 import export_ct2
 
+    if wanted(ct2_name):
         export_ct2(module.models[0], module.tokenizer, folder / "ct2", "none")
-        ct2_name = f"CTranslate2 {NAMES[dtype] if device == 'cuda' else 'float32'}"
         peers.append((ct2_name, partial(ct2_translator, folder / "ct2", module, device, dtype)))
-        if device == "cpu":
-            export_ct2(module.models[0], module.tokenizer, folder / "ct2_int8", "int8")
-            peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module)))
+    if device == "cpu" and wanted("CTranslate2 int8"):
+        export_ct2(module.models[0], module.tokenizer, folder / "ct2_int8", "int8")
+        peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module)))
     return peers
 
 
@@ -198,10 +205,9 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
         systems["ours int8"] = quantize_int8(module.models[0])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        peers, skipped = working(peer_translators(module, Path(tmp), device, dtype), lines[:2])
+        peers, skipped = working(peer_translators(module, Path(tmp), device, dtype, only), lines[:2])
         if only is not None:
             systems = {name: model for name, model in systems.items() if name == only}
-            peers = [(name, translate) for name, translate in peers if name == only]
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
         for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
             runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}

@@ -26,7 +26,6 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.inference.ct2_engine import check_engine
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
@@ -56,9 +55,7 @@ def run(cfg: DictConfig) -> dict:
         "synthetic": Stage("synthetic", folder / "synthetic", {
             "reverse": [file_digest(p) for p in given] if given else "reverse/",
             "monolingual": file_digest(monolingual), "decoding": plain(options.reverse_decoding),
-            "chunk_lines": options.chunk_lines, "seed": cfg.seed, **engine_input(cfg)})}
-    if given and options.engine == "ctranslate2":
-        check_engine(cfg, given)
+            "chunk_lines": options.chunk_lines, "seed": cfg.seed, **engine_input(cfg, given or [])})}
     stages["forward"] = Stage("forward", folder / "forward", {
         "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.synthetic_tag,
         **training})

@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_mt.config import plain
 from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
-from transformer_mt.inference.ct2_engine import check_engine
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
@@ -54,9 +53,7 @@ def run(cfg: DictConfig) -> dict:
     synthetic = Stage("synthetic", folder / "synthetic", {
         "teacher": [file_digest(p) for p in teacher], "sources": sources,
         "decoding": plain(options.teacher_decoding), "tag": options.tag, "chunk_lines": options.chunk_lines,
-        "seed": cfg.seed, **engine_input(cfg)})
-    if options.engine == "ctranslate2":
-        check_engine(cfg, teacher)
+        "seed": cfg.seed, **engine_input(cfg, teacher)})
     student = Stage("student", folder / "student", {
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
         "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})

@@ -52,14 +52,15 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
 
 
-def engine_input(cfg: DictConfig) -> dict:
+def engine_input(cfg: DictConfig, models: list[Path]) -> dict:
     """The synthetic stage's input naming task.engine where it is not ours (a stage made by our
-    searches keeps the fingerprint it had before the key existed); CTranslate2's refusals first."""
+    searches keeps the fingerprint it had before the key existed); CTranslate2's refusals of the
+    stage's `models` (given ones; [] for one the pipeline trains) first, before any work."""
     if cfg.task.engine == "ours":
         return {}
     from transformer_mt.inference.ct2_engine import check_engine
 
-    check_engine(cfg, [])
+    check_engine(cfg, models)
     return {"engine": cfg.task.engine}
 
 
