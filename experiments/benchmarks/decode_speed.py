@@ -14,11 +14,12 @@ sentence at 1.2 x source tokens + 10; the peers have one limit per batch, so the
 where ours would have stopped. With --cache: greedy and beam 4 with and without the KV cache, and
 every output forced to exactly 50 tokens.
 
---device cuda --dtype bf16 | fp16: ours (the model cast to the dtype), HF generate (the same, with
+--device cuda --dtype bf16 | fp16: ours (the model cast to the dtype; and on the compiled static step
+with CUDA graphs, "ours ... static": model/static_step.py), HF generate (the same, with
 our SDPA kernels: no cuDNN) and
 CTranslate2 (compute_type bfloat16 / float16) on the GPU; the int8 systems are CPU-only. CUDA clocks
 are read after a synchronize. --limit N: the first N sentences. --json PATH: every figure of the
-tables as JSON.
+tables as JSON. --static: "ours ... static" on the CPU too (inductor, no CUDA graphs).
 """
 
 import argparse
@@ -41,6 +42,7 @@ from transformer_mt.inference.members import load_translator
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.attention import kernels
 from transformer_mt.model.quantize import quantize_int8
+from transformer_mt.model.static_step import StaticDecoder
 
 BATCH = 64
 THREADS = 2  # on the CPU
@@ -63,9 +65,8 @@ def batches(items: list, size: int = BATCH) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def ours(module, model, src: list[list[int]], search) -> list[list[int]]:
+def ours(module, model, src: list[list[int]], search, device: str) -> list[list[int]]:
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
-    device = next(model.parameters()).device
     out = []
     for chunk in batches(src):
         tokens = collate.pad(chunk).to(device)
@@ -189,10 +190,11 @@ def peer_translators(module, folder: Path, device: str, dtype: str, only: str | 
 
 
 def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
-            dtype: str = "fp32", only: str | None = None) -> dict:
+            dtype: str = "fp32", only: str | None = None, static: bool = False) -> dict:
     """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
     and returned (rows and ratios) for --json. `only`: that one system (decode_rounds.py runs each
-    in a process of its own; outputs equal: not counted)."""
+    in a process of its own; outputs equal: not counted). static (always on a GPU): ours on the
+    compiled static step too (model/static_step.py; CUDA graphs on a GPU)."""
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
     lines, refs, src = [lines[i] for i in order], [refs[i] for i in order], [src[i] for i in order]
@@ -203,6 +205,9 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     systems = {mine: cast(module.models[0], device, dtype)}
     if device == "cpu":
         systems["ours int8"] = quantize_int8(module.models[0])
+    if static or device == "cuda":
+        mode = "reduce-overhead" if device == "cuda" else None
+        systems[f"{mine} static"] = StaticDecoder(systems[mine], mode=mode)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         peers, skipped = working(peer_translators(module, Path(tmp), device, dtype, only), lines[:2])
@@ -210,7 +215,7 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
             systems = {name: model for name, model in systems.items() if name == only}
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
         for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
-            runs = {system: partial(ours, module, model, src, search) for system, model in systems.items()}
+            runs = {system: partial(ours, module, model, src, search, device) for system, model in systems.items()}
             runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
             results = race(runs, repeat, device)
             reference = results[mine][1] if mine in results else None
@@ -302,6 +307,8 @@ def main() -> None:
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="ours (cast), HF and CTranslate2")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
     parser.add_argument("--json", type=Path, help="write every figure of the tables here as JSON")
+    parser.add_argument("--static", action="store_true",
+                        help="ours on the compiled static step too (always with --device cuda)")
     parser.add_argument("--only", help="measure this system alone (e.g. 'ours int8', 'CTranslate2 int8')")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -317,7 +324,7 @@ def main() -> None:
         if not args.reference:
             parser.error("--reference is needed for the systems table (or give --cache)")
         refs = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
-        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only)
+        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only, args.static)
     if args.json:
         setup = {"checkpoint": args.ckpt, "source": args.source, "sentences": len(lines), "device": args.device,
                  "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat}

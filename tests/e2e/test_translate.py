@@ -75,3 +75,18 @@ def test_missing_input_file_is_a_clean_error(toy_run, tmp_path):
     assert isinstance(find_user_error(err.value), DataError), err.value
     assert str(find_user_error(err.value)) == f"{tmp_path}/nope.txt: no such file"
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_the_compiled_static_step_translates_as_the_default_path(toy_run, tmp_path):
+    out, _ = toy_run
+    (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src[:40]) + "\n")
+    texts = {}
+    for static in ("false", "true"):
+        overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/in.txt",
+                     f"task.output={tmp_path}/{static}.txt", "task.max_tokens=8192", "decoding=beam",
+                     "decoding.nbest=2", "task.scores=true", f"decoding.options.static_step={static}"]
+        run(compose_config(tmp_path / static, overrides))
+        texts[static] = [line.split("\t") for line in (tmp_path / f"{static}.txt").read_text().splitlines()]
+    assert len(texts["true"]) == 80
+    assert [(r[0], r[2]) for r in texts["true"]] == [(r[0], r[2]) for r in texts["false"]]
+    assert [float(r[1]) for r in texts["true"]] == pytest.approx([float(r[1]) for r in texts["false"]], abs=1e-4)

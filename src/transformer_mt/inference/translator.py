@@ -4,7 +4,9 @@ pipelines' synthetic stage all go through a Translator.
 A Translator holds the models (one checkpoint's, or an ensemble's members: decoding/ensemble.py
 searches them as one), the int8 rule (quantize=int8: each member's int8 copy decodes), the search
 and the tokenizer. It gives hypotheses, texts, and teacher-forced log-probabilities; the tasks only
-batch, format and write.
+batch, format and write. Where the search's options ask for it (`SearchOptions.static`: by default
+on a GPU), one model decodes through its compiled step on static shapes (model/static_step.py),
+made once and kept; an ensemble decodes as it is.
 """
 
 import torch
@@ -13,7 +15,9 @@ from torch import nn
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.search import Hypothesis
+from transformer_mt.model import Transformer
 from transformer_mt.model.quantize import Int8Copy, check_quantize
+from transformer_mt.model.static_step import StaticDecoder
 
 
 class Translator:
@@ -24,6 +28,7 @@ class Translator:
         self.models, self.tokenizer, self.search = models, tokenizer, search
         self.quantize = check_quantize(quantize)
         self.copies = [Int8Copy(model) for model in models]
+        self.static: dict[int, StaticDecoder] = {}  # of each model that decodes so, by id
         ids = tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
 
@@ -58,6 +63,17 @@ class Translator:
         """The weights changed (training, a checkpoint loaded, a move): int8 copies are made again when asked for."""
         for copy in self.copies:
             copy.forget()
+        self.static.clear()
+
+    def searched(self, model, search):
+        """What `search` runs: `model`, or where its options ask for the static step and `model` is
+        one Transformer, its StaticDecoder (CUDA graphs on a GPU)."""
+        if not isinstance(model, Transformer) or not search.options.static(self.device):
+            return model
+        if id(model) not in self.static:
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self.static[id(model)] = StaticDecoder(model, mode=mode)
+        return self.static[id(model)]
 
     @torch.no_grad()
     def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None
@@ -65,7 +81,8 @@ class Translator:
         """The n-best hypotheses of each row of src (B, S), best first. search: None, the
         translator's (with the int8 rule); another (validation's), on the float models."""
         model = self.model(quantized=None if search is None else False)
-        return (search or self.search)(model, src, self.bos_id, self.eos_id, prefix_tokens)
+        search = search or self.search
+        return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens)
 
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
         """The n-best (detokenized text, score) of each source row, best first."""

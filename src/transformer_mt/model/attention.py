@@ -121,6 +121,16 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v)
         return self._merge(self.attend(q, k, v, mask, is_causal))
 
+    def static_self_attention(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                              position: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """One decoding step on fixed shapes (model/static_step.py): x (B, 1, D); this step's K, V
+        written at `position` (a (1,) tensor) of the (B, capacity, H, d_k) buffers, in place; every
+        position of the buffers attended to where `valid` (1, 1, 1, capacity) says it is filled."""
+        q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        keys.index_copy_(1, position, k.transpose(1, 2))
+        values.index_copy_(1, position, v.transpose(1, 2))
+        return self._merge(self.attend(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False))
+
     def cross_attention(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
                         cache: CrossAttentionCache | None) -> torch.Tensor:
         """Q from x, K and V from the encoder memory (with a cache: projected once and reused, memory
@@ -128,9 +138,13 @@ class MultiHeadAttention(nn.Module):
         `beams` consecutive rows of x (the beams of a sentence) share one, attended as extra query
         positions so that the memory's K, V are never copied per beam. A query batch that is not
         exactly beams x the memory's is a ValueError."""
-        q = self._split(self.q_proj(x))
         k, v = self._memory_kv(memory, cache)
-        beams = cache.beams if cache is not None else 1
+        return self.memory_attention(x, k, v, mask, cache.beams if cache is not None else 1)
+
+    def memory_attention(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         beams: int) -> torch.Tensor:
+        """Cross-attention of x (B, T, D) to the memory's projected K, V (B / beams, H, S, d_k)."""
+        q = self._split(self.q_proj(x))
         _check_beams(q.size(0), k.size(0), beams)
         if beams == 1:
             return self._merge(self.attend(q, k, v, mask, False))

@@ -56,3 +56,8 @@ class PositionalEncoding(nn.Module):
         table = self.table if self.kind == "sinusoidal" else self.learned.weight
         pos = table[offset : offset + length] if packed is None else table[packed.positions]
         return x + pos.to(x.dtype)
+
+    def at(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        """x (B, 1, D) plus the position `position`, a (1,) tensor (no host sync: a compiled step's)."""
+        table = self.table if self.kind == "sinusoidal" else self.learned.weight
+        return x + table.index_select(0, position).to(x.dtype)
