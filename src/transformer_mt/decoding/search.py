@@ -268,11 +268,9 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
     makes the run), and extend the prefixes, until every row's limit. Every `options.check_every`
     steps (check_interval; None: `default_check_every`, or check_interval's) the groups the run
     says are done leave the batch, so the model runs only on the others; in between they ride
-    along without changing the result. Each source is one group of `beams` prefixes, or `copies`
-    groups in consecutive rows (its memory row copied too).
-
-    A model whose `fixed_rows` is true (one on static shapes: model/static_step.py) keeps every
-    row to the end: at a check the search only stops once no group goes on.
+    along without changing the result (a model with `fixed_rows`, on static shapes, keeps them all
+    to the end). Each source is one group of `beams` prefixes, or `copies` groups in consecutive
+    rows (its memory row copied too).
 
     Host syncs: one at the start (the limits), one per check (which groups go on), one at the end."""
     every = check_interval(default_check_every if options.check_every is None else options.check_every, src.device)
@@ -289,7 +287,6 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
     run: SearchRun = begin(limits.numel(), steps, src.device)
     prefix = torch.full((limits.numel() * beams, 1), bos_id, dtype=torch.long, device=src.device)
     for step in range(steps):
-        n = limits.numel()
         at_limit = options.at_limit(limits, step, first_limit)
         lprobs = options.apply(state.step(prefix), prefix, step, each_prefix(at_limit, beams), eos_id,
                                model.config.pad_id, forced.at(step, beams))
@@ -299,7 +296,7 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
             keep = run.going().nonzero().squeeze(1)  # the check's host sync
             if keep.numel() == 0:
                 break
-            if keep.numel() == n or fixed:  # fixed rows: the others ride along to the end
+            if keep.numel() == limits.numel() or fixed:  # fixed rows: the others ride along to the end
                 keep = None
             else:
                 rows, tokens, limits, forced = kept(keep, beams, rows, tokens, limits, forced)
