@@ -2,8 +2,8 @@
 
     python experiments/benchmarks/loop_speed.py [--model tiny|small|base|big] [--tokens 25000]
         [--precision 32-true|bf16-mixed|16-mixed] [--compile [BACKEND]] [--device cpu|cuda] [--steps 20]
-        [--warmup 5] [--pad-to-multiple 1] [--packed] [--profile-steps N] [--workers N] [--peer hf]
-        [--json PATH]
+        [--warmup 5] [--pad-to-multiple 1] [--packed] [--shape-grid K] [--compile-mode MODE]
+        [--vocab-multiple N] [--profile-steps N] [--workers N] [--peer hf] [--json PATH]
 
 TranslationModule's training step (loss, the NaN guard, logging, StepMeter) and its optimizer
 + schedule (conf/optim/noam.yaml), through lightning.Trainer.fit (CSV logger, no checkpoints, no
@@ -33,6 +33,12 @@ backward that Lightning runs inside it at 32-true), other (copies, memsets, engi
 idle. On a GPU: CUDA kernel time, and idle = wall time - the time some kernel ran; on a CPU: CPU op
 self time, and idle = wall time - the ops' time (Python, Lightning, data loading).
 
+--shape-grid K: ours on data.shape_grid's batches (at most K shapes; with --compile the regions on
+static shapes, module.shape_grid), the warm-up lengthened to the step where the last shape first
+comes, so that the timed steps compile nothing: "warm-up s" is then what capturing every shape
+cost. --compile-mode: module.compile_mode (reduce-overhead: CUDA graphs). --vocab-multiple:
+module.vocab_multiple (the output layer + loss over the vocabulary padded to a multiple of it).
+
 The model-only comparison against HF and torch.nn.Transformer at fixed shapes: train_speed.py.
 """
 
@@ -52,7 +58,7 @@ from peer_models import HFMarian, Shape
 from profiling import profile_callback, profile_markdown, profile_ranges
 from sdpa_backends import attention_calls, backend_of, kind_of
 from step_timing import StepRecord, lightning_timer, matmul_peak
-from synthetic import PAD, placeholder_vocabularies, synthetic_pairs, token_budget_loader
+from synthetic import PAD, placeholder_vocabularies, steps_to_cover, synthetic_pairs, token_budget_loader
 from torch import nn
 
 from transformer_mt.markdown import markdown_table
@@ -69,14 +75,14 @@ def progress(message: str) -> None:
     print(f"[loop_speed] {message}", file=sys.stderr, flush=True)
 
 
-def compose_run_config(model: str, compile_: str | None):
-    """The run config of `python run.py model=<model> [module.compile=<backend>]` (hydra compose)."""
+def compose_run_config(model: str, compile_: str | None, extra: list[str] = ()):
+    """The run config of `python run.py model=<model> [module.compile=<backend>] [EXTRA]` (hydra compose)."""
     from hydra import compose, initialize_config_dir
 
     from transformer_mt.schema.store import register
 
     register()  # as run.py does
-    overrides = [f"model={model}", *([f"++module.compile={compile_}"] if compile_ else [])]
+    overrides = [f"model={model}", *([f"++module.compile={compile_}"] if compile_ else []), *extra]
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"), job_name="loop_speed"):
         return compose(config_name="config", overrides=overrides)
 
@@ -141,7 +147,10 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
     make = instantiate(cfg.module, _partial_=True, _recursive_=False)
     module = make(model=architecture(cfg.model), tokenizer=placeholder_vocabularies(args.vocab).to_dict())
     loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda",
-                                 args.packed)
+                                 args.packed, args.shape_grid)
+    if args.shape_grid:  # every shape comes in the warm-up: the timed steps compile nothing
+        args.warmup = max(args.warmup, steps_to_cover(loader))
+        progress(f"{len(loader.batch_sampler.grid.lengths)} shapes (rows x length): {loader.batch_sampler.grid}")
     first = next(iter(loader))
     model = module.model.to(device).train()
     if args.packed:
@@ -171,6 +180,8 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
                  f"lightning.Trainer.fit{', packed batches' if args.packed else ''}")
         trainer.fit(module, train_dataloaders=loader)
     figures = {"system": "ours", "compile": args.compile or False, "packed": args.packed,
+               "shape_grid": args.shape_grid, "compile_mode": args.compile_mode, "warmup_steps": args.warmup,
+               "grid_shapes": len(loader.batch_sampler.grid.lengths) if args.shape_grid else None,
                **record.figures(module.model.config, peak), "graphs": compiled_graphs() - graphs,
                "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters(),
                **({"profile": profile} if args.profile_steps else {})}
@@ -222,7 +233,9 @@ def markdown(result: dict) -> str:
              f"per batch, {result['precision']}, {result['device_name']}, torch {result['torch']}; MFU against "
              f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
              + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), ""]
-    rows = [[r["system"], r["compile"] or "no", "yes" if r["packed"] else "no", f"{r['target_tokens_per_s']:,.0f}",
+    rows = [[r["system"] + (f", {r['shape_grid']} shapes" if r.get("shape_grid") else ""),
+             (r["compile"] or "no") + (f", {r['compile_mode']}" if r.get("compile_mode") else ""),
+             "yes" if r["packed"] else "no", f"{r['target_tokens_per_s']:,.0f}",
              f"{r['tokens_per_s']:,.0f}", f"{r['step_ms']:.1f}", f"{r['tflops']:.2f}", f"{r['mfu']:.1%}",
              "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}", f"{r['padding']:.1%}",
              f"{r['warmup_s']:.1f}"] for r in result["systems"]]
@@ -245,6 +258,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (they absorb compilation)")
     parser.add_argument("--pad-to-multiple", type=int, default=1, help="batch lengths padded to a multiple of it")
     parser.add_argument("--packed", action="store_true", help="ours on packed batches (data.packed=true)")
+    parser.add_argument("--shape-grid", type=int, default=None, help="ours on batches of at most K shapes")
+    parser.add_argument("--compile-mode", default=None, help="module.compile_mode (reduce-overhead: CUDA graphs)")
+    parser.add_argument("--vocab-multiple", type=int, default=1, help="module.vocab_multiple")
     parser.add_argument("--profile-steps", type=int, default=0, help="then N steps of ours under torch.profiler")
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: 4 on cuda, 0 on cpu)")
     parser.add_argument("--vocab", type=int, default=LOOP_VOCAB)
@@ -257,7 +273,9 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*(LeafSpec|isinstance.*treespec).*")
     warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
-    cfg = compose_run_config(args.model, args.compile)
+    extra = [f"++module.shape_grid={args.shape_grid or 'null'}", f"++module.vocab_multiple={args.vocab_multiple}",
+             f"++module.compile_mode={args.compile_mode or 'null'}"]
+    cfg = compose_run_config(args.model, args.compile, extra)
     mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
     sentences = int(1.3 * (args.warmup + args.steps + args.profile_steps) * args.tokens / mean) + 1000  # an epoch
     progress(f"{sentences:,} random sentence pairs, model={args.model}, {args.device}, {args.precision}")
@@ -273,6 +291,7 @@ def main() -> None:
     result = {"benchmark": "loop_speed", "model": args.model, "parameters": ours["parameters"],
               "vocab": args.vocab, "max_tokens": args.tokens, "precision": args.precision,
               "compile": args.compile or False, "pad_to_multiple": args.pad_to_multiple, "packed": args.packed,
+              "shape_grid": args.shape_grid, "compile_mode": args.compile_mode, "vocab_multiple": args.vocab_multiple,
               "warmup_steps": args.warmup, "timed_steps": args.steps, "profile_steps": args.profile_steps,
               "device": args.device, **machine(device), "peak_tflops": peak / 1e12,
               "peak_source": peak_source, "attention": attention, "systems": systems}

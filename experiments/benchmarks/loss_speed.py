@@ -10,7 +10,9 @@ conf/model/base.yaml) and the same targets, ~5% of them padding (ignored):
 - previous: the chunked loss this one replaced (copied below): fp32 logits per chunk, eager;
 - fused: `training.loss.output_layer_loss`, eager: logits in the activation dtype, one fp32
   log-sum-exp, the one-hot and smoothing terms analytic;
-- fused+compile: the same with chunk_fn = torch.compile(chunk_loss, fullgraph=True, dynamic=False),
+- fused, vocab /128: the same over the vocabulary padded to a multiple of 128 (module.vocab_multiple:
+  37,000 -> 37,120, the padded logits masked; whole GPU tiles);
+- fused+compile (and its vocab /128): the same with chunk_fn = torch.compile(chunk_loss, fullgraph=True, dynamic=False),
   as module.compile runs it (with --compile only: inductor takes minutes on a CPU);
 - liger: Liger-Kernel's LigerFusedLinearCrossEntropyLoss (label_smoothing=0.1, ignore_index=0), where
   `liger_kernel` imports and the device is CUDA; otherwise listed as skipped, with the reason.
@@ -41,7 +43,8 @@ from transformer_mt.markdown import markdown_table  # noqa: E402
 from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss  # noqa: E402
 
 PAD, EPSILON = 0, 0.1
-SYSTEMS = ("previous", "fused", "fused+compile", "liger")
+SYSTEMS = ("previous", "fused", "fused, vocab /128", "fused+compile", "fused+compile, vocab /128", "liger")
+VOCAB_MULTIPLE = 128  # module.vocab_multiple of the "vocab /128" systems
 
 
 # ------------------------------------------------------------------ the previous implementation
@@ -149,13 +152,18 @@ def liger_loss(device: torch.device) -> Loss | str:
 
 def systems_for(device: torch.device, compile_: bool) -> tuple[dict[str, Loss], dict[str, str]]:
     """The systems that run here, and for each one that does not, why."""
-    run: dict[str, Loss] = {"previous": per_token(previous_output_layer_loss), "fused": per_token(output_layer_loss)}
+    run: dict[str, Loss] = {"previous": per_token(previous_output_layer_loss), "fused": per_token(output_layer_loss),
+                            "fused, vocab /128": per_token(lambda *a: output_layer_loss(
+                                *a, vocab_multiple=VOCAB_MULTIPLE))}
     skipped = {}
     if compile_:
         compiled = torch.compile(chunk_loss, fullgraph=True, dynamic=False)
         run["fused+compile"] = per_token(lambda *a: output_layer_loss(*a, chunk_fn=compiled))
+        run["fused+compile, vocab /128"] = per_token(lambda *a: output_layer_loss(
+            *a, chunk_fn=compiled, vocab_multiple=VOCAB_MULTIPLE))
     else:
-        skipped["fused+compile"] = "not run: no --compile (inductor takes minutes on a CPU)"
+        for name in ("fused+compile", "fused+compile, vocab /128"):
+            skipped[name] = "not run: no --compile (inductor takes minutes on a CPU)"
     liger = liger_loss(device)
     if isinstance(liger, str):
         skipped["liger"] = liger

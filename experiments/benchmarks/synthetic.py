@@ -46,15 +46,29 @@ def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max
     return datasets.Dataset.from_dict(columns, features=TRAIN_FEATURES)
 
 
-def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool, packed: bool = False):
-    """Batches as the datamodule's training loader makes them (shuffled, seed 0); packed: data.packed's."""
+def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool, packed: bool = False,
+                        shape_grid: int | None = None):
+    """Batches as the datamodule's training loader makes them (shuffled, seed 0); packed: data.packed's;
+    shape_grid: data.shape_grid's (at most that many shapes)."""
     from torch.utils.data import DataLoader
 
     from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 
     dataset = TranslationDataset(table)
     padding = {"pad_to_multiple": pad_to_multiple} if pad_to_multiple > 1 else {}
-    sampler = TokenBudgetBatchSampler(dataset.sizes(), max_tokens, shuffle=True, seed=0, **padding)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=Collator(PAD, BOS, EOS, packed=packed, **padding),
-                      num_workers=workers, persistent_workers=workers > 0, pin_memory=pin)
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), max_tokens, shuffle=True, seed=0, shape_grid=shape_grid,
+                                      **padding)
+    collate = Collator(PAD, BOS, EOS, packed=packed, grid=sampler.grid, **padding)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=workers,
+                      persistent_workers=workers > 0, pin_memory=pin)
 
+
+def steps_to_cover(loader) -> int:
+    """How many batches of `loader` (on a shape grid) come before every shape has come once."""
+    sampler = loader.batch_sampler
+    sizes, seen = sampler.sizes, set()
+    for i, batch in enumerate(sampler.all_batches()):
+        seen.add(sampler.grid.shape(int(sizes[batch].max())))
+        if len(seen) == len(sampler.grid.lengths):
+            return i + 1
+    return len(sampler.all_batches())

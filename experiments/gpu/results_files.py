@@ -65,6 +65,15 @@ def benchmark_tables(steps: dict) -> list[str]:
                        "padded / packed": f["padded_over_packed"], "padding %": 100 * f["padding"],
                        "max diff out": f["out_max_abs_diff"], "max diff grad": f["grad_max_abs_diff"]}
                       for kind, f in attention["kinds"].items()])
+    backends = steps.get("attention_backends", {}).get("figures")
+    if backends:
+        out += ["", "## Attention backends on the shape grid, forward + backward (`attention_backends.py`)", "",
+                f"{len(backends['shapes'])} shapes of {backends['max_tokens']:,}-token batches, {backends['heads']} "
+                f"heads x {backends['d_k']}, {backends['dtype']}; ms per batch: the first pass over the shapes "
+                f"(plans built), then the median of {backends['reps']}.", ""]
+        out += table([{"attention": kind, "backend": name, "first pass ms": f.get("first_ms"), "ms": f.get("ms"),
+                       "cannot run": f.get("error")} for kind, named in backends["kinds"].items()
+                      for name, f in named.items()])
     return out
 
 
@@ -86,6 +95,7 @@ def markdown(results: dict) -> str:
     if speed:
         out += ["", "## Training throughput (`loop_speed.py`)", ""]
         out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"],
+                       "mode": s.get("compile_mode"), "shapes": s.get("shape_grid"),
                        "packed": s.get("packed", False), "precision": f["precision"],
                        "tokens/batch": f["max_tokens"], "target tok/s": round(s["target_tokens_per_s"]),
                        "src+tgt tok/s": round(s["tokens_per_s"]), "step ms": s["step_ms"],
@@ -93,7 +103,8 @@ def markdown(results: dict) -> str:
                        "peak GPU GB": s["peak_memory_gb"], "padding %": 100 * s["padding"],
                        "warm-up s": s["warmup_s"], "graphs": s.get("graphs")} for _, f in speed for s in f["systems"]])
         out += ["", f"MFU against {speed[0][1]['peak_tflops']:.3g} TFLOP/s ({speed[0][1]['peak_source']}); "
-                "warm-up s: the untimed first steps, compilation included; graphs: those torch.compile made.", "",
+                "warm-up s: the untimed first steps, compilation included (on a shape grid: until every shape has "
+                "come once); graphs: those torch.compile made; shapes: data.shape_grid.", "",
                 "## Attention kernels (first training batch; packed: varlen or reference)", ""]
         out += table([{"run": n.removeprefix("train_speed/"), "attention": kind, **call}
                       for n, f in speed for kind, call in f["attention"].items()],

@@ -6,12 +6,16 @@
 
 Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
-torch, triton, the signature of torch's varlen_attn), then the `speed` group, most important
-first and the compiled steps last: `base` (loop_speed.py, model=base, 25k-token batches,
-bf16, eager, with --peer hf and --profile-steps 3: the same-card baseline), `base+packed`, `loss`
-(loss_speed.py), `attention` (attention_speed.py), `big`, `big+packed`, `base+packed+compile`,
-`base+compile`, `big+compile` (each recompilation's reason logged, TORCH_LOGS=recompiles), and
-`base+pad8` (lengths padded to a multiple of 8: whether data.pad_to_multiple pays); then the
+torch, triton, the signature of torch's varlen_attn), then the `speed` group, cheapest and most
+important first: `base` (loop_speed.py, model=base, 25k-token batches, bf16, eager, with --peer
+hf and --profile-steps 3: the same-card baseline), `base+grid` (eager on data.shape_grid's 16
+shapes), `base+grid+graphs` (on them compiled on static shapes with CUDA graphs, the vocabulary
+padded to a multiple of 128, profiled; the warm-up covers every shape), `attention+grid`
+(attention_backends.py: flash, efficient, cuDNN and math on the grid's shapes), `loss`
+(loss_speed.py, with the padded vocabulary), `big`, `big+grid`, `big+grid+graphs`, then the
+earlier steps: `base+compile`, `big+compile` (dynamic shapes), `attention` (attention_speed.py),
+`base+packed`, `big+packed`, `base+packed+compile` (each recompilation's reason logged,
+TORCH_LOGS=recompiles), and `base+pad8` (lengths padded to a multiple of 8); then the
 `runs` group: the toy default job, experiment=multi30k_recipe for a fixed number of steps (data:
 $DATA_DIR/multi30k, else .gpu-data/multi30k), task=evaluate and decode_speed.py on that run's
 checkpoint. --only runs one group, --steps the named steps in the order given. A failed step is
@@ -146,24 +150,37 @@ def environment(runner: Runner) -> dict:
     return record["figures"]
 
 
-def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
-    """loop_speed.py for a step named model[+packed][+compile][+pad8] (train_speed/<that>); the eager padded one
-    (the baseline) also with the HF peer and a profile. pad8: lengths padded to a multiple of 8.
-    Compiled steps log every recompilation's reason (TORCH_LOGS=recompiles), counted in the figures.
-    --smoke: model=tiny whatever the name says, and aot_eager for inductor (no code generation)."""
+def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tuple[list[str], float]:
+    """loop_speed.py's command line for a step named model[+packed][+compile][+pad8][+grid[+graphs]],
+    and its time limit. The eager padded one (the baseline) also with the HF peer and a profile.
+    pad8: lengths padded to a multiple of 8; grid: batches of 16 shapes (data.shape_grid); graphs:
+    on them, the step compiled on static shapes with CUDA graphs (module.compile_mode=reduce-overhead)
+    and the vocabulary padded to a multiple of 128, profiled as the baseline is. --smoke:
+    model=tiny whatever the name says, and aot_eager for inductor (no code generation, no mode)."""
     model, *options = short.split("+")
-    compile_, packed, pad8 = "compile" in options, "packed" in options, "pad8" in options
-    baseline = not options
-    result = runner.work / f"train_speed_{short}.json"
+    graphs, grid = "graphs" in options, "grid" in options
+    compile_, baseline = "compile" in options or graphs, not options
     precision = "32-true" if device == "cpu" else "bf16-mixed"
     sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
              else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
     command = [PY, "experiments/benchmarks/loop_speed.py", "--model", "tiny" if smoke else model,
                "--device", device, "--precision", precision, *sizes, "--json", str(result),
                *(["--compile", "aot_eager" if smoke else "inductor"] if compile_ else []),
-               *(["--packed"] if packed else []), *(["--pad-to-multiple", "8"] if pad8 else []),
-               *(["--peer", "hf", "--profile-steps", "2" if smoke else "3"] if baseline else [])]
-    limit = 240 if smoke else (300 if compile_ else 240 if baseline else 180)
+               *(["--packed"] if "packed" in options else []),
+               *(["--pad-to-multiple", "8"] if "pad8" in options else []),
+               *(["--shape-grid", "16"] if grid else []), *(["--vocab-multiple", "128"] if graphs else []),
+               *(["--compile-mode", "reduce-overhead"] if graphs and not smoke else []),
+               *(["--peer", "hf"] if baseline else []),
+               *(["--profile-steps", "2" if smoke else "3"] if baseline or graphs else [])]
+    return command, 240 if smoke else (360 if graphs else 300 if compile_ else 240 if baseline else 180)
+
+
+def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
+    """loop_speed.py for a step (train_speed/<short>: `loop_speed_command`). Compiled steps log
+    every recompilation's reason (TORCH_LOGS=recompiles), counted in the figures."""
+    result = runner.work / f"train_speed_{short}.json"
+    command, limit = loop_speed_command(short, smoke, device, result)
+    compile_ = "--compile" in command
     name = f"train_speed/{short}"
     same = tuple(a for a in command if a != str(result))
     if smoke and same in runner.smoke_runs:  # big and base are both tiny at smoke sizes
@@ -193,7 +210,8 @@ def recompiles(log_text: str) -> list[str]:
 
 
 def benchmark(runner: Runner, name: str, smoke: bool, device: str) -> None:
-    """loss_speed.py or attention_speed.py (--smoke sizes with --smoke; the loss with --compile on a GPU)."""
+    """loss_speed.py, attention_speed.py or attention_backends.py (--smoke sizes with --smoke; the
+    loss with --compile on a GPU)."""
     result = runner.work / f"{name}.json"
     options = ["--smoke"] if smoke else ["--compile"] if name == "loss_speed" and device == "cuda" else []
     command = [PY, f"experiments/benchmarks/{name}.py", "--device", device, *options, "--json", str(result)]
@@ -272,9 +290,10 @@ def evaluate(runner: Runner, run_dir: Path, overrides: list[str], data: Path) ->
 
 # the speed group, most important first (a run cut short keeps the first ones): the eager steps,
 # then the compiled ones (a slow cold compilation can only cost the last figures)
-SPEED = ("base", "base+packed", "loss", "attention", "big", "big+packed", "base+packed+compile", "base+compile",
-         "big+compile", "base+pad8")
-BENCHMARKS = {"loss": "loss_speed", "attention": "attention_speed"}  # short name: the step's (the script's)
+SPEED = ("base", "base+grid", "base+grid+graphs", "attention+grid", "loss", "big", "big+grid", "big+grid+graphs",
+         "base+compile", "big+compile", "attention", "base+packed", "big+packed", "base+packed+compile", "base+pad8")
+# short name: the step's (the script's)
+BENCHMARKS = {"loss": "loss_speed", "attention": "attention_speed", "attention+grid": "attention_backends"}
 RUNS = ("toy", "multi30k", "evaluate", "decode")
 
 

@@ -147,6 +147,27 @@ def test_the_papers_recipes_hold_its_settings(tmp_path, preset):
     assert cfg.task.tokenized_bleu == "compound"
 
 
+@pytest.mark.parametrize("size", ["base", "big"])
+def test_the_throughput_presets_scale_the_papers_batch_and_keep_the_rest(tmp_path, size):
+    """experiment=throughput/*: 100,000 tokens an update (4x the paper's) in one batch per card,
+    the noam factor doubled, a quarter of the paper's steps, the step on 16 shapes with CUDA graphs
+    and a padded vocabulary; the model, data, regularization and averaging are the paper's."""
+    from transformer_mt.tasks.runs.start import UpdatePlan, update_plan
+
+    paper = compose_config(tmp_path, [f"experiment=paper/wmt14_en_de_{size}", "trainer=gpu"])
+    fast = compose_config(tmp_path, [f"experiment=throughput/wmt14_en_de_{size}", "trainer=gpu"])
+    assert (fast.tokens_per_update, fast.data.max_tokens, fast.data.shape_grid) == (100_000, 100_000, 16)
+    assert update_plan(fast, 1, 1) == UpdatePlan(processes=1, accumulation=1, batch_tokens=100_000)
+    assert fast.optim.optimizer.lr == 2 * paper.optim.optimizer.lr and fast.trainer.max_steps * 4 == PAPER[
+        f"paper/wmt14_en_de_{size}"][3]
+    assert (fast.module.compile, fast.module.compile_mode, fast.module.shape_grid, fast.module.vocab_multiple) == (
+        True, "reduce-overhead", 16, 128)
+    same = ("model", "decoding", "task")
+    assert all(OmegaConf.to_container(fast[key]) == OmegaConf.to_container(paper[key]) for key in same)
+    assert fast.data.tokenizer == paper.data.tokenizer and fast.data.corpus == paper.data.corpus
+    assert (paper.tokens_per_update, paper.data.shape_grid, paper.module.vocab_multiple) == (25_000, None, 1)
+
+
 def write_wmt_layout(folder: Path, tgt_lang: str) -> None:
     """A local copy laid out as the hub's wmt14 (train / validation / test, a `translation` column of
     {lang: text}), written with save_to_disk from the toy corpus."""

@@ -13,6 +13,7 @@ from torch._dynamo import register_backend
 
 from tests import varlen_cpu  # noqa: F401  (a CPU kernel for torch's varlen attention op)
 from tests.helpers import compose_config, make_model, ragged_batch
+from transformer_mt.data.shape_grid import ShapeGrid
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import attention
 from transformer_mt.tasks.train import run
@@ -124,8 +125,9 @@ def test_a_region_past_torchs_recompile_limit_stops_the_run_in_one_line_after_lo
     encoder = compiled_step("counted_aot_eager").runners.encoder  # the encoder's region alone
     with torch._dynamo.config.patch(recompile_limit=1):
         model.encode(ragged_batch([5, 3, 4], [4, 6, 2], seed=1)["src"], run=encoder)
-        with pytest.raises(RecompileLimitHit, match=r"^module.compile: the encoder layer was compiled more than 1 "
-                           r"times .* Train with module.compile=false \(resume from checkpoints/last.ckpt\)"):
+        with pytest.raises(RecompileLimitHit, match=r"^module.compile: the encoder layer was compiled more than its "
+                           r"limit .*recompile_limit=1; .* Train with module.compile=false \(resume from "
+                           r"checkpoints/last.ckpt\)"):
             model.encode(ragged_batch([5], [4], seed=2)["src"], run=encoder)  # one sentence: sizes of 1 are specialized
     assert "Recompiling function compiled_encoder_layer" in capfd.readouterr().err
     torch._dynamo.reset()
@@ -163,3 +165,92 @@ def test_an_epoch_of_token_budget_batches_compiles_three_graphs(tmp_path):
     assert len(shapes) >= 10, shapes
     assert graphs_per_region() == [1, 1, 1], (sorted(GRAPHS), sorted(shapes))
     assert metrics["steps"] > 10 and metrics["test/bleu"] >= 0
+
+
+def grid_batches(grid: ShapeGrid, count: int) -> list[dict]:
+    """`count` batches of random pairs, each padded to its shape of `grid` (a ShapeGrid), the shapes in turn."""
+    import numpy as np
+    import pyarrow as pa
+
+    from transformer_mt.data.batching import Collator
+
+    batches, rng = [], np.random.default_rng(0)
+    for i in range(count):
+        rows, length = grid.shapes()[i % len(grid.shapes())]
+        low = grid.lengths[i % len(grid.lengths) - 1] + 1 if i % len(grid.lengths) else 2
+        n = int(rng.integers(1, rows + 1))
+        src = [[*rng.integers(4, 50, int(rng.integers(low, length + 1)) - 1).tolist(), 2]
+               for _ in range(n)]
+        tgt = [rng.integers(4, 50, int(rng.integers(1, length))).tolist() for _ in range(n)]
+        ids = pa.list_(pa.int32())
+        table = pa.table({"src_ids": pa.array(src, ids), "tgt_ids": pa.array(tgt, ids), "id": pa.array(range(n))})
+        batches.append(Collator(0, 1, 2, grid=grid)(table))
+    return batches
+
+
+def test_on_the_shape_grid_inductor_compiles_each_shape_once_and_never_again():
+    """module.compile with data.shape_grid: the layers on static shapes through inductor (mode
+    reduce-overhead, whose CUDA graphs a CPU skips): the encoder layer's region (forward and
+    backward; the decoder's takes the same path, checked with aot_eager over whole runs below) gets
+    one graph per shape and none once the grid is covered (fail_on_recompile), with the eager
+    layers' outputs and gradients."""
+    from torch._dynamo.utils import counters
+
+    grid = ShapeGrid((6, 12), (5, 3))
+    torch._dynamo.reset()
+    counters.clear()
+    model = make_model(dropout=0.0).train()
+    encoder = compiled_step(True, shape_grid=2, mode="reduce-overhead").runners.encoder
+    batches = grid_batches(grid, 5)
+    assert [tuple(b["src"].shape) for b in batches] == [(5, 6), (3, 12), (5, 6), (3, 12), (5, 6)]
+    for i, batch in enumerate(batches):
+        results = []
+        for run_layer in (None, encoder):
+            model.zero_grad()
+            with torch.compiler.set_stance("fail_on_recompile" if i >= 2 and run_layer else "default"):
+                out = model.encode(batch["src"], **({"run": run_layer} if run_layer else {}))
+            out.pow(2).sum().backward()
+            results.append((out.detach(), [p.grad.clone() for p in model.encoder_layers.parameters()]))
+        (eager, eager_grads), (compiled, grads) = results
+        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+        for a, b in zip(grads, eager_grads, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert counters["stats"]["unique_graphs"] == 2  # one per shape
+
+
+def test_a_compile_mode_needs_inductor_and_a_known_name():
+    with pytest.raises(ConfigError, match=r"module.compile_mode='fast'"):
+        compiled_step(True, mode="fast")
+    with pytest.raises(ConfigError, match=r"module.compile_mode=reduce-overhead: a mode of inductor's, not of "
+                                          r"module.compile=aot_eager"):
+        compiled_step("aot_eager", mode="reduce-overhead")
+
+
+class GraphsPerEpoch(L.Callback):
+    """graphs_per_region() at the end of every training epoch, written to `path`."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.counts = Path(path), []
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.counts.append(graphs_per_region())
+        self.path.write_text(json.dumps(self.counts))
+
+
+def test_two_epochs_on_the_shape_grid_compile_one_graph_per_shape_in_the_first_and_none_after(tmp_path):
+    """A real run with module.compile and data.shape_grid=3: every training batch has one of the
+    grid's at most 3 shapes, the layers get one graph per shape used, and the second epoch
+    compiles nothing."""
+    torch._dynamo.reset()
+    GRAPHS.clear()
+    run(compose_config(tmp_path / "run", [
+        "model=tiny", "module.compile=counted_aot_eager", "data.shape_grid=3", "trainer.max_epochs=2",
+        "data.corpus.num_train=400", "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=300",
+        "trainer.limit_val_batches=0", f"+callbacks.shapes._target_={__name__}.BatchShapes",
+        f"+callbacks.shapes.path={tmp_path / 'shapes.json'}", f"+callbacks.graphs._target_={__name__}.GraphsPerEpoch",
+        f"+callbacks.graphs.path={tmp_path / 'graphs.json'}"]))
+    shapes = {tuple(s) for s in json.loads((tmp_path / "shapes.json").read_text())}
+    first, second = json.loads((tmp_path / "graphs.json").read_text())
+    assert len(shapes) <= 3 and all(src == tgt for _, src, tgt in shapes), shapes
+    assert first == [len(shapes), len(shapes), 1], (first, shapes)
+    assert second == first  # the second epoch's batches, on the same shapes, compile nothing

@@ -163,3 +163,39 @@ def test_the_compiled_chunk_body_is_one_graph_for_every_batch_and_equals_the_eag
         for eager, fused in zip(*results):
             torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-5)
     assert len(COMPILED_CHUNKS) == 1, COMPILED_CHUNKS
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("vocab, multiple", [(37, 16), (100, 128), (64, 8)])
+def test_the_padded_vocabulary_gives_todays_loss_and_gradients(bias, vocab, multiple):
+    """module.vocab_multiple: the products over a vocabulary padded to a multiple (the padded
+    logits masked with -inf: probabilities of exactly 0) give the unpadded loss, NLL and gradients,
+    in chunks, with padding targets (fp32: equal up to the order of the sums, which the padded
+    products' extra zeros change); the gradients keep the weight's shape."""
+    torch.manual_seed(vocab)
+    hidden = torch.randn(23, 16, requires_grad=True)
+    weight = torch.randn(vocab, 16, requires_grad=True)
+    b = torch.randn(vocab, requires_grad=True) if bias else None
+    target = torch.randint(1, vocab, (23,))
+    target[5:9] = 0
+    results = []
+    for m in (1, multiple):
+        loss, nll, count = output_layer_loss(hidden, weight, b, target, 0.1, 0, chunk_rows=7, vocab_multiple=m)
+        inputs = [hidden, weight] + ([b] if bias else [])
+        results.append((loss, nll, count, *torch.autograd.grad(loss, inputs)))
+    for plain, padded in zip(*results, strict=True):
+        assert padded.shape == plain.shape
+        torch.testing.assert_close(padded, plain, rtol=1e-6, atol=1e-6 * float(plain.abs().max()))
+    reference = label_smoothed_nll_loss(F.linear(hidden, weight, b), target, 0.1, 0)
+    torch.testing.assert_close(results[1][0], reference[0], rtol=1e-6, atol=0)
+
+
+def test_the_padded_vocabulary_under_bf16_autocast_stays_within_the_fused_paths_bound():
+    """Under autocast the padded products round as the unpadded ones do: the loss within 2e-4."""
+    torch.manual_seed(1)
+    hidden, weight = torch.randn(40, 32), (torch.randn(100, 32) * 0.2).requires_grad_()
+    target = torch.randint(1, 100, (40,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plain = output_layer_loss(hidden, weight, None, target, 0.1, 0)[0]
+        padded = output_layer_loss(hidden, weight, None, target, 0.1, 0, vocab_multiple=128)[0]
+    assert torch.isfinite(padded) and abs(padded.item() - plain.item()) <= 2e-4 * abs(plain.item())

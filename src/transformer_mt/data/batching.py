@@ -9,6 +9,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from transformer_mt.data.shape_grid import ShapeGrid
 from transformer_mt.errors import DataError
 from transformer_mt.packing import Packed, Packing
 
@@ -77,11 +78,13 @@ class Collator:
 
     packed=True: no padding at all: src (Ns,), tgt_in and tgt_out (Nt,) hold the sentences end to
     end, and `packing` (transformer_mt/packing.py) says where each lies (cumulative lengths, the longest,
-    positions), all built here on the host."""
+    positions), all built here on the host. grid (data.shape_grid's ShapeGrid): each batch padded
+    to its shape, rows and lengths."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, packed: bool = False) -> None:
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, packed: bool = False,
+                 grid: ShapeGrid | None = None) -> None:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.pad_to_multiple, self.packed = pad_to_multiple, packed
+        self.pad_to_multiple, self.packed, self.grid = pad_to_multiple, packed, grid
 
     def padded(self, values: np.ndarray, lengths: np.ndarray, width: int, start: int = 0) -> np.ndarray:
         """A (B, width) array of pad_id whose row i holds the next lengths[i] of `values` from column `start`."""
@@ -95,19 +98,38 @@ class Collator:
         values = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
         return torch.from_numpy(self.padded(values, lengths, int(lengths.max())))
 
+    def widths(self, src_len: np.ndarray, tgt_len: np.ndarray) -> tuple[int, int, int]:
+        """(rows, source width, target width) of the padded batch: its own rows and lengths rounded
+        up to pad_to_multiple, or on the grid its shape (both sides as long as the shape)."""
+        width = round_up(int(src_len.max()), self.pad_to_multiple)
+        length = round_up(int(tgt_len.max()) + 1, self.pad_to_multiple)
+        if self.grid is None:
+            return len(src_len), width, length
+        rows, length = self.grid.shape(max(width, length))
+        if rows < len(src_len):
+            raise DataError(f"a batch of {len(src_len)} rows is larger than its data.shape_grid shape ({rows} rows)")
+        return rows, length, length
+
     def __call__(self, rows: pa.Table) -> dict:
-        """The batch of the rows that `TranslationDataset.__getitems__` read."""
+        """The batch of the rows that `TranslationDataset.__getitems__` read. On the grid, the rows
+        that fill it up have the source EOS and the target BOS alone (no row of attention is
+        empty) and no target to predict: they add nothing to the loss or the gradients."""
         src, src_len = flat_lists(rows.column("src_ids"))
         tgt, tgt_len = flat_lists(rows.column("tgt_ids"))
         if self.packed:
             return {**self.packed_batch(src, src_len, tgt, tgt_len), **self.extras(rows, src_len, tgt_len)}
-        width = round_up(int(src_len.max()), self.pad_to_multiple)
-        length = round_up(int(tgt_len.max()) + 1, self.pad_to_multiple)
+        count, width, length = self.widths(src_len, tgt_len)
         tgt_in = self.padded(tgt, tgt_len, length, start=1)
         tgt_in[:, 0] = self.bos_id
         tgt_out = self.padded(tgt, tgt_len, length)
         tgt_out[np.arange(len(tgt_len)), tgt_len] = self.eos_id
-        batch = {"src": torch.from_numpy(self.padded(src, src_len, width)), "tgt_in": torch.from_numpy(tgt_in),
+        src_ids = self.padded(src, src_len, width)
+        if count > len(src_len):  # the rows that fill the grid's shape
+            fill = np.full((count - len(src_len), max(width, length)), self.pad_id, dtype=np.int64)
+            src_ids, tgt_out = np.concatenate([src_ids, fill[:, :width]]), np.concatenate([tgt_out, fill[:, :length]])
+            tgt_in = np.concatenate([tgt_in, fill[:, :length]])
+            src_ids[len(src_len):, 0], tgt_in[len(src_len):, 0] = self.eos_id, self.bos_id
+        batch = {"src": torch.from_numpy(src_ids), "tgt_in": torch.from_numpy(tgt_in),
                  "tgt_out": torch.from_numpy(tgt_out)}
         return {**batch, **self.extras(rows, src_len, tgt_len)}
 
@@ -161,12 +183,15 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     `epoch_sizes(epoch)`: with BPE-dropout, each epoch's sizes (its segmentation's); batches are
     EpochBatch lists that tell the dataset their epoch. `epoch_rows(epoch)`: with several corpora
     (data/mixture.py), the rows that epoch shows, a row possibly more than once (None: every row once).
+    `shape_grid` K (data.shape_grid): the batches take at most K shapes (data/shape_grid.py's
+    ShapeGrid, fitted to these sizes): the examples of each shape in random order, cut into batches
+    of its rows; the batch order shuffled as without it.
     """
 
     def __init__(self, sizes: Sequence[int], max_tokens: int, shuffle: bool, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, even: bool = True, pad_to_multiple: int = 1,
                  epoch_sizes: Callable[[int], np.ndarray] | None = None,
-                 epoch_rows: Callable[[int], np.ndarray] | None = None) -> None:
+                 epoch_rows: Callable[[int], np.ndarray] | None = None, shape_grid: int | None = None) -> None:
         self.lengths = np.asarray(sizes, dtype=np.int64)
         sizes = round_up(self.lengths, pad_to_multiple)  # what a batch costs once padded
         too_long = np.flatnonzero(sizes > max_tokens)
@@ -180,6 +205,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank, self.even = num_replicas, rank, even
         self.pad_to_multiple, self.epoch_sizes = pad_to_multiple, epoch_sizes  # epoch_sizes: BPE-dropout's
         self.epoch_rows = epoch_rows
+        self.grid = ShapeGrid.fitted(sizes, shape_grid, max_tokens) if shape_grid else None
         self.rows: np.ndarray | None = None  # this epoch's rows (epoch_rows); None: every row once
         self.epoch = 0
         self.position = 0  # batches of this rank already yielded in this epoch
@@ -202,24 +228,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         sizes = self.sizes if self.rows is None else self.sizes[self.rows]
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         n = len(sizes)
-        if self.shuffle:  # random order, then a stable sort: equal lengths in random order
+        keys = sizes if self.grid is None else self.grid.buckets(sizes)  # on a grid: its shapes, in any order
+        if self.shuffle:  # random order, then a stable sort: equal keys in random order
             order = torch.randperm(n, generator=g).numpy()
-            order = order[np.argsort(sizes[order], kind="stable")]
+            order = order[np.argsort(keys[order], kind="stable")]
         else:
-            order = np.argsort(sizes, kind="stable")
+            order = np.argsort(keys, kind="stable")
+        cuts = self.cuts(sizes[order]) if self.grid is None else self.grid_cuts(keys[order])
         if self.rows is not None:  # positions in this epoch's rows -> rows of the table
-            order_sizes, order = sizes[order], self.rows[order]
-        else:
-            order_sizes = sizes[order]
-        batches, start, longest = [], 0, 0
-        for end, size in enumerate(order_sizes.tolist()):
-            longest_with = max(longest, size)
-            if end > start and longest_with * (end - start + 1) > self.max_tokens:
-                batches.append(order[start:end].tolist())
-                start, longest_with = end, size
-            longest = longest_with
-        if n:
-            batches.append(order[start:].tolist())
+            order = self.rows[order]
+        batches = [order[start:end].tolist() for start, end in cuts]
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
         if not self.even:  # every rank needs a batch: DDP ranks meet at the end of evaluation
@@ -234,6 +252,28 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                 batches.append(batches[k % len(batches)])
         self._cache = (self.epoch, batches)
         return batches
+
+    def cuts(self, order_sizes: np.ndarray) -> list[tuple[int, int]]:
+        """(start, end) of each batch of the examples of these sizes, in order: greedily, as many
+        as fit the budget once padded to the longest."""
+        cuts, start, longest = [], 0, 0
+        for end, size in enumerate(order_sizes.tolist()):
+            longest_with = max(longest, size)
+            if end > start and longest_with * (end - start + 1) > self.max_tokens:
+                cuts.append((start, end))
+                start, longest_with = end, size
+            longest = longest_with
+        return cuts + [(start, len(order_sizes))] if len(order_sizes) else cuts
+
+    def grid_cuts(self, order_buckets: np.ndarray) -> list[tuple[int, int]]:
+        """(start, end) of each batch on the grid: the examples of each shape (sorted by it) in
+        batches of its rows, the last of a shape possibly short (the Collator fills it up)."""
+        cuts = []
+        edges = np.flatnonzero(np.diff(order_buckets)) + 1
+        for first, last in zip([0, *edges.tolist()], [*edges.tolist(), len(order_buckets)]):
+            rows = self.grid.rows[int(order_buckets[first])]
+            cuts += [(start, min(start + rows, last)) for start in range(first, last, rows)]
+        return cuts
 
     def __iter__(self) -> Iterator[list[int]]:
         mine = self.all_batches()[self.rank :: self.num_replicas]
@@ -264,6 +304,14 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def padding_fraction(self) -> float:
         """Share of padded positions in this epoch's batches (of count x padded longest)."""
         batches = self.all_batches()
-        total = sum(len(b) * int(self.sizes[b].max()) for b in batches)
+        total = sum(self.padded_positions(b) for b in batches)
         used = sum(int(self.lengths[b].sum()) for b in batches)
         return 1 - used / total if total else 0.0
+
+    def padded_positions(self, batch: list[int]) -> int:
+        """Rows x length of a batch once padded (on the grid: its shape's, the filling rows included)."""
+        longest = int(self.sizes[batch].max())
+        if self.grid is None:
+            return len(batch) * longest
+        rows, length = self.grid.shape(longest)
+        return rows * length

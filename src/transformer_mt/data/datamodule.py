@@ -29,6 +29,7 @@ from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText,
 from transformer_mt.data.dropout import EpochDropout, dropout_note
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
 from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, weighted_sample
+from transformer_mt.data.shape_grid import checked_shape_grid
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
 from transformer_mt.errors import ConfigError, DataError
@@ -58,9 +59,9 @@ class TranslationDataModule(L.LightningDataModule):
     (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
     with the run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch
     budget counts them so). packed: training batches are packed streams with no padding (the
-    Collator's packed=True; the same batches; validation and test stay padded). progress: bars on
-    stderr while the corpus is read, the tokenizer trained and the splits encoded (the top-level
-    `progress` key: null when stderr is a terminal).
+    Collator's packed=True; the same batches; validation and test stay padded). shape_grid: K,
+    training batches of at most K shapes (data/shape_grid.py). progress: bars on stderr while the
+    corpus is read, the tokenizer trained and the splits encoded (null: when stderr is a terminal).
     """
 
     def __init__(self, corpus: Corpus | None, tokenizer: TokenizerOptions | dict, cache_dir: str,
@@ -68,7 +69,7 @@ class TranslationDataModule(L.LightningDataModule):
                  max_len: int = 256, max_len_ratio: float | None = None, split: str = "test", seed: int = 0,
                  num_workers: int = 0, num_proc: int = 1, pad_to_multiple: int = 1,
                  vocabularies: Vocabularies | None = None, progress: bool | None = None, packed: bool = False,
-                 corpora: dict | None = None, temperature: float | None = None) -> None:
+                 corpora: dict | None = None, temperature: float | None = None, shape_grid: int | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -96,6 +97,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         wanted(progress)  # a bad value is named now, not when a bar is first wanted
         self.pad_to_multiple, self.progress, self.packed = pad_to_multiple, progress, packed
+        self.shape_grid = checked_shape_grid(shape_grid, packed, self.options.dropout)
         self._corpus_fingerprints: dict[tuple[str, str], str] = {}  # fingerprint(split) hashes whole files: once
         if vocabularies is None:
             self.vocab_key = self._options_key()
@@ -340,18 +342,20 @@ class TranslationDataModule(L.LightningDataModule):
             even=train, pad_to_multiple=self.pad_to_multiple,
             epoch_sizes=(lambda epoch: dataset.dropout.sizes(dataset.rows, epoch)) if dataset.dropout else None,
             epoch_rows=self.mixture.rows if train and self.mixture is not None and not self.mixture.plain else None,
+            shape_grid=self.shape_grid if train else None,
         )
         if train:
             if self._resume_state is not None:
                 sampler.load_state_dict(self._resume_state)
                 self._resume_state = None
             padding = "packed, no padding" if self.packed else f"{100 * sampler.padding_fraction():.1f}% padding"
-            log.info("train: %d batches per epoch and process, %s (data.max_tokens=%d)%s", len(sampler), padding,
-                     self.max_tokens, dropout_note(self.options.type, self.options.dropout))
+            shapes = f"; shapes (data.shape_grid): {sampler.grid}" if sampler.grid else ""
+            log.info("train: %d batches per epoch and process, %s (data.max_tokens=%d)%s%s", len(sampler), padding,
+                     self.max_tokens, dropout_note(self.options.type, self.options.dropout), shapes)
         self._samplers[split] = sampler
         ids = self.vocabularies.special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple,
-                           packed=self.packed and train)
+                           packed=self.packed and train, grid=sampler.grid)
         # its own generator: creating an iterator never draws from the global RNG (exact resume)
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers,

@@ -40,8 +40,9 @@ def stop_at_recompile_limit(region: str, fn: Callable) -> Callable:
         except FailOnRecompileLimitHit:
             limit = torch._dynamo.config.recompile_limit
             raise RecompileLimitHit(
-                f"module.compile: the {region} was compiled more than {limit} times (torch._dynamo.config."
-                "recompile_limit), so torch stopped; the log above gives each recompilation's reason. Train "
+                f"module.compile: the {region} was compiled more than its limit (torch._dynamo.config."
+                f"recompile_limit={limit}; with data.shape_grid K, K + 1), so torch stopped; the log above gives "
+                "each recompilation's reason. Train "
                 "with module.compile=false (resume from checkpoints/last.ckpt), or report the reason") from None
 
     return call
@@ -56,7 +57,10 @@ class CompiledStep:
     chunk: Callable
 
 
-def compiled_step(backend: bool | str) -> CompiledStep | None:
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # module.compile_mode
+
+
+def compiled_step(backend: bool | str, shape_grid: int | None = None, mode: str | None = None) -> CompiledStep | None:
     """Regional compilation with `backend` (True: inductor; False: None, the eager step): one
     encoder layer, one decoder layer and the loss's chunk. The parameters are graph inputs, so the
     layers of a stack share one graph; lengths are dynamic, and without duck sizing (a first
@@ -64,22 +68,33 @@ def compiled_step(backend: bool | str) -> CompiledStep | None:
     first batch where they differ would compile again); the chunk has one fixed shape. So a run
     compiles three graphs whatever its batch shapes. Embeddings and the final LayerNorm stay eager.
     Should a region compile again all the same, torch's `recompiles` log says why, and its hard
-    failure at the recompile limit (fullgraph) stops the run with one line (`RecompileLimitHit`)."""
+    failure at the recompile limit (fullgraph) stops the run with one line (`RecompileLimitHit`).
+
+    shape_grid K (data.shape_grid: batches of at most K shapes): the layers on static shapes
+    instead (dynamic=False), one graph per shape, a recompile limit of K + 1 per region; mode
+    (module.compile_mode, inductor's): reduce-overhead records each graph as a CUDA graph on a GPU
+    (static shapes are what CUDA graphs replay; on a CPU inductor skips them)."""
     if backend is False:
         return None
     check("module.compile", backend, lambda v: isinstance(v, str | bool), "true, false or a torch.compile backend name")
+    check("module.compile_mode", mode, lambda v: v in MODES, f"null or one of {', '.join(MODES)}", nullable=True)
     backend = "inductor" if backend is True else backend
     if backend not in torch.compiler.list_backends(exclude_tags=()):
         raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
                           f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
+    if mode is not None and backend != "inductor":
+        raise ConfigError(f"module.compile_mode={mode}: a mode of inductor's, not of module.compile={backend}")
     no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
     torch._logging.set_logs(recompiles=True)
+    options = {"backend": backend, "fullgraph": True, **({"mode": mode} if mode else {})}
+    limit = shape_grid + 1 if shape_grid else None  # one graph per shape, and one spare
 
     def layers(region: str, fn: Callable) -> Callable:
-        compiled = no_duck_sizing(torch.compile(fn, fullgraph=True, dynamic=True, backend=backend))
-        return stop_at_recompile_limit(region, compiled)
+        if shape_grid:
+            return stop_at_recompile_limit(region, torch.compile(fn, dynamic=False, recompile_limit=limit, **options))
+        return stop_at_recompile_limit(region, no_duck_sizing(torch.compile(fn, dynamic=True, **options)))
 
-    chunk = torch.compile(chunk_loss, fullgraph=True, dynamic=False, backend=backend)
+    chunk = torch.compile(chunk_loss, dynamic=False, **options)
     return CompiledStep(Runners(layers("encoder layer", compiled_encoder_layer),
                                 layers("decoder layer", compiled_decoder_layer)),
                         stop_at_recompile_limit("output layer + loss chunk", chunk))

@@ -41,8 +41,8 @@ def default_chunk_rows(vocab_size: int, device: torch.device) -> int:
 
 
 def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-                      epsilon: float, ignore_index: int, chunk_rows: int | None = None, chunk_fn=None
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      epsilon: float, ignore_index: int, chunk_rows: int | None = None, chunk_fn=None,
+                      vocab_multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`label_smoothed_nll_loss(F.linear(hidden, weight, bias), ...)` without the logits.
 
     With z = h W^T + b and d loss / d z = softmax(z) - (1 - eps) onehot - eps / V, only the
@@ -64,7 +64,9 @@ def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
 
     chunk_rows: None = `default_chunk_rows`. chunk_fn: None = `chunk_loss` eagerly (the last chunk
     ragged); else a compiled `chunk_loss`, which gets chunks of exactly chunk_rows rows (the last
-    one padded with rows that count for nothing): one shape, one graph.
+    one padded with rows that count for nothing): one shape, one graph. vocab_multiple: the
+    products over a vocabulary padded to a multiple of it (`padded_vocabulary`: 37,000 -> 37,120
+    for 128, whole GPU tiles), the padded logits masked: the same loss and gradients.
     """
     hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
     keep = target != ignore_index
@@ -72,17 +74,19 @@ def output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     chunk_rows = chunk_rows or default_chunk_rows(weight.size(0), hidden.device)
     # under no_grad (validation, test) no gradient is computed: needs_input_grad would still say yes
     loss_sum, nll_sum = _OutputLayerLoss.apply(hidden, weight, bias, labels, keep, epsilon, chunk_rows,
-                                               torch.is_grad_enabled(), chunk_fn)
+                                               torch.is_grad_enabled(), chunk_fn, vocab_multiple)
     return loss_sum, nll_sum, keep.sum()
 
 
 def chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor,
-               need_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+               need_grad: bool, bias_grad: bool = True
+               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """One chunk of `output_layer_loss`, rows h (N, D) (zero where not kept) with `keep` (N,) as 0 / 1
     in fp32: the log-sum-exp of each row's logits (fp32), and with need_grad the softmax's parts of
     the gradients: softmax @ W (N, D), softmax^T @ h (V, D) and keep @ softmax (V,) (None without
-    a bias). Logits and softmax in the activation dtype; the softmax is written over the logits
-    (eager) or fused with its reduction (compiled)."""
+    a bias, or when bias_grad is false: a bias that only masks padded columns). Logits and softmax in
+    the activation dtype; the softmax is written over the logits (eager) or fused with its reduction
+    (compiled)."""
     logits = F.linear(h, weight, bias)
     lse = logits.float().logsumexp(dim=-1)
     if not need_grad:
@@ -93,24 +97,40 @@ def chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         probs = (logits.float() - lse[:, None]).exp_().to(logits.dtype)
     grad_h = probs @ weight.to(probs.dtype)
     grad_w = probs.T @ h.to(probs.dtype)
-    grad_b = keep.to(probs.dtype) @ probs if bias is not None else None
+    grad_b = keep.to(probs.dtype) @ probs if bias is not None and bias_grad else None
     return lse, grad_h, grad_w, grad_b
 
 
+def padded_vocabulary(weight: torch.Tensor, bias: torch.Tensor | None, multiple: int
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The output layer over a vocabulary padded to a multiple of `multiple` (a whole number of
+    the GPU's tiles): zero rows of the weight, and a bias of -inf on the padded columns, so that
+    their probabilities are exactly 0 and the loss and gradients are the unpadded ones."""
+    vocab = weight.size(0)
+    extra = -vocab % multiple
+    if not extra:
+        return weight, bias
+    mask = torch.full((extra,), float("-inf"), dtype=weight.dtype, device=weight.device)
+    zeros = torch.zeros(vocab, dtype=weight.dtype, device=weight.device) if bias is None else bias.to(weight.dtype)
+    return F.pad(weight, (0, 0, 0, extra)), torch.cat([zeros, mask])
+
+
 def softmax_parts(h: torch.Tensor, keep_f: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                  chunk_rows: int, chunk_fn, need_grad: bool) -> tuple[torch.Tensor, ...]:
+                  chunk_rows: int, chunk_fn, need_grad: bool, multiple: int = 1) -> tuple[torch.Tensor, ...]:
     """`chunk_loss` over the rows of h, `chunk_rows` at a time: each row's log-sum-exp (fp32) and,
     with need_grad, the softmax's parts of the gradients, summed over chunks in fp32 (None where
-    not needed). The weight (and bias) are cast to the autocast dtype once, not per chunk; a
-    compiled chunk_fn gets the last chunk padded to the same shape."""
-    n = h.size(0)
+    not needed). The weight (and bias) are cast to the autocast dtype once, not per chunk, and
+    padded to a vocabulary of a multiple of `multiple` (`padded_vocabulary`; the gradients' padded
+    rows dropped); a compiled chunk_fn gets the last chunk padded to the same shape."""
+    n, vocab, has_bias = h.size(0), weight.size(0), bias is not None
     if torch.is_autocast_enabled(h.device.type):
         dtype = torch.get_autocast_dtype(h.device.type)
         weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
+    weight, bias = padded_vocabulary(weight, bias, multiple)
     lse = torch.empty(n, dtype=torch.float32, device=h.device)
     grad_h = torch.empty(n, weight.size(1), dtype=torch.float32, device=h.device) if need_grad else None
     grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_grad else None
-    grad_b = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need_grad else None
+    grad_b = torch.zeros_like(bias, dtype=torch.float32) if has_bias and need_grad else None
     for start in range(0, n, chunk_rows):
         rows = slice(start, start + chunk_rows)
         h_rows, keep_rows = h[rows], keep_f[rows]
@@ -118,13 +138,15 @@ def softmax_parts(h: torch.Tensor, keep_f: torch.Tensor, weight: torch.Tensor, b
         if chunk_fn is not None and size < chunk_rows:  # one shape for a compiled chunk_fn
             pad = chunk_rows - size
             h_rows, keep_rows = F.pad(h_rows, (0, 0, 0, pad)), F.pad(keep_rows, (0, pad))
-        out_lse, out_h, out_w, out_b = (chunk_fn or chunk_loss)(h_rows, weight, bias, keep_rows, need_grad)
+        out_lse, out_h, out_w, out_b = (chunk_fn or chunk_loss)(h_rows, weight, bias, keep_rows, need_grad, has_bias)
         lse[rows] = out_lse[:size]
         if need_grad:
             grad_h[rows] = out_h[:size]
             grad_w += out_w
             if grad_b is not None:
                 grad_b += out_b
+    if grad_w is not None:
+        grad_w, grad_b = grad_w[:vocab], None if grad_b is None else grad_b[:vocab]
     return lse, grad_h, grad_w, grad_b
 
 
@@ -134,14 +156,14 @@ class _OutputLayerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, keep, epsilon: float, chunk_rows: int, grad_enabled: bool,
-                chunk_fn):
+                chunk_fn, multiple: int):
         need = ctx.needs_input_grad[:3] if grad_enabled else (False,) * 3
         need_grad = any(need)
         vocab = weight.size(0)
         kept = keep[:, None]
         h = torch.where(kept, hidden, 0.0)
         keep_f = keep.float()
-        lse, grad_h, grad_w, grad_b = softmax_parts(h, keep_f, weight, bias, chunk_rows, chunk_fn, need_grad)
+        lse, grad_h, grad_w, grad_b = softmax_parts(h, keep_f, weight, bias, chunk_rows, chunk_fn, need_grad, multiple)
         # the parts of the loss and of its gradient that need no pass over the vocabulary
         h32, w_rows = h.float(), weight[labels].float()
         w_mean = weight.float().mean(dim=0)
@@ -173,4 +195,4 @@ class _OutputLayerLoss(torch.autograd.Function):
             for i, (g, dtype) in enumerate(zip(ctx.saved_tensors, ctx.dtypes)):
                 if ctx.need[i]:
                     grads[i] = (g * grad_loss).to(dtype)
-        return grads[0], grads[1], grads[2], None, None, None, None, None, None
+        return grads[0], grads[1], grads[2], None, None, None, None, None, None, None

@@ -27,6 +27,7 @@ from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
 from transformer_mt.training.results import EvalResults, Evaluation, ScoredSentence
 from transformer_mt.training.steps import logged_step
+from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class TranslationModule(L.LightningModule):
         data: dict | None = None,
         initial_weights: dict[str, torch.Tensor] | None = None,
         compile: bool | str = False,
+        compile_mode: str | None = None,
+        shape_grid: int | None = None,
+        vocab_multiple: int = 1,
         quantize: str = "none",
         ensemble: list[str] | None = None,
     ) -> None:
@@ -59,7 +63,10 @@ class TranslationModule(L.LightningModule):
         initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
         compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
         decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
-        backend); evaluation stays eager. quantize: int8 decodes test, evaluate, translate and
+        backend); evaluation stays eager. compile_mode: inductor's mode (reduce-overhead: CUDA graphs);
+        shape_grid: data.shape_grid's K (the regions on static shapes, one graph per shape).
+        vocab_multiple: the output layer + loss over the vocabulary padded to a multiple of it (the
+        same loss and gradients; whole GPU tiles). quantize: int8 decodes test, evaluate, translate and
         score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
         an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
         model's vocabularies; they evaluate with it, and are never trained or saved."""
@@ -80,7 +87,8 @@ class TranslationModule(L.LightningModule):
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
         self.example_input_array = (example, example)  # the model summary's (forward)
         self.evaluations: dict[int, Evaluation] = {}  # the running one of each set (its dataloader index)
-        self.compiled = compiled_step(compile)
+        check("module.vocab_multiple", vocab_multiple, integer(1), "an integer >= 1")
+        self.compiled = compiled_step(compile, shape_grid, compile_mode)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
 
     @property
@@ -155,7 +163,8 @@ class TranslationModule(L.LightningModule):
                                      compiled.runners if compiled else None)
         out = self.model.output_proj
         return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
-                                 self.pad_id, chunk_fn=compiled.chunk if compiled else None)
+                                 self.pad_id, chunk_fn=compiled.chunk if compiled else None,
+                                 vocab_multiple=self.hparams.vocab_multiple)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         """Step 1 of the training step (training/steps.py): the loss of a batch; its values reach the
