@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 
 from transformer_mt.errors import ConfigError
@@ -37,4 +38,10 @@ if __name__ == "__main__":
         refuse_old_keys(sys.argv[1:])  # an old spelling: one line naming its new key, before Hydra's error
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    main()
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises its errors here, not its own report
+    try:
+        main()
+    except ConfigCompositionException as err:  # a key or a group option that does not exist: one line
+        from transformer_mt.composition import composition_error
+
+        sys.exit(f"error: {composition_error(err, sys.argv[1:])}")

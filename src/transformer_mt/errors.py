@@ -51,10 +51,13 @@ def disk_full(err: BaseException, path: object = None) -> DiskFull | None:
 
 def find_user_error(err: BaseException) -> UserError | None:
     """The UserError behind `err`, looking through wrappers such as Hydra's InstantiationException;
-    a full disk met anywhere (an OSError ENOSPC or EDQUOT) is one too, and so is a trainer setting
-    that Lightning refuses (its MisconfigurationException names the Trainer argument)."""
+    a full disk met anywhere (an OSError ENOSPC or EDQUOT) is one too, and so are a trainer setting
+    that Lightning refuses (its MisconfigurationException names the Trainer argument) and a config
+    node's argument its class does not take (config_keys.unexpected_argument)."""
+    from transformer_mt.config_keys import unexpected_argument  # it reads the config's classes
+
     return (next((cause for cause in chain(err) if isinstance(cause, UserError)), None) or disk_full(err)
-            or lightning_refused(err))
+            or lightning_refused(err) or unexpected_argument(err))
 
 
 def lightning_refused(err: BaseException) -> ConfigError | None:

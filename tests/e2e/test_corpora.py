@@ -74,7 +74,8 @@ def test_tagged_sources_start_with_the_tag_a_token_of_the_checkpoints_vocabulary
     vocab = Vocabularies.from_dict(torch.load(checkpoint, weights_only=True)["hyper_parameters"]["tokenizer"])
     [tag] = vocab.source_prefix("copy", "task.tag")
     assert vocab.source_prefix("<copy>", "task.tag") == [tag]
-    assert vocab.src.tokens([tag]) == ["<copy>"] and vocab.src.encode(["<copy> the dog"])[0][0] == tag
+    assert vocab.src.tokens([tag]) == ["<copy>"]
+    assert tag not in vocab.src.encode(["<copy> the dog"])[0]  # text that spells the tag is text
     assert vocab.src.decode([[tag, *vocab.src.encode(["the dog"])[0]]]) == ["the dog"]  # dropped when decoding
     train = [training_entry(folder) for folder in (mixed / "cache").glob("ids-*")]
     train = [entry for entry in train if entry is not None]

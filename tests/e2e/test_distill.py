@@ -93,6 +93,10 @@ def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_unin
     assert "synthetic corpus: 2 chunks were done already" in (after_a_chunk / "run.log").read_text()
     stopped = distill(tmp_path / "mid_training", teacher, cache, *interrupt_at(5, "SIGTERM"))
     assert stopped.returncode == 143, stopped.stderr[-3000:]
+    last = stopped.stderr.strip().splitlines()[-1]  # the pipeline's command to go on with, not the stage's ckpt_path
+    assert last.startswith("stopped by SIGTERM at step ") and "go on with the pipeline's command again: python " \
+        f"run.py task=distill task.teacher={teacher}" in last and f"hydra.run.dir={tmp_path}/mid_training" in last
+    assert last.endswith("(stage student resumes)") and "ckpt_path=" not in last
     resumed = distill(tmp_path / "mid_training", teacher, cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     log = (tmp_path / "mid_training" / "run.log").read_text()
@@ -103,6 +107,40 @@ def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_unin
         assert all(torch.equal(whole[k], v) for k, v in weights(other).items()), other
         assert json.loads((other / "evaluation" / "comparison.json").read_text()) == \
             json.loads((folder / "evaluation" / "comparison.json").read_text())
+
+
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_in_the_synthetic_stage_is_one_line_naming_the_stage_and_the_command(distilled, tmp_path,
+                                                                                    signal_name, status):
+    """Ctrl-C or SIGTERM while the teacher translates: one line (the stage, the chunks written, the
+    pipeline's command), exit 130 / 143, no traceback; the chunks written are whole."""
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import ROOT
+
+    _, teacher, cache = distilled
+    folder = tmp_path / "stopped"
+    command = [sys.executable, str(ROOT / "run.py"), "task=distill", f"task.teacher={teacher}", "task.chunk_lines=10",
+               *DECODING, *STUDENT, f"paths.cache_dir={cache}", f"hydra.run.dir={folder}"]  # hydra.* last, as it says
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list((folder / "synthetic" / "chunks").glob("*.out")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(getattr(signal, signal_name))
+    stderr = process.communicate(timeout=120)[1]
+    assert process.returncode == status, stderr[-3000:]
+    by = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM"}[signal_name]
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith(f"stopped by {by} in stage synthetic: ") and " chunks of 10 lines translated (" in line
+    assert line.endswith(f"go on with the pipeline's command again: python run.py {shlex.join(command[2:])}")
+    assert "Traceback" not in stderr
+    for done in (folder / "synthetic" / "chunks").glob("*.out"):  # each chunk written is whole
+        assert len(done.read_text().splitlines()) == 10
+    assert not list((folder / "synthetic" / "chunks").glob(".*tmp"))
 
 
 def test_a_second_student_takes_the_first_ones_translations_as_they_are(distilled, tmp_path):

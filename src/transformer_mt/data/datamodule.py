@@ -38,7 +38,7 @@ from transformer_mt.validate import BOOLEAN, check, integer, listing, number, on
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = "2"  # 2: one ids.arrow per split, written as it is encoded
+CACHE_VERSION = "3"  # 2: one ids.arrow per split, written as it is encoded; 3: text spelling a tag is text
 STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
 
 

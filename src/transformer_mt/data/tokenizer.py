@@ -33,13 +33,22 @@ ID_NAMES = ("pad_id", "bos_id", "eos_id", "unk_id")
 TAG = re.compile(r"<?([A-Za-z0-9_.:-]+)>?")
 
 
+ROLES = {PAD: "padding", BOS: "start-of-sentence", EOS: "end-of-sentence", UNK: "unknown-word"}
+
+
 def tag_token(tag: str, key: str) -> str:
     """The vocabulary token of a corpus's tag (data.corpora.NAME.tag, task.tag): `bt` and `<bt>`
     both name the token `<bt>` (on the command line `task.tag=bt` needs no quotes). Anything but one
-    word of letters, digits and _ . : - is a ConfigError naming `key`."""
+    word of letters, digits and _ . : - is a ConfigError naming `key`, and so is a tag that is one
+    of the special tokens (`pad` would be <pad>, the padding the model masks)."""
     check(key, tag, lambda value: isinstance(value, str) and TAG.fullmatch(value) is not None,
           "one word of letters, digits and _ . : - (e.g. bt, which is the token <bt>)")
-    return f"<{TAG.fullmatch(tag)[1]}>"
+    name = TAG.fullmatch(tag)[1]
+    token = f"<{name}>"
+    if token in ROLES:
+        raise ConfigError(f"{key}={tag}: {token} is the vocabulary's {ROLES[token]} token; a tag needs a token of its "
+                          f"own (e.g. {key}={name}_tag)")
+    return token
 
 
 @dataclass(frozen=True)
@@ -166,11 +175,15 @@ class TextTokenizer(ABC):
 
 
 class BpeTokenizer(TextTokenizer):
-    """A `tokenizers.Tokenizer` (what train_bpe makes, or a user's tokenizers JSON file)."""
+    """A `tokenizers.Tokenizer` (what train_bpe makes, or a user's tokenizers JSON file). Text is
+    encoded as text: a line that spells a special token or a tag (`</s>`, `<bt>`) gets the pieces
+    of those characters, never the token's id (tags are put before a source as ids), as
+    sentencepiece's control symbols are."""
 
     kind, suffix = "tokenizers", ".json"
 
     def __init__(self, model: Tokenizer) -> None:
+        model.encode_special_tokens = True
         self.model = model
         super().__init__([model.token_to_id(tok) for tok in SPECIAL_TOKENS])
 

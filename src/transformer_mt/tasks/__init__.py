@@ -15,6 +15,7 @@ from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt.config_keys import refuse_stray_additions
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
 from transformer_mt.schema.keys import check_keys
@@ -63,6 +64,9 @@ def run(cfg: DictConfig):
     lines going through the job's logging once, float32 matmuls at `float32_matmul_precision`
     while it runs)."""
     route_lightning_logs()
+    if HydraConfig.initialized():  # run.py's overrides: a key added with + that nothing reads
+        hydra_cfg = HydraConfig.get()
+        refuse_stray_additions(cfg, hydra_cfg.overrides.task, hydra_cfg.runtime.choices.keys())
     save_resolved_config(cfg)
     refuse_missing_values(cfg)
     check_keys(cfg)

@@ -174,7 +174,8 @@ def stopped(trainer: L.Trainer, last: LastCheckpoint, by: str, status: int) -> N
     with `status`."""
     if trainer.is_global_zero:
         step = read_checkpoint(last.path)["global_step"] if last.path.is_file() else None
-        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last.path, step)}", file=sys.stderr)
+        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last.path, step, last.rerun)}",
+              file=sys.stderr)
     sys.exit(exit_status(trainer, status))
 
 

@@ -59,9 +59,13 @@ class CtrlC(BaseException):
     for an error; not a KeyboardInterrupt, which Lightning reports and turns into exit status 1.)"""
 
 
-def resume_hint(path: Path | None, step: int | None = None) -> str:
+def resume_hint(path: Path | None, step: int | None = None, rerun: str | None = None) -> str:
     """What a stopped run says of its last checkpoint: `PATH holds step N: resume with
-    ckpt_path=PATH`, or that none was written."""
+    ckpt_path=PATH`, or that none was written; `rerun` (a pipeline's stage: the command that goes
+    on with it) in place of ckpt_path."""
+    if rerun:
+        held = f"{path} holds step {step}; " if path is not None and path.is_file() and step is not None else ""
+        return f"{held}go on with {rerun}"
     if path is None or not path.is_file():
         return "no checkpoint was written"
     held = f"{path} holds step {step}: " if step is not None else ""
@@ -98,8 +102,8 @@ def ctrl_c_stops() -> Iterator[None]:
 class StopNotice:
     """The lines of rank 0 when a stop is asked for during training, and the second Ctrl-C."""
 
-    def __init__(self, trainer: L.Trainer, path: Path) -> None:
-        self.trainer, self.path = trainer, path
+    def __init__(self, trainer: L.Trainer, path: Path, rerun: str | None = None) -> None:
+        self.trainer, self.path, self.rerun = trainer, path, rerun
         self.written_step: int | None = None  # the step of the last.ckpt this run wrote
 
     def when(self) -> str:
@@ -121,7 +125,8 @@ class StopNotice:
         """A second Ctrl-C: one line on rank 0, the ranks this process started killed, exit 130."""
         trainer = self.trainer
         if trainer.is_global_zero:
-            say(f"stopped by Ctrl-C at once at step {trainer.global_step}; {resume_hint(self.path, self.written_step)}")
+            hint = resume_hint(self.path, self.written_step, self.rerun)
+            say(f"stopped by Ctrl-C at once at step {trainer.global_step}; {hint}")
             launcher = trainer.strategy.launcher
             if launcher is not None:
                 launcher.kill(signal.SIGKILL)
@@ -170,16 +175,17 @@ class LastCheckpoint(Checkpoint):
     training epoch (after its validation) and, on SIGTERM or Ctrl-C, after the batch that was running
     (under DDP at the next logging step), after which it raises CtrlC or SIGTERMException, which stop
     training. A kill therefore costs at most `every_n_steps` steps or `every_n_minutes` minutes of
-    training. None switches a trigger off.
+    training. None switches a trigger off. `rerun`: what a stop says to go on with, in place of
+    ckpt_path=PATH (a pipeline's training stage: the pipeline's command).
     """
 
     def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = 500,
-                 every_n_minutes: float | None = 10.0) -> None:
+                 every_n_minutes: float | None = 10.0, rerun: str | None = None) -> None:
         check("callbacks.last_checkpoint.every_n_steps", every_n_steps, integer(1), "an integer >= 1 or null",
               nullable=True)
         check("callbacks.last_checkpoint.every_n_minutes", every_n_minutes, number(0.0, low_open=True),
               "a number > 0 or null", nullable=True)
-        self.path = Path(dirpath) / filename
+        self.path, self.rerun = Path(dirpath) / filename, rerun
         self.every_n_steps, self.every_n_minutes = every_n_steps, every_n_minutes
         self._saved_step, self._saved_at = -1, time.monotonic()
         self.signals: StopSignals | None = None  # while training
@@ -191,7 +197,7 @@ class LastCheckpoint(Checkpoint):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self._saved_step = trainer.global_step
         self._saved_at = time.monotonic()
-        self.signals = StopSignals(StopNotice(trainer, self.path))
+        self.signals = StopSignals(StopNotice(trainer, self.path, self.rerun))
         self.signals.install()
         if trainer.is_global_zero and self.path.parent.is_dir():  # left by a process killed while writing
             for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):

@@ -5,9 +5,15 @@ sacreBLEU's paired tests."""
 
 import json
 import logging
-from collections.abc import Iterable
+import shlex
+import signal
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
@@ -47,9 +53,36 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
              f" on {len(devices)} devices" if len(devices) > 1 else "")
     translation = TranslationSettings(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
                                       cfg.task.chunk_lines, cfg.seed, cfg.task.engine)
-    lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
+    try:
+        with sigterm_raises():
+            lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
+    except (KeyboardInterrupt, Terminated) as stop:
+        by, status = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
+        chunks = stage.folder / "chunks"
+        done = len(list(chunks.glob("*.out"))) if chunks.is_dir() else 0
+        print(f"stopped by {by} in stage {stage.name}: {done} chunks of {cfg.task.chunk_lines} lines translated "
+              f"({chunks}); go on with {pipeline_command()}", file=sys.stderr)
+        sys.exit(status)
     stage.finish()
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived during a synthetic stage (a BaseException: no `except Exception` takes it)."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """A block in which SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt), so that a
+    stop is one line, not the shell's `Terminated`; the handler before it is put back after."""
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def engine_input(cfg: DictConfig, models: list[Path]) -> dict:
@@ -82,9 +115,20 @@ def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weig
             "tgt_lang": names[1], "splits": {"train": "train"}, "weight": weight, "tag": tag or None}
 
 
+def pipeline_command() -> str:
+    """The command that goes on with a stopped pipeline: run.py with the overrides it was given
+    (the user's hydra.* ones too: the run folder), or, outside run.py, words saying so."""
+    if not HydraConfig.initialized():
+        return "the pipeline's command again"
+    overrides = HydraConfig.get().overrides
+    given = [*overrides.task, *(o for o in overrides.hydra if not o.startswith("hydra.mode="))]
+    return f"the pipeline's command again: python run.py {shlex.join(given)}"
+
+
 def train_in(stage: Stage, cfg: DictConfig, changes: dict) -> dict:
     """A training run in the stage's folder: the pipeline's config as task=train with `changes`
-    (compose.py), resumed from its last.ckpt, skipped (its metrics read) when finished."""
+    (compose.py), resumed from its last.ckpt, skipped (its metrics read) when finished; a stop
+    names the pipeline's command to go on with, not the stage's ckpt_path."""
     from transformer_mt.tasks import run as run_task
 
     metrics_file = stage.folder / "metrics.json"
@@ -95,6 +139,7 @@ def train_in(stage: Stage, cfg: DictConfig, changes: dict) -> dict:
     last = stage.folder / "checkpoints" / "last.ckpt"
     if last.is_file():
         log.info("%s: resuming from %s", stage.name, last)
+    changes = {**changes, "callbacks.last_checkpoint.rerun": f"{pipeline_command()} (stage {stage.name} resumes)"}
     metrics = run_task(stage_config(cfg, str(stage.folder), changes, str(last) if last.is_file() else None))
     stage.finish()
     return metrics

@@ -1,0 +1,39 @@
+"""Keys that do not exist (issue 69), as a user types them on run.py's command line: a misspelt key,
+a key added with `+` where nothing reads it, a group option that is not one, a corpus node's
+argument its class does not take. Each is one line naming the full key and the nearest real one,
+exit status 1, before any work; a `+` key a constructor or an open node takes still works."""
+
+import pytest
+
+from tests.helpers import run_py
+
+CASES = [
+    (["optim.warmup_steps=20"], "error: optim.warmup_steps: no such key (did you mean optim.scheduler.warmup_steps?)"),
+    (["model.hedas=4"], "error: model.hedas: no such key (did you mean model.heads?)"),
+    (["+optim.warmup_steps=20"], "error: +optim.warmup_steps: optim has no key warmup_steps and nothing would read "
+                                 "it (did you mean optim.scheduler.warmup_steps?)"),
+    (["+trainer.benchmark=true"], "error: +trainer.benchmark: the key exists; set it without the + "
+                                  "(trainer.benchmark=VALUE)"),
+    (["model=huge"], "error: model=huge: no such option of model; its options: base, big, small, tiny"),
+    (["+data.corpora.copy={_target_: transformer_mt.data.ToyCorpus, mode: copy, wieght: 0.5}"],
+     "error: data.corpora.copy.wieght: ToyCorpus takes no argument wieght (did you mean data.corpora.copy.weight?); "
+     "it takes mode, num_train, num_val, num_test, seed, weight, tag"),
+]
+
+
+@pytest.mark.parametrize("overrides, line", CASES, ids=["misspelt", "misspelt-model", "plus", "plus-existing", "option",
+                                                               "argument"])
+def test_a_key_that_does_not_exist_is_one_line_naming_the_nearest(tmp_path, overrides, line):
+    result = run_py(*overrides, f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == line, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "HYDRA_FULL_ERROR" not in result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_plus_keys_that_a_constructor_or_an_open_node_takes_still_run(tmp_path):
+    result = run_py("++trainer.max_steps=2", "+trainer.inference_mode=true", "++module.num_samples=1",
+                    "trainer.max_epochs=1", "data.corpus.num_train=60", "data.corpus.num_val=4",
+                    "data.corpus.num_test=4",
+                    "+callbacks.extra_bar._target_=lightning.pytorch.callbacks.LearningRateMonitor",
+                    f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 0, result.stderr[-2000:]
