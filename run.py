@@ -38,6 +38,14 @@ if __name__ == "__main__":
         refuse_old_keys(sys.argv[1:])  # an old spelling: one line naming its new key, before Hydra's error
     except ConfigError as err:
         sys.exit(f"error: {err}")
+    from transformer_mt.schema.store import TASKS
+    from transformer_mt.task_help import asked_task, task_help
+
+    if (task := asked_task(sys.argv[1:])) is not None:  # task=NAME --help: that task's keys
+        if task not in TASKS:
+            sys.exit(f"error: {task_help(task)}")
+        print(task_help(task))
+        sys.exit(0)
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises its errors here, not its own report
     try:
         main()

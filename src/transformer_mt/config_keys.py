@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigTypeError
 
 from transformer_mt.errors import ConfigError, chain
 
@@ -24,7 +25,7 @@ def nearest(key: str, keys: Iterable[str]) -> str:
     name = key.rsplit(".", 1)[-1]
     same_name = [k for k in keys if k.rsplit(".", 1)[-1] == name]
     found = difflib.get_close_matches(key, same_name, n=1, cutoff=0) if same_name else \
-        difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
     return f" (did you mean {found[0]}?)" if found else ""
 
 
@@ -57,7 +58,10 @@ def unexpected_argument(err: BaseException) -> ConfigError | None:
 def leaf_keys(node, prefix: str = "") -> list[str]:
     """Every dotted key of a config, nodes and values (interpolations unresolved)."""
     keys = []
-    items = node.items_ex(resolve=False) if isinstance(node, DictConfig) else ()
+    try:
+        items = list(node.items_ex(resolve=False)) if isinstance(node, DictConfig) else []
+    except ConfigTypeError:  # a node that is null (an optional one of the schema)
+        items = []
     for key, value in items:
         full = f"{prefix}{key}"
         keys.append(full)

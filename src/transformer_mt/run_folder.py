@@ -54,10 +54,11 @@ def launching_process(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 class FolderLock:
-    """An exclusive lock on `folder/run.lock`, whose text names the process that holds it."""
+    """An exclusive lock on `folder/run.lock` (or on the file `lock_file`), whose text names the
+    process that holds it."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / LOCK_FILE
+    def __init__(self, folder: Path, lock_file: Path | None = None) -> None:
+        self.path = lock_file or folder / LOCK_FILE
         self.fd: int | None = None
 
     def acquire(self) -> bool:

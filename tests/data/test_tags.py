@@ -45,3 +45,17 @@ def test_text_that_spells_a_tag_or_a_special_token_is_encoded_as_text(kind):
         ids = vocab.encode_sources([line])[0]
         assert not specials & set(ids[:-1]) and ids[-1] == vocab.special_ids()["eos_id"], (kind, line)
     assert vocab.encode_sources(["the dog"], prefix=[tag])[0][0] == tag  # the tag itself: as an id
+
+
+@pytest.mark.parametrize("kind", ["bpe", "sentencepiece"])
+def test_a_tag_the_vocabulary_lacks_is_refused_naming_the_ones_it_has(kind):
+    options = TokenizerOptions(type=kind, vocab_size=150, min_frequency=1)
+    vocab = build_vocabularies(iter(LINES), iter(LINES), options, ["<copy>", "<bt>"])
+    assert sorted(vocab.src.tag_tokens()) == ["<bt>", "<copy>"]
+    with pytest.raises(ConfigError, match=r"^task.tag=fr: the vocabulary has no token <fr> \(a vocabulary "
+                                          r"trained with tagged corpora has their tags; this one has <(copy|bt)>, "
+                                          r"<(copy|bt)>\)$"):
+        vocab.source_prefix("fr", "task.tag")
+    plain = build_vocabularies(iter(LINES), iter(LINES), options)
+    with pytest.raises(ConfigError, match=r"this one has none\)$"):
+        plain.source_prefix("bt", "task.tag")

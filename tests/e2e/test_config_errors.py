@@ -19,7 +19,7 @@ from transformer_mt.tasks.runs.outputs import write_json
     ("model.dropout=1.5", "model.dropout=1.5: must be a number in [0, 1)"),
     ("model.heads=0", "model.heads=0: must be an integer >= 1"),
     ("model.heads=3", "model.d_model=64 is not divisible by model.heads=3"),
-    ("+model.colour=red", "model: unexpected keyword argument 'colour'"),
+    ("+model.colour=red", "+model.colour: model has no key colour and nothing would read it"),
     ("optim.optimizer.lr=-1", "optim.optimizer.lr=-1: must be a number > 0"),
     ("optim.scheduler.warmup_steps=0", "optim.scheduler.warmup_steps=0: must be an integer >= 1"),
     ("trainer.max_epochs=abc", "trainer.max_epochs='abc': must be an integer >= -1"),
@@ -51,11 +51,13 @@ def test_training_pairs_longer_than_the_batch_budget_name_both_keys(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
-def test_a_gpu_trainer_without_a_gpu_stops_before_any_data_work(tmp_path):
+@pytest.mark.parametrize("trainer, instead", [("gpu", "trainer=cpu"), ("ddp", "trainer=ddp_cpu")])
+def test_a_gpu_trainer_without_a_gpu_stops_before_any_data_work(tmp_path, trainer, instead):
     with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError, perhaps wrapped by Hydra
-        run(compose_config(tmp_path / "run", ["trainer=gpu"], cache_dir=tmp_path / "cache"))
+        run(compose_config(tmp_path / "run", [f"trainer={trainer}"], cache_dir=tmp_path / "cache"))
     assert isinstance(find_user_error(err.value), ConfigError), err.value
-    assert "trainer.accelerator=gpu: this machine has no GPU" in str(find_user_error(err.value))
+    line = str(find_user_error(err.value))
+    assert "trainer.accelerator=gpu: this machine has no GPU" in line and line.endswith(f"; use {instead}")
     assert not (tmp_path / "cache").exists()
     assert {p.name for p in (tmp_path / "run").iterdir()} <= {"config.yaml", ".hydra", "run.log"}
 

@@ -44,7 +44,10 @@ COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",
             "python run.py task=score ckpt_path=PATH task.source=FILE task.target=FILE",
             "python run.py task=average ckpt_path=[a.ckpt,b.ckpt] | task.run_dir=DIR task.last_n=N",
             "python run.py task=export ckpt_path=PATH task.format=hf|ct2", "python run.py task=push task.folder=DIR",
-            "python run.py task=report task.sweep_dir=outputs/ablation/heads_<date>"]
+            "python run.py task=report task.sweep_dir=outputs/ablation/heads_<date>",
+            "python run.py task=distill task.teacher=RUN_FOLDER",
+            "python run.py task=backtranslate task.monolingual=FILE",
+            "python run.py task=NAME --help"]
 
 
 def test_help_is_a_short_usage_text_without_the_config():

@@ -99,7 +99,7 @@ def test_tagged_sources_start_with_the_tag_a_token_of_the_checkpoints_vocabulary
                      input="the dog\n")
     assert unknown.returncode == 1 and unknown.stderr.strip().splitlines()[-1] == (
         "error: task.tag=bt: the vocabulary has no token <bt> (a vocabulary trained with tagged corpora has their "
-        "tags)")
+        "tags; this one has <copy>)")
 
 
 def test_a_mixed_run_resumed_mid_epoch_ends_with_the_uninterrupted_weights(mixed, tmp_path):
@@ -141,7 +141,7 @@ def test_a_bad_mix_is_one_line_naming_the_key(tmp_path, override, message):
     assert isinstance(found, ConfigError) and message in str(found), err.value
 
 
-def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(tmp_path):
+def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(tmp_path, caplog):
     """A corpus kept for evaluation only whose test file is not there (a typo, say) would be neither
     trained on nor scored: the run stops before training, naming it and why; with its file there, the
     same corpus is scored as a named test set."""
@@ -153,13 +153,15 @@ def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(t
         run(compose_config(tmp_path / "run", [*small, extra]))
     found = find_user_error(err.value)
     assert isinstance(found, ConfigError) and str(found) == (
-        "data.corpora.flickr has weight 0 and no split to score (val: data.corpus.splits has no entry for split "
-        f"'val' (it has ['test']); test: {tmp_path}/data/test2017.en: no such file)")
+        "data.corpora.flickr has weight 0 and no split to score (val: data.corpora.flickr.splits has no entry for "
+        f"split 'val' (it has ['test']); test: {tmp_path}/data/test2017.en: no such file)")
     assert not (tmp_path / "run" / "checkpoints").exists()
     for lang, line in (("en", "the dog sees a cat"), ("de", "hund miska vidas")):
         (tmp_path / "data" / f"test2017.{lang}").write_text(line + "\n")
-    metrics = run(compose_config(tmp_path / "again", [*small, extra]))
+    with caplog.at_level("INFO", logger="transformer_mt.data.datamodule"):
+        metrics = run(compose_config(tmp_path / "again", [*small, extra]))
     assert 0 <= metrics["test/flickr/bleu"] <= 100 and "val/flickr/bleu" not in metrics
+    assert "  flickr: none (weight 0: validation and test only)" in caplog.text  # in the epoch's share block
 
 
 def test_the_composition_of_a_one_corpus_run_is_its_corpus_once(tmp_path):

@@ -161,8 +161,9 @@ def test_a_second_student_takes_the_first_ones_translations_as_they_are(distille
         assert (tmp_path / "second" / "synthetic" / name).read_bytes() == (folder / "synthetic" / name).read_bytes()
     other = distill(tmp_path / "third", teacher, cache, f"task.translations={tmp_path}/first",
                     "task.teacher_decoding.beam_size=3")
-    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1] == \
-        f"error: task.translations={tmp_path}/first: its synthetic stage was made with other decoding than this run's"
+    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1] == (
+        f"error: task.translations={tmp_path}/first: its synthetic stage was made with other decoding.beam_size than "
+        "this run's")
 
 
 def test_the_teachers_translations_by_ctranslate2_equal_ours_and_are_a_stage_of_their_own(distilled, tmp_path):
@@ -207,6 +208,11 @@ def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_pa
     redo_changed(changed)
     assert not (tmp_path / "synthetic").exists() and not (tmp_path / "student").exists()
     assert "synthetic: its inputs changed (beam): redoing it and every stage after it" in caplog.text
+    nested = [Stage("student", tmp_path / "student", {"training": {"model": {"heads": 4, "d_model": 32}, "seed": 1}})]
+    nested[0].start()
+    redo_changed([Stage("student", tmp_path / "student", {"training": {"model": {"heads": 8, "d_model": 32},
+                                                                        "seed": 1}})])
+    assert "student: its inputs changed (training.model.heads): redoing it" in caplog.text  # which key, not "training"
 
 
 def test_what_a_stage_trains_is_its_input_and_how_it_runs_is_not(tmp_path):

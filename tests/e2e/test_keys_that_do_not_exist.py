@@ -37,3 +37,29 @@ def test_plus_keys_that_a_constructor_or_an_open_node_takes_still_run(tmp_path):
                     "+callbacks.extra_bar._target_=lightning.pytorch.callbacks.LearningRateMonitor",
                     f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("task", ["distill", "backtranslate", "translate", "train"])
+def test_task_help_prints_that_tasks_command_and_keys_at_once(task):
+    """`task=NAME --help`: its command (the schema's docstring) and every key of its own with its
+    default and description, in well under a second (no Hydra composition, no torch)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import ROOT
+    from transformer_mt.schema.keys import described
+    from transformer_mt.schema.store import TASKS
+
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), f"task={task}", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and time.monotonic() - start < 3, result.stderr
+    assert result.stdout.startswith(f"python run.py task={task}" if task != "train" else "python run.py [")
+    keys = [each.name for each in described(TASKS[task]) if each.name not in ("run", "name")]
+    assert keys and all(f"\ntask.{key} = " in result.stdout for key in keys)
+    unknown = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=distil", "--help"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 1 and unknown.stderr.strip() == (
+        "error: task=distil: no such task; the tasks: train, evaluate, translate, score, average, export, push, "
+        "report, distill, backtranslate")

@@ -23,6 +23,9 @@ def test_another_optimizer_or_schedule_is_refused_in_one_line(small_checkpoint, 
         run(compose_config(tmp_path / "run", [*SMALL_RUN, "trainer.max_epochs=2", f"ckpt_path={small_checkpoint}",
                                               override]))
     assert str(err.value).startswith(message.format(small_checkpoint))
+    if override == "optim=inverse_sqrt":  # another schedule: every key of it named, not only the lr
+        assert "; also optim.scheduler._target_=transformer_mt.training.schedule.inverse_sqrt (trained with " \
+               "transformer_mt.training.schedule.noam)" in str(err.value)
     assert f"fine-tune its weights in a new run (model.init_from={small_checkpoint})" in str(err.value)
     assert not (tmp_path / "run" / "checkpoints").exists()  # refused before any work
 

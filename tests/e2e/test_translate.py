@@ -1,6 +1,7 @@
 """task=translate: files and pipes, order and empty lines kept, n-best with scores, interactive."""
 
 import os
+import re
 import select
 import subprocess
 
@@ -14,14 +15,16 @@ from transformer_mt.tasks import run
 pytestmark = pytest.mark.slow
 
 
-def test_file_in_file_out_matches_the_test_translations(toy_run, tmp_path):
+def test_file_in_file_out_matches_the_test_translations(toy_run, tmp_path, caplog):
     out, _ = toy_run
     sources = ToyCorpus().load("test").src
     lines = sources[:40] + [""] + ["  " + sources[40] + "   "] + [""] + sources[41:300]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/in.txt",
                  f"task.output={tmp_path}/out.txt", "task.max_tokens=8192"]
-    run(compose_config(tmp_path / "run", overrides))
+    with caplog.at_level("INFO", logger="transformer_mt.tasks.translate"):
+        run(compose_config(tmp_path / "run", overrides))
+    assert re.search(rf"translated {len(lines)} lines in [\d.]+ s \([\d.]+ lines/s\)", caplog.text), caplog.text
     got = (tmp_path / "out.txt").read_text().split("\n")[:-1]
     expected = (out / "test.translations.txt").read_text().split("\n")[:-1]
     assert len(got) == len(lines)
@@ -90,3 +93,28 @@ def test_the_compiled_static_step_translates_as_the_default_path(toy_run, tmp_pa
     assert len(texts["true"]) == 80
     assert [(r[0], r[2]) for r in texts["true"]] == [(r[0], r[2]) for r in texts["false"]]
     assert [float(r[1]) for r in texts["true"]] == pytest.approx([float(r[1]) for r in texts["false"]], abs=1e-4)
+
+
+def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(toy_run, tmp_path):
+    """Two task=translate processes with one task.output: the second is one line, exit 1, while the
+    first writes; the first ends with every line; the lock is gone after it."""
+    import sys
+    import time
+
+    out, _ = toy_run
+    sources = ToyCorpus().load("test").src
+    (tmp_path / "in.txt").write_text("\n".join(sources * 6) + "\n")
+    args = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/in.txt",
+            f"task.output={tmp_path}/out.txt", "decoding=beam"]
+    first = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
+                             stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / ".out.txt.lock"
+    deadline = time.monotonic() + 120
+    while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = run_py(*args, f"hydra.run.dir={tmp_path}/b")
+    assert first.poll() is None, "the first ended before the second started: give it more lines"
+    assert second.returncode == 1 and second.stderr.strip().splitlines()[-1].startswith(
+        f"error: task.output={tmp_path}/out.txt: another process is writing it (pid {first.pid} on "), second.stderr
+    assert first.wait(timeout=600) == 0, first.stderr.read()[-2000:]
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 6 * len(sources) and not lock.exists()

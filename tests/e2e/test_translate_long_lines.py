@@ -19,6 +19,7 @@ LONG = " ".join(["A man is riding a bicycle down the street."] * 60)  # 601 toke
 SHORT = ["A dog runs on the beach.", "Two dogs are playing in the snow."]
 FAST = ["decoding.options.max_len_a=0", "decoding.options.max_len_b=8"]  # short outputs: a fast test
 LIMIT = "more than the model's max_positions=512 allows"
+OTHERS = "(task.long_lines=skip or truncate translates the others)"
 
 
 def said(caplog) -> list[str]:
@@ -37,7 +38,7 @@ def from_file(tmp_path, lines: list[str], *overrides: str) -> list[str]:
 def test_a_long_line_stops_the_run_by_default_with_nothing_written(tmp_path):
     with pytest.raises(DataError) as err:
         from_file(tmp_path, [SHORT[0], LONG])
-    assert str(err.value) == f"{tmp_path}/in.txt:2: 601 tokens, {LIMIT}"
+    assert str(err.value) == f"{tmp_path}/in.txt:2: 601 tokens, {LIMIT} {OTHERS}"
     assert not (tmp_path / "out.txt").exists()
 
 
@@ -92,7 +93,8 @@ def test_fit_keeps_the_eos_of_a_truncated_source():
         [5, 6, 2], [5, 2], [5, 6, 7]]
     assert rule.count == 2
     assert LongLines("skip").fit([[5, 6, 7, 2], [5, 6, 2]], 4, 2, ["a:1", "a:2"]) == [None, [5, 6, 2]]
-    with pytest.raises(DataError, match=r"^a:2: 4 tokens, more than the model's max_positions=4 allows$"):
+    with pytest.raises(DataError, match=r"^a:2: 4 tokens, more than the model's max_positions=4 allows "
+                                        r"\(task.long_lines=skip or truncate translates the others\)$"):
         LongLines().fit([[5, 2], [5, 6, 7, 2]], 4, 2, ["a:1", "a:2"])
 
 

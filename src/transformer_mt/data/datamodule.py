@@ -28,7 +28,7 @@ from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, 
 from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
 from transformer_mt.data.dropout import EpochDropout, dropout_note
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
-from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, weighted_sample
+from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, naming, weighted_sample
 from transformer_mt.data.shape_grid import checked_shape_grid
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
@@ -167,8 +167,9 @@ class TranslationDataModule(L.LightningDataModule):
         return self.cache_dir / f"ids-{key}"
 
     def _pairs(self, name: str, split: str) -> CleanPairs:
-        """Corpus `name`'s `split` as a stream, named after the corpus in the log when there are several."""
-        pairs = self.corpora[name].pairs(split)
+        """Corpus `name`'s `split` as a stream, named in the log (and errors) when there are several."""
+        with naming(name):
+            pairs = self.corpora[name].pairs(split)
         if len(self.corpora) > 1:
             pairs.name = f"{name} ({pairs.name})"
         return pairs
@@ -300,7 +301,8 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _fingerprint_of(self, name: str, split: str) -> str:
         if (name, split) not in self._corpus_fingerprints:
-            self._corpus_fingerprints[name, split] = self.corpora[name].fingerprint(split)
+            with naming(name):
+                self._corpus_fingerprints[name, split] = self.corpora[name].fingerprint(split)
         return self._corpus_fingerprints[name, split]
 
     def setup(self, stage: str | None = None) -> None:
@@ -327,10 +329,10 @@ class TranslationDataModule(L.LightningDataModule):
             if split == "train":
                 self.mixture = Mixture(self.training, self._train_counts, [self.weight[n] for n in self.training],
                                        self.temperature, self.seed, corpus_tokens(table, self._train_counts))
-                if len(self.training) > 1 or not self.mixture.plain:
-                    log.info("an epoch of the training corpora:\n%s", self.mixture.describe())
+                if len(self.corpora) > 1 or not self.mixture.plain:
+                    unused = [name for name in self.corpora if name not in self.training]
+                    log.info("an epoch of the training corpora:\n%s", self.mixture.describe(unused))
 
-    # ------------------------------------------------------------------------------- loaders
     def _loader(self, split: str, train: bool) -> DataLoader:
         if split not in self.datasets:
             self.setup({"train": "fit", "val": "validate"}.get(split.partition("/")[0], "test"))
@@ -374,7 +376,6 @@ class TranslationDataModule(L.LightningDataModule):
         loaders = [self._loader(key, train=False) for key in self.keys(self.split)]
         return loaders[0] if len(loaders) == 1 else loaders
 
-    # --------------------------------------------------------------------- mid-epoch resume
     def on_before_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         """Counts the training batches handed to the loop (the loader runs ahead of it by its
         prefetch, so the sampler's own count is not where training is). The model summary's

@@ -9,14 +9,15 @@ rescaled so that corpus i's share of the epoch is p_i ∝ (w_i n_i)^(1/T) (the m
 T=1 keeps the weights, a large T tends to equal shares), the epoch keeping sum_i w_i n_i pairs.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from transformer_mt.data.corpus import Corpus, ParallelText
 from transformer_mt.data.tokenizer import tag_token
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.validate import check, number
 
 
@@ -51,6 +52,18 @@ def tempered(weights: list[float], pairs: list[int], temperature: float | None) 
 def corpus_key(name: str) -> str:
     """The config key of the run's corpus `name`: data.corpus for `main`, else data.corpora.NAME."""
     return "data.corpus" if name == "main" else f"data.corpora.{name}"
+
+
+@contextmanager
+def naming(name: str) -> Iterator[None]:
+    """A block whose DataError names corpus `name`'s keys where it says data.corpus. (a corpus names
+    its keys as the main corpus's: it does not know under which key it was given)."""
+    try:
+        yield
+    except DataError as err:
+        if name == "main":
+            raise
+        raise DataError(str(err).replace("data.corpus.", f"{corpus_key(name)}.")) from None
 
 
 def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
@@ -120,10 +133,12 @@ class Mixture:
                              "tokens": round(tokens / share.pairs * share.shown) if share.pairs else 0}
                 for share, tokens in zip(self.shares, self.tokens)}
 
-    def describe(self) -> str:
-        """One line per corpus: the pairs (and tokens) an epoch shows of it, and its weight."""
-        return "\n".join(f"  {name}: {c['pairs']} pairs of {c['of']} (weight {c['weight']:.4g}), about {c['tokens']} "
-                         "tokens" for name, c in self.composition().items())
+    def describe(self, unused: list[str] = ()) -> str:
+        """One line per corpus: the pairs (and tokens) an epoch shows of it, and its weight; then
+        the `unused` ones (weight 0), which only validate and test."""
+        lines = [f"  {name}: {c['pairs']} pairs of {c['of']} (weight {c['weight']:.4g}), about {c['tokens']} tokens"
+                 for name, c in self.composition().items()]
+        return "\n".join(lines + [f"  {name}: none (weight 0: validation and test only)" for name in unused])
 
 
 def weighted_sample(samples: list[ParallelText], weights: list[float], size: int | None, seed: int = 0) -> ParallelText:

@@ -123,6 +123,10 @@ class TextTokenizer(ABC):
     def sentencepiece_model(self) -> bytes | None:
         """The sentencepiece model that cuts text into pieces (serialized); None for BPE."""
 
+    def tag_tokens(self) -> list[str]:
+        """The tags (<bt>, <copy>) the vocabulary holds beside its special tokens."""
+        return []
+
     @abstractmethod
     def to_dict(self) -> dict[str, str]:
         """{"kind", "data"}: plain strings, for checkpoints (loadable with weights_only=True)."""
@@ -207,6 +211,10 @@ class BpeTokenizer(TextTokenizer):
     def sentencepiece_model(self) -> None:
         return None
 
+    def tag_tokens(self) -> list[str]:
+        added = self.model.get_added_tokens_decoder().values()
+        return [t.content for t in added if t.special and t.content not in ROLES and TAG.fullmatch(t.content)]
+
     def to_dict(self) -> dict[str, str]:
         return {"kind": self.kind, "data": self.model.to_str()}
 
@@ -241,6 +249,10 @@ class SentencePieceTokenizer(TextTokenizer):
 
     def sentencepiece_model(self) -> bytes:
         return self.model.serialized_model_proto()
+
+    def tag_tokens(self) -> list[str]:
+        pieces = (self.model.id_to_piece(i) for i in range(self.vocab_size) if self.model.is_control(i))
+        return [p for p in pieces if p not in ROLES and TAG.fullmatch(p)]
 
     def to_dict(self) -> dict[str, str]:
         return {"kind": self.kind, "data": base64.b64encode(self.sentencepiece_model()).decode("ascii")}
@@ -326,8 +338,9 @@ class Vocabularies:
         token = tag_token(tag, key)
         found = self.src.token_id(token)
         if found == self.src.special_ids["unk_id"] or self.src.tokens([found]) != [token]:
+            held = self.src.tag_tokens()
             raise ConfigError(f"{key}={tag}: the vocabulary has no token {token} (a vocabulary trained with tagged "
-                              "corpora has their tags)")
+                              f"corpora has their tags; this one has {', '.join(held) if held else 'none'})")
         return [found]
 
     def to_dict(self) -> dict:

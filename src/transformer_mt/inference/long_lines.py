@@ -47,7 +47,7 @@ class LongLines:
                 continue
             message = f"{place}: {len(ids)} tokens, more than the model's max_positions={limit} allows"
             if self.mode == "error":
-                raise DataError(message)
+                raise DataError(f"{message} (task.long_lines=skip or truncate translates the others)")
             self.count, self.limit = self.count + 1, limit
             tail = ids[-1:] if ids[-1] == eos else []
             kept = None if self.mode == "skip" else ids[: limit - 1 - len(tail)] + tail

@@ -18,6 +18,7 @@ converted once, beside it), the rest as it is.
 """
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -79,11 +80,13 @@ def run(cfg: DictConfig) -> None:
         translator = ct2_translator(paths[0], translator, device)
     else:
         translator.to(device)
-    log.info("task.engine=%s decodes on %s (quantize=%s)", options.engine, device, cfg.quantize)
+    members = f", an ensemble of {len(paths)}: {', '.join(map(str, paths))}" if len(paths) > 1 else ""
+    log.info("task.engine=%s decodes on %s (quantize=%s%s)", options.engine, device, cfg.quantize, members)
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
     setting = cfg.get("progress") if total is not None else False
+    started = time.monotonic()
     with open_output(options.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
         for sources, prefixes in pairs:
             for nbest in translate_lines(translator, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
@@ -93,4 +96,5 @@ def run(cfg: DictConfig) -> None:
                 line_no += 1
             out.flush()
     long_lines.report(line_no)
-    log.info("translated %d lines", line_no)
+    seconds = time.monotonic() - started
+    log.info("translated %d lines in %.1f s (%.1f lines/s)", line_no, seconds, line_no / max(seconds, 1e-9))

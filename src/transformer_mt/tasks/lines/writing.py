@@ -8,6 +8,7 @@ from pathlib import Path
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
+from transformer_mt.run_folder import FolderLock
 
 
 def check_output(path: str | None) -> None:
@@ -28,9 +29,18 @@ def check_output(path: str | None) -> None:
 
 @contextmanager
 def open_output(path: str | None):
-    """stdout, or a file that appears only once it is complete."""
+    """stdout, or a file that appears only once it is complete, held while it is written: a second
+    process writing the same task.output is refused in one line (ConfigError) while the first runs."""
     if path is None:
         yield sys.stdout
         return
-    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        yield f
+    target = Path(path)
+    lock = FolderLock(target.parent, target.parent / f".{target.name}.lock")
+    if not lock.acquire():
+        raise ConfigError(f"task.output={path}: another process is writing it ({lock.holder()}); wait for it to end, "
+                          "or write to another file")
+    try:
+        with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            yield f
+    finally:
+        lock.release()

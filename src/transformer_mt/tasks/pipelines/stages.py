@@ -19,6 +19,14 @@ log = logging.getLogger(__name__)
 RECORD = "stage.json"
 
 
+def differing(before, now, prefix: str = "") -> list[str]:
+    """The dotted keys at which two JSON values differ (a key of one missing from the other included)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        return [key for name in sorted({*before, *now}) for key in differing(before.get(name), now.get(name),
+                                                                             f"{prefix}{name}.")]
+    return [prefix.rstrip(".")] if before != now else []
+
+
 @dataclass(frozen=True)
 class Stage:
     """Stage `name` of a pipeline, in `folder`; `inputs`: what its result depends on (JSON)."""
@@ -39,12 +47,12 @@ class Stage:
         return self.recorded().get("done") is True
 
     def changed(self) -> list[str]:
-        """The inputs that differ from those the folder's work was done with ([] when none, or no work yet)."""
+        """The inputs that differ from those the folder's work was done with, down to the keys inside
+        a nested one (`training.model.heads`) ([] when none, or no work yet)."""
         before = self.recorded().get("inputs")
         if before is None:
             return []
-        return sorted(key for key in {*before, *self.inputs} if before.get(key) != json.loads(
-            json.dumps(self.inputs.get(key), default=str)))
+        return differing(before, json.loads(json.dumps(self.inputs, default=str)))
 
     def start(self) -> None:
         """Record the inputs the work in the folder is done with (not done yet)."""

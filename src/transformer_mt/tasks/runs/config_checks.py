@@ -96,8 +96,9 @@ def check_device(trainer: DictConfig, fused: bool = False) -> None:
     the optimizer is a fused one."""
     accelerator, precision = str(trainer.get("accelerator", "auto")), str(trainer.get("precision", "32-true"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        ddp = str(trainer.get("strategy", "")).startswith("ddp")  # trainer=ddp: processes on the CPU are ddp_cpu
         raise ConfigError(f"trainer.accelerator={accelerator}: this machine has no GPU that torch can use "
-                          "(torch.cuda.is_available() is False); use trainer=cpu")
+                          f"(torch.cuda.is_available() is False); use {'trainer=ddp_cpu' if ddp else 'trainer=cpu'}")
     gpu = on_gpu(trainer)
     if precision in ("16", "16-mixed", "16-true", "half") and not gpu:
         raise ConfigError(f"trainer.precision={precision}: float16 needs a GPU; on the CPU use bf16-mixed or 32-true")

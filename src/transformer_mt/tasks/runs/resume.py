@@ -95,17 +95,21 @@ def changed_tokenizer_keys(cfg: DictConfig, checkpoint: dict) -> list[str]:
 
 
 def refuse_another_optimizer(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
-    """One line naming the first optim.* key whose value differs from the checkpoint's."""
+    """One line naming the first optim.* key whose value differs from the checkpoint's, and every
+    other one after `also` (another schedule is more than its learning rate)."""
     saved = checkpoint["hyper_parameters"]
+    differ = []
     for part in ("optimizer", "scheduler"):
         was, now = plain(saved.get(part)) or {}, plain(cfg.module.get(part)) or {}
-        for key in sorted((set(was) | set(now)) - IMPLEMENTATION_KEYS):
-            if was.get(key) != now.get(key):
-                raise ConfigError(
-                    f"optim.{part}.{key}={now.get(key)}, but ckpt_path={path} was trained with "
-                    f"optim.{part}.{key}={was.get(key)}: a resume continues its optimizer and schedule and cannot "
-                    "take another; resume with its optim settings, or fine-tune its weights in a new run "
-                    f"(model.init_from={path})")
+        differ += [(f"optim.{part}.{key}", now.get(key), was.get(key))
+                   for key in sorted((set(was) | set(now)) - IMPLEMENTATION_KEYS) if was.get(key) != now.get(key)]
+    if differ:
+        (key, now, was), others = differ[0], differ[1:]
+        also = "; also " + ", ".join(f"{k}={n} (trained with {w})" for k, n, w in others) if others else ""
+        raise ConfigError(
+            f"{key}={now}, but ckpt_path={path} was trained with {key}={was}{also}: a resume continues its optimizer "
+            "and schedule and cannot take another; resume with its optim settings, or fine-tune its weights in a new "
+            f"run (model.init_from={path})")
 
 
 def say_budget(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
