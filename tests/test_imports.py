@@ -15,7 +15,10 @@ PACKAGE = ROOT / "src" / "transformer_mt"
 LAYERS = {
     "errors": 0,
     "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1, "choices": 1,  # helpers every layer may use
+    "config_keys": 1,  # keys that do not exist: the nearest real one
     "schema": 2,  # the config's keys (Hydra structured configs), registered before Hydra composes
+    "composition": 2,  # Hydra's composition errors as one line (run.py)
+    "task_help": 3,  # task=NAME --help, from the schema (run.py)
     "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data

@@ -45,4 +45,6 @@ def composition_error(err: ConfigCompositionException, overrides: Sequence[str])
     there = ALREADY_THERE.search(str(err))
     if there:
         return f"+{there[1]}: the key exists; set it without the + ({there[1]}=VALUE)"
-    return str(err).strip().splitlines()[0]
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]  # where, then what (a preset's key)
+    cause = str(err.__cause__).strip().splitlines()[0] if err.__cause__ and len(lines) == 1 else ""
+    return " ".join([*lines[:2], cause]).strip()

@@ -1,22 +1,17 @@
-"""Keys that do not exist: a constructor argument Hydra was given that the class does not take, and
-a key added with `+` where nothing reads it. Each is one line naming the full key and the nearest
+"""Keys that do not exist: a key added with `+` where nothing reads it (and, in errors.py, a
+constructor argument Hydra was given that the class does not take). Each is one line naming the full key and the nearest
 real one, never Hydra's multi-line error or a silently ignored setting."""
 
 import difflib
-import importlib
-import inspect
-import re
 from collections.abc import Iterable
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigTypeError
 
-from transformer_mt.errors import ConfigError, chain
+from transformer_mt.errors import ConfigError
 
 # nodes whose keys are names the user chooses: a callback, a corpus, a logger (each a node of its own)
 OPEN = ("callbacks", "data.corpora", "logger", "hydra")
-CALL = re.compile(r"Error in call to target '([\w.]+)':\n.*unexpected keyword argument '(\w+)'.*\nfull_key: ([\w.]+)",
-                  re.S)
 
 
 def nearest(key: str, keys: Iterable[str]) -> str:
@@ -27,32 +22,6 @@ def nearest(key: str, keys: Iterable[str]) -> str:
     found = difflib.get_close_matches(key, same_name, n=1, cutoff=0) if same_name else \
         difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
     return f" (did you mean {found[0]}?)" if found else ""
-
-
-def parameters(target: str) -> list[str]:
-    """The keyword arguments the class or function `target` (module.attribute) takes."""
-    module, _, name = target.rpartition(".")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-        return [p for p in inspect.signature(fn).parameters if p not in ("self", "args", "kwargs")]
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return []
-
-
-def unexpected_argument(err: BaseException) -> ConfigError | None:
-    """The ConfigError behind Hydra's `Error in call to target ...` when a node gave its class an
-    argument the class does not take (`data.corpora.copy.wieght`): the key, the nearest argument,
-    the ones it takes."""
-    for cause in chain(err):
-        found = CALL.search(str(cause))
-        if found:
-            target, argument, node = found.groups()
-            names = parameters(target)
-            close = difflib.get_close_matches(argument, names, n=1, cutoff=0.5)
-            hint = f" (did you mean {node}.{close[0]}?)" if close else ""
-            return ConfigError(f"{node}.{argument}: {target.rsplit('.', 1)[-1]} takes no argument {argument}{hint}; "
-                               f"it takes {', '.join(names)}")
-    return None
 
 
 def leaf_keys(node, prefix: str = "") -> list[str]:

@@ -1,10 +1,17 @@
 """Errors caused by the user's input: run.py prints their one-line message and exits with 1."""
 
+import difflib
 import errno
+import importlib
+import inspect
 import os
+import re
 from collections.abc import Iterator
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, an exhausted quota
+# Hydra's InstantiationException for a node's argument its class does not take
+CALL = re.compile(r"Error in call to target '([\w.]+)':\n.*unexpected keyword argument '(\w+)'.*\nfull_key: ([\w.]+)",
+                  re.S)
 
 
 class UserError(Exception):
@@ -53,9 +60,7 @@ def find_user_error(err: BaseException) -> UserError | None:
     """The UserError behind `err`, looking through wrappers such as Hydra's InstantiationException;
     a full disk met anywhere (an OSError ENOSPC or EDQUOT) is one too, and so are a trainer setting
     that Lightning refuses (its MisconfigurationException names the Trainer argument) and a config
-    node's argument its class does not take (config_keys.unexpected_argument)."""
-    from transformer_mt.config_keys import unexpected_argument  # it reads the config's classes
-
+    node's argument its class does not take (`unexpected_argument`)."""
     return (next((cause for cause in chain(err) if isinstance(cause, UserError)), None) or disk_full(err)
             or lightning_refused(err) or unexpected_argument(err))
 
@@ -72,3 +77,29 @@ def lightning_refused(err: BaseException) -> ConfigError | None:
 
 class HubError(UserError):
     """The Hugging Face hub cannot be reached, or refused an upload."""
+
+
+def parameters(target: str) -> list[str]:
+    """The keyword arguments the class or function `target` (module.attribute) takes."""
+    module, _, name = target.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+        return [p for p in inspect.signature(fn).parameters if p not in ("self", "args", "kwargs")]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+
+
+def unexpected_argument(err: BaseException) -> ConfigError | None:
+    """The ConfigError behind Hydra's `Error in call to target ...` when a node gave its class an
+    argument the class does not take (`data.corpora.copy.wieght`): the key, the nearest argument,
+    the ones it takes."""
+    for cause in chain(err):
+        found = CALL.search(str(cause))
+        if found:
+            target, argument, node = found.groups()
+            names = parameters(target)
+            close = difflib.get_close_matches(argument, names, n=1, cutoff=0.5)
+            hint = f" (did you mean {node}.{close[0]}?)" if close else ""
+            return ConfigError(f"{node}.{argument}: {target.rsplit('.', 1)[-1]} takes no argument {argument}{hint}; "
+                               f"it takes {', '.join(names)}")
+    return None

@@ -77,5 +77,7 @@ def test_lightning_log_lines_appear_once_and_without_tips(tmp_path):
     assert sum("GPU available: " in line for line in lines) == 1
     assert not [line for line in lines if line.startswith("INFO: ")]  # Lightning's own console handler
     assert "Tip:" not in result.stderr and "litlogger" not in result.stderr
+    for unactionable in ("TPU available", "Trainer already configured with model summary", "will override existing"):
+        assert unactionable not in result.stderr, unactionable
     assert "is deprecated" not in result.stderr  # torch's, inside Lightning: nothing a user can do about it
     assert "Seed set to 1234" in (tmp_path / "run" / "run.log").read_text()  # kept in the run's log

@@ -76,3 +76,24 @@ def test_the_model_summary_counts_flops(small_checkpoint):
     assert src.shape == tgt_in.shape == (1, 32)
     summary = ModelSummary(module, max_depth=1)
     assert summary.total_flops > 0
+
+
+class Payload:
+    """What a hostile checkpoint would carry: unpickling it would run a command."""
+
+    def __reduce__(self):
+        import os
+
+        return os.system, ("echo unpickled",)
+
+
+def test_a_checkpoint_with_python_objects_is_refused_without_inviting_weights_only_false(tmp_path):
+    path = tmp_path / "payload.ckpt"
+    torch.save({"state_dict": {}, "payload": Payload()}, path)
+    with pytest.raises(ConfigError) as err:
+        read_checkpoint(path)
+    message = str(err.value)
+    assert message.startswith(f"ckpt_path={path}: not a readable transformer-mt checkpoint (it holds Python objects (")
+    assert message.endswith("beyond tensors and plain data, which are never unpickled here: loading them would run "
+                            "their code, and a transformer-mt checkpoint holds none)")
+    assert "weights_only" not in message and "Re-running" not in message

@@ -1,6 +1,8 @@
 """Reading checkpoints: finding one, loading it as plain data, its vocabularies and its model's
 weights, and a description of the data it was trained on."""
 
+import pickle
+import re
 import zipfile
 from pathlib import Path
 
@@ -125,6 +127,11 @@ def damage(path: Path, err: Exception) -> str:
         if zip_start:
             return f"it is cut short: {size:,} bytes, without the end of a checkpoint"
         return f"{size:,} bytes that are not a torch checkpoint"
+    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
+        found = re.search(r"(?:Unsupported global: |unsupported )GLOBAL ([\w.]+)", str(err))
+        what = f" ({found[1]})" if found else ""
+        return (f"it holds Python objects{what} beyond tensors and plain data, which are never unpickled here: "
+                "loading them would run their code, and a transformer-mt checkpoint holds none")
     return f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"
 
 
