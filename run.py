@@ -15,7 +15,8 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.multirun import child_argv
 from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
-from transformer_mt.schema.store import register
+from transformer_mt.schema.store import TASKS, register
+from transformer_mt.task_help import asked_task, task_help
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 register_resolvers()  # ${pid:} in run folder names (conf/hydra/default.yaml)
@@ -38,9 +39,6 @@ if __name__ == "__main__":
         refuse_old_keys(sys.argv[1:])  # an old spelling: one line naming its new key, before Hydra's error
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    from transformer_mt.schema.store import TASKS
-    from transformer_mt.task_help import asked_task, task_help
-
     if (task := asked_task(sys.argv[1:])) is not None:  # task=NAME --help: that task's keys
         if task not in TASKS:
             sys.exit(f"error: {task_help(task)}")
