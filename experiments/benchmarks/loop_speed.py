@@ -132,6 +132,15 @@ def compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+def attention_report(args, model: nn.Module, first: dict, device: torch.device) -> dict:
+    """The SDPA call and backend (packed: the kernel) of each attention kind on the first batch."""
+    if args.packed:
+        return packed_attention_report(model, first, PRECISION_DTYPES[args.precision])
+    dtype = PRECISION_DTYPES[args.precision]
+    calls = attention_calls(model, first["src"].to(device), first["tgt_in"].to(device), dtype)
+    return {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
+
+
 def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dict, dict]:
     """TranslationModule through lightning.Trainer.fit: its figures (with --profile-steps, the
     profile), and the SDPA call and backend (packed: the kernel) of each attention kind on the
@@ -151,16 +160,8 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
     if args.shape_grid:  # every shape comes in the warm-up: the timed steps compile nothing
         args.warmup = max(args.warmup, steps_to_cover(loader))
         progress(f"{len(loader.batch_sampler.grid.lengths)} shapes (rows x length): {loader.batch_sampler.grid}")
-    first = next(iter(loader))
     model = module.model.to(device).train()
-    if args.packed:
-        attention = packed_attention_report(model, first, PRECISION_DTYPES[args.precision])
-    else:
-        calls = attention_calls(model, first["src"].to(device), first["tgt_in"].to(device),
-                                PRECISION_DTYPES[args.precision])
-        attention = {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
-        del calls
-    del first
+    attention = attention_report(args, model, next(iter(loader)), device)
     record, profile = StepRecord(device, args.warmup, args.steps), {}
     callbacks = [lightning_timer(record), StepMeter(peak_flops=peak)]
     if args.profile_steps:

@@ -8,14 +8,12 @@ Steps, each a process of its own with a time limit, all of them within --budget-
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
 torch, triton, the signature of torch's varlen_attn), then the `speed` group, cheapest and most
 important first: `base` (loop_speed.py, model=base, 25k-token batches, bf16, eager, with --peer
-hf and --profile-steps 3: the same-card baseline), `base+grid` (eager on data.shape_grid's 16
-shapes), `base+grid+graphs` (on them compiled on static shapes with CUDA graphs, the vocabulary
-padded to a multiple of 128, profiled; the warm-up covers every shape), `attention+grid`
-(attention_backends.py: flash, efficient, cuDNN and math on the grid's shapes), `loss`
-(loss_speed.py, with the padded vocabulary), `big`, `big+grid`, `big+grid+graphs`, then the
-earlier steps: `base+compile`, `big+compile` (dynamic shapes), `attention` (attention_speed.py),
-`base+packed`, `big+packed`, `base+packed+compile` (each recompilation's reason logged,
-TORCH_LOGS=recompiles), and `base+pad8` (lengths padded to a multiple of 8); then the
+hf and --profile-steps 3: the same-card baseline), `base+grid` (eager on 16 shapes),
+`base+grid+graphs` (compiled on them as CUDA graphs, vocabulary padded to 128s, profiled),
+`attention+grid` (attention_backends.py), `loss` (loss_speed.py), `big`, `big+grid`,
+`big+grid+graphs`, then `base+compile`, `big+compile` (dynamic shapes), `attention`
+(attention_speed.py), `base+packed`, `big+packed`, `base+packed+compile` (recompilations' reasons
+logged, TORCH_LOGS=recompiles) and `base+pad8` (lengths padded to multiples of 8); then the
 `runs` group: the toy default job, experiment=multi30k_recipe for a fixed number of steps (data:
 $DATA_DIR/multi30k, else .gpu-data/multi30k), task=evaluate and decode_speed.py on that run's
 checkpoint. --only runs one group, --steps the named steps in the order given. A failed step is

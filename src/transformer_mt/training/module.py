@@ -33,6 +33,26 @@ log = logging.getLogger(__name__)
 
 
 class TranslationModule(L.LightningModule):
+    """The Lightning module of a run, built from these arguments.
+
+    model: the Transformer's keys (but the vocabulary sizes and pad id: the tokenizer's);
+    tokenizer: the vocabularies as plain data (`Vocabularies.to_dict()`), which say the sizes and
+    special ids (pad_id, bos_id, eos_id); optimizer / scheduler: `_partial_` Hydra configs;
+    decoding: the search of test, evaluate and translate (conf/decoding); val_decoding: the one
+    of validation, when cheaper (None = decoding). num_samples: validation translations logged.
+    max_nonfinite_steps: training stops after this many NaN / inf steps in a row (skipped).
+    data: what the run trained on ({"config", "fingerprints"}), for task=evaluate and resume.
+    initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
+    compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
+    decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
+    backend); evaluation stays eager. compile_mode: inductor's mode (reduce-overhead: CUDA graphs);
+    shape_grid: data.shape_grid's K (the regions on static shapes, one graph per shape).
+    vocab_multiple: the output layer + loss over the vocabulary padded to a multiple of it (the
+    same loss and gradients; whole GPU tiles). quantize: int8 decodes test, evaluate, translate and
+    score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
+    an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
+    model's vocabularies; they evaluate with it, and are never trained or saved."""
+
     def __init__(
         self,
         model: dict,
@@ -53,23 +73,7 @@ class TranslationModule(L.LightningModule):
         quantize: str = "none",
         ensemble: list[str] | None = None,
     ) -> None:
-        """model: the Transformer's keys (but the vocabulary sizes and pad id: the tokenizer's);
-        tokenizer: the vocabularies as plain data (`Vocabularies.to_dict()`), which say the sizes and
-        special ids (pad_id, bos_id, eos_id); optimizer / scheduler: `_partial_` Hydra configs;
-        decoding: the search of test, evaluate and translate (conf/decoding); val_decoding: the one
-        of validation, when cheaper (None = decoding). num_samples: validation translations logged.
-        max_nonfinite_steps: training stops after this many NaN / inf steps in a row (skipped).
-        data: what the run trained on ({"config", "fingerprints"}), for task=evaluate and resume.
-        initial_weights: the Transformer's state_dict to start from (not a hyper-parameter).
-        compile: torch.compile the training step's regions (`compiled_step`: one encoder layer, one
-        decoder layer, the output layer + loss of one chunk; true: inductor; a string: that
-        backend); evaluation stays eager. compile_mode: inductor's mode (reduce-overhead: CUDA graphs);
-        shape_grid: data.shape_grid's K (the regions on static shapes, one graph per shape).
-        vocab_multiple: the output layer + loss over the vocabulary padded to a multiple of it (the
-        same loss and gradients; whole GPU tiles). quantize: int8 decodes test, evaluate, translate and
-        score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
-        an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
-        model's vocabularies; they evaluate with it, and are never trained or saved."""
+        """Every part built once, from the arguments the class docstring describes."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
