@@ -17,6 +17,7 @@ from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
 from transformer_mt.schema.store import TASKS, register
 from transformer_mt.task_help import asked_task, task_help
+from transformer_mt.tasks import main as run_job  # no torch nor Lightning: a task imports them once checked
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 register_resolvers()  # ${pid:} in run folder names (conf/hydra/default.yaml)
@@ -25,8 +26,6 @@ register()  # the schema (src/transformer_mt/schema): the top-level keys and the
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from transformer_mt.tasks import main as run_job
-
     return run_job(cfg)
 
 

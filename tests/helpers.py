@@ -186,6 +186,14 @@ def files_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
                   f"paths.cache_dir={tmp_path}/cache", "trainer.max_epochs=1", *extra)
 
 
+def not_our_checkpoint(path: Path) -> Path:
+    """A torch file that is no transformer-mt checkpoint at `path`: it passes the checks made before
+    torch is imported (a zip file), and loading it would stop the run with another error than the
+    one a test expects first."""
+    torch.save({"weights": torch.zeros(3)}, path)
+    return path
+
+
 def write(folder: Path, name: str, data: bytes) -> None:
     folder.mkdir(exist_ok=True)
     (folder / name).write_bytes(data)

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from tests.helpers import ROOT, compose_config
+from tests.helpers import ROOT, compose_config, not_our_checkpoint
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import described
 from transformer_mt.schema.multistage import BacktranslateTask, DistillTask
@@ -71,10 +71,11 @@ def test_a_bad_value_is_one_line_naming_its_key_before_any_work(tmp_path, overri
         run(compose_config(tmp_path / "run", overrides, cache_dir=tmp_path / "cache"))
     assert str(err.value).startswith(message)
     assert not (tmp_path / "cache").exists()
-    assert {p.name for p in (tmp_path / "run").iterdir()} == {"config.yaml"}  # what was asked, nothing else
+    assert not (tmp_path / "run").exists()  # refused before any work: no run folder, no config.yaml
 
 
 def test_hf_export_refuses_a_weight_type_naming_the_key_that_set_it(tmp_path):
+    model = not_our_checkpoint(tmp_path / "x.ckpt")  # a file, so that the path checks let it through
     for given, key in ((["task.quantization=int8"], "task.quantization=int8"), (["quantize=int8"], "quantize=int8")):
         with pytest.raises(ConfigError, match=f"^{key}: task.format=hf exports the model's float weights"):
-            run(compose_config(tmp_path, ["task=export", "ckpt_path=x.ckpt", *given]))
+            run(compose_config(tmp_path / "run", ["task=export", f"ckpt_path={model}", *given]))

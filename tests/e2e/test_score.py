@@ -86,8 +86,9 @@ def test_tsv_two_files_stdin_and_batches_give_the_same_scores(tmp_path, monkeypa
 
 
 def test_bad_input_is_named_before_the_model_loads(tmp_path):
-    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    """model.ckpt is a torch file but no checkpoint of ours: loading it would stop the run with another
+    error (a file that cannot be a checkpoint at all is refused first, before torch is imported)."""
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "model.ckpt")
     source, short = write_lines(tmp_path / "src.en", SOURCES), write_lines(tmp_path / "tgt.de", TARGETS[:4])
     table = write_lines(tmp_path / "pairs.tsv", ["a cat\teine Katze", "a dog", "x\ty\tz"])
     cases = [([f"task.source={source}", f"task.target={short}"], DataError,

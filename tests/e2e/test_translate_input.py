@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import ROOT, assert_clean_failure, compose_config, run_py
+from tests.helpers import ROOT, assert_clean_failure, compose_config, not_our_checkpoint, run_py
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
@@ -93,11 +93,10 @@ def test_output_that_is_a_directory_fails_before_translating(checkpoint, tmp_pat
 
 
 def test_output_checks_come_before_the_model_is_loaded(tmp_path):
-    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
     from transformer_mt.tasks import translate as task
 
     (tmp_path / "in.txt").write_text("a cat\n")
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    not_our_checkpoint(tmp_path / "model.ckpt")
     (tmp_path / "file").write_text("not a folder")
     base = ["task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"task.input={tmp_path}/in.txt"]
     with pytest.raises(ConfigError) as err:
@@ -119,8 +118,7 @@ def test_a_line_of_only_invisible_characters_is_an_empty_line(checkpoint, tmp_pa
 
 
 def test_an_input_that_is_a_directory_is_one_line_before_the_model_loads(tmp_path):
-    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    not_our_checkpoint(tmp_path / "model.ckpt")
     result = run_py("task=translate", f"ckpt_path={tmp_path}/model.ckpt", f"task.input={tmp_path}",
                     f"task.output={tmp_path}/out.txt", f"hydra.run.dir={tmp_path}/run")
     assert_clean_failure(result, f"error: {tmp_path}: is a directory")
@@ -130,7 +128,7 @@ def test_an_input_that_is_a_directory_is_one_line_before_the_model_loads(tmp_pat
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
 def test_an_unreadable_input_file_says_permission_denied(tmp_path):
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    not_our_checkpoint(tmp_path / "model.ckpt")
     (tmp_path / "in.txt").write_text("a cat\n")
     (tmp_path / "in.txt").chmod(0)
     with pytest.raises(DataError) as err:

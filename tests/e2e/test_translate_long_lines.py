@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, compose_config
+from tests.helpers import ROOT, compose_config, not_our_checkpoint
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.tasks import run
@@ -99,8 +99,7 @@ def test_fit_keeps_the_eos_of_a_truncated_source():
 
 
 def test_another_value_is_a_config_error_before_the_model_loads(tmp_path):
-    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    not_our_checkpoint(tmp_path / "model.ckpt")
     (tmp_path / "in.txt").write_text("a cat\n")
     with pytest.raises(ConfigError) as err:
         run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={tmp_path}/model.ckpt",

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import compose_config
+from tests.helpers import compose_config, not_our_checkpoint
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import DataError
 from transformer_mt.tasks import run
@@ -91,8 +91,7 @@ def test_a_right_prefix_is_continued_as_the_reference_and_a_wrong_one_costs_its_
 
 
 def test_a_line_without_one_tab_names_its_file_and_line_before_the_model_loads(tmp_path):
-    """model.ckpt is no checkpoint: loading it would stop the run with another error."""
-    (tmp_path / "model.ckpt").write_bytes(b"x")
+    not_our_checkpoint(tmp_path / "model.ckpt")
     lines = ["a cat\tna", "", "the dog sees a cat", "a dog\tlo"]
     with pytest.raises(DataError) as err:
         translate(tmp_path / "model.ckpt", tmp_path, lines)
@@ -104,7 +103,7 @@ def test_a_line_without_one_tab_names_its_file_and_line_before_the_model_loads(t
 
 
 def test_a_line_without_a_tab_on_stdin_is_one_clean_error(tmp_path, monkeypatch, capsys):
-    (tmp_path / "model.ckpt").write_bytes(b"x")  # never read: the input is checked first
+    not_our_checkpoint(tmp_path / "model.ckpt")  # never read: the input is checked first
     out = from_stdin("a cat\tna\n\nthe dog sees a cat\n", monkeypatch, capsys, tmp_path,
                      f"ckpt_path={tmp_path}/model.ckpt")
     assert out == ""

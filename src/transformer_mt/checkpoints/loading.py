@@ -3,14 +3,13 @@ weights, and a description of the data it was trained on."""
 
 import pickle
 import re
-import zipfile
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.files import file_damage, unreadable
 from transformer_mt.checkpoints.upgrades import upgrade
-from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
 
@@ -28,32 +27,6 @@ def describe_corpus(data: dict) -> str:
     named = [one(data["corpus"])] if data.get("corpus") else []
     named += [f"{name}: {one(corpus)}" for name, corpus in (data.get("corpora") or {}).items()]
     return " + ".join(named) or "no corpus"
-
-
-def checkpoint_path(cfg: DictConfig) -> Path:
-    """cfg.ckpt_path, one checkpoint, checked to exist."""
-    given = plain(cfg.get("ckpt_path"))
-    if given and not isinstance(given, str):
-        raise ConfigError(f"ckpt_path={given}: this task takes one checkpoint (a list, ckpt_path=[a.ckpt,b.ckpt], "
-                          "is an ensemble for task=translate, task=score and task=evaluate, or what task=average "
-                          "averages)")
-    return checkpoint_paths(cfg)[0]
-
-
-def checkpoint_paths(cfg: DictConfig) -> list[Path]:
-    """cfg.ckpt_path as a list: one checkpoint, or several (ckpt_path=[a,b,...]: an ensemble's
-    members, or the checkpoints task=average averages), each checked to exist."""
-    given = plain(cfg.get("ckpt_path"))
-    if not given:
-        raise ConfigError("this task needs ckpt_path=PATH (a checkpoint written by task=train)")
-    if given == OWN_LAST:
-        raise ConfigError("ckpt_path=last resumes task=train from its own run folder; this task needs ckpt_path=PATH "
-                          "(a checkpoint file)")
-    paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"ckpt_path={path}: no such file")
-    return paths
 
 
 def task_device(trainer: DictConfig) -> torch.device:
@@ -104,7 +77,7 @@ def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a truncated or foreign file: say which one, and how it is damaged
-        raise ConfigError(f"{key}={path}: not a readable transformer-mt checkpoint ({damage(path, err)})") from err
+        raise unreadable(key, path, damage(path, err)) from err
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict) \
             or "model" not in (checkpoint.get("hyper_parameters") or {}):
         raise ConfigError(f"{key}={path}: not a transformer-mt checkpoint (it has no state_dict and model "
@@ -116,17 +89,10 @@ def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
 
 
 def damage(path: Path, err: Exception) -> str:
-    """Why torch could not read `path`, in words: empty, cut short (a checkpoint is a zip file whose
-    directory is at its end), or torch's error."""
-    size = path.stat().st_size if path.is_file() else None
-    if size == 0:
-        return "the file is empty, 0 bytes"
-    if size is not None and not zipfile.is_zipfile(path):
-        with open(path, "rb") as f:
-            zip_start = f.read(4) == b"PK\x03\x04"
-        if zip_start:
-            return f"it is cut short: {size:,} bytes, without the end of a checkpoint"
-        return f"{size:,} bytes that are not a torch checkpoint"
+    """Why torch could not read `path`, in words: the file's own damage (files.file_damage), Python
+    objects a weights-only load refuses, or torch's error."""
+    if (why := file_damage(path)) is not None:
+        return why
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         found = re.search(r"(?:Unsupported global: |unsupported )GLOBAL ([\w.]+)", str(err))
         what = f" ({found[1]})" if found else ""

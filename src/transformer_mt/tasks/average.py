@@ -11,7 +11,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.averaging import epoch_checkpoints, epoch_folder, write_average
-from transformer_mt.checkpoints.loading import checkpoint_paths, read_checkpoint
+from transformer_mt.checkpoints.files import checkpoint_paths
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.errors import ConfigError
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_file
+from transformer_mt.checkpoints.files import finished_run, model_checkpoints
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.errors import ConfigError, DataError
@@ -31,8 +32,6 @@ from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     engine_input,
     file_sources,
-    finished_run,
-    model_checkpoints,
     pipeline_corpus,
     synthetic_corpus,
     train_in,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_mt.checkpoints.files import finished_run, model_checkpoints
 from transformer_mt.config import plain
 from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
@@ -30,8 +31,6 @@ from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     corpus_sources,
     engine_input,
-    finished_run,
-    model_checkpoints,
     pipeline_corpus,
     synthetic_corpus,
     train_in,

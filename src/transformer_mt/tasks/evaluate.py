@@ -14,7 +14,8 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.checkpoints.loading import checkpoint_paths, describe_corpus
+from transformer_mt.checkpoints.files import checkpoint_paths
+from transformer_mt.checkpoints.loading import describe_corpus
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.runs.build import build_trainer
 from transformer_mt.tasks.runs.config_checks import check_config

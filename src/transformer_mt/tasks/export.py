@@ -20,7 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_mt.atomic import atomic_dir
-from transformer_mt.checkpoints.loading import checkpoint_path
+from transformer_mt.checkpoints.files import checkpoint_path
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.members import load_members
 from transformer_mt.progress import ProgressBar

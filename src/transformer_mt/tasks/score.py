@@ -20,7 +20,8 @@ from collections.abc import Callable
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_mt.checkpoints.loading import checkpoint_paths, task_device
+from transformer_mt.checkpoints.files import checkpoint_paths
+from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.data.text import clean
 from transformer_mt.errors import DataError
 from transformer_mt.inference.members import load_translator

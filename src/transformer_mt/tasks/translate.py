@@ -25,7 +25,8 @@ from typing import TextIO
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_mt.checkpoints.loading import checkpoint_paths, task_device
+from transformer_mt.checkpoints.files import checkpoint_paths
+from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
 from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines

@@ -4,10 +4,11 @@ scored. Errors name the key, or the file and line."""
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_mt.data.corpus import read_lines
+from transformer_mt.data.corpus import check_file, count_lines, read_lines
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.lines.reading import read_all
 
@@ -29,11 +30,16 @@ class Pairs:
         return f"{self.src_name if side == 'source' else self.tgt_name}:{index + 1}"
 
 
+def unaligned(source: str, sources: int, target: str, targets: int) -> DataError:
+    """The one line of two files that should have as many lines and do not."""
+    return DataError(f"{source} has {sources} lines but {target} has {targets}: files must be aligned")
+
+
 def aligned_files(source: str, target: str) -> Pairs:
     """The lines of two files that must have as many."""
     src, tgt = read_lines(source), read_lines(target)
     if len(src) != len(tgt):
-        raise DataError(f"{source} has {len(src)} lines but {target} has {len(tgt)}: files must be aligned")
+        raise unaligned(source, len(src), target, len(tgt))
     return Pairs(src, tgt, source, target)
 
 
@@ -49,20 +55,39 @@ def tsv_pairs(lines: list[str], name: str) -> Pairs:
     return Pairs(src, tgt, name, name)
 
 
-def read_pairs(options: DictConfig) -> Pairs:
-    """The pairs task.source / task.target, task.input or stdin (not a terminal) give."""
-    source, target, table = options.get("source"), options.get("target"), options.get("input")
+def given_files(options: DictConfig) -> tuple[str | None, str | None, str | None]:
+    """task.source, task.target and task.input (None: not given), checked to make sense together:
+    two aligned files, one TSV file, or neither and stdin that is not a terminal."""
+    source, target, table = (str(v) if v else None for v in map(options.get, ("source", "target", "input")))
     if table and (source or target):
         raise ConfigError(f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv "
                           "or task.source=FILE task.target=FILE")
-    if source or target:
-        if not (source and target):
-            given, missing = ("source", "target") if source else ("target", "source")
-            raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
-        return aligned_files(str(source), str(target))
-    if table:
-        return tsv_pairs(read_lines(table), str(table))
-    if sys.stdin.isatty():
+    if (source or target) and not (source and target):
+        given, missing = ("source", "target") if source else ("target", "source")
+        raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
+    if not (source or table) and sys.stdin.isatty():
         raise ConfigError("task=score needs task.source=FILE task.target=FILE, task.input=FILE.tsv, or "
                           "source<TAB>target lines on stdin")
+    return source, target, table
+
+
+def check_pair_files(options: DictConfig) -> None:
+    """Before the model loads (tasks/runs/preflight.py): the keys make sense together, the files exist,
+    and two regular files have as many lines (counted, not decoded: read_pairs checks the text)."""
+    source, target, table = given_files(options)
+    for path in filter(None, (source, target, table)):
+        check_file(Path(path), special=True)
+    if source and target and Path(source).is_file() and Path(target).is_file():
+        sources, targets = count_lines(Path(source)), count_lines(Path(target))
+        if sources != targets:
+            raise unaligned(source, sources, target, targets)
+
+
+def read_pairs(options: DictConfig) -> Pairs:
+    """The pairs task.source / task.target, task.input or stdin (not a terminal) give."""
+    source, target, table = given_files(options)
+    if source and target:
+        return aligned_files(source, target)
+    if table:
+        return tsv_pairs(read_lines(table), table)
     return tsv_pairs(read_all(sys.stdin.buffer, "stdin"), "stdin")

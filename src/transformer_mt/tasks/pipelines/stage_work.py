@@ -145,32 +145,6 @@ def train_in(stage: Stage, cfg: DictConfig, changes: dict) -> dict:
     return metrics
 
 
-def model_checkpoints(given, key: str) -> list[Path]:
-    """A model named by `key` (task.teacher, task.reverse) as checkpoint files: a run folder stands
-    for its tested checkpoint, a list for an ensemble."""
-    if given in (None, "", []):
-        raise ConfigError(f"{key}: name the model (a run folder, a checkpoint, or a list of them)")
-    paths = []
-    for each in [given] if isinstance(given, str) else given:
-        path = Path(each)
-        if path.is_dir():
-            path = Path(finished_run(path, key)["tested_checkpoint"])
-        if not path.is_file():
-            raise ConfigError(f"{key}={each}: no such checkpoint")
-        paths.append(path)
-    return paths
-
-
-def finished_run(folder: Path, key: str) -> dict:
-    """The metrics.json of a finished training run in `folder` (`key`: the setting that names it)."""
-    path = folder / "metrics.json"
-    if not folder.is_dir():
-        raise ConfigError(f"{key}={folder}: no such folder")
-    if not path.is_file():
-        raise ConfigError(f"{key}={folder}: a folder without metrics.json (not a finished training run)")
-    return json.loads(path.read_text())
-
-
 def compare_with_baseline(stage: Stage, baseline: dict, metrics: dict, what: str) -> dict:
     """The run of `metrics` (`what`: student, forward model) against the `baseline` run's metrics, on
     the same test references: comparison.json in the stage's folder, and one line in the log."""

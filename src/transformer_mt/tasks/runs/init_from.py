@@ -18,6 +18,7 @@ from transformer_mt.checkpoints.loading import checkpoint_tokenizer, model_weigh
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.runs.preflight import missing_init_from
 
 TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
 
@@ -30,8 +31,7 @@ def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabular
         return read_marian(path)
     checkpoint_file = run_checkpoint(path) if path.is_dir() else path
     if not checkpoint_file.is_file():
-        raise ConfigError(f"model.init_from={path}: no such file or folder (a checkpoint, a run folder or a "
-                          "Marian folder)")
+        raise missing_init_from(path)
     checkpoint = read_checkpoint(checkpoint_file, key="model.init_from")
     tokenizer = checkpoint_tokenizer(checkpoint)
     if tokenizer is None:

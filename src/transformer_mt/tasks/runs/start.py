@@ -28,7 +28,8 @@ import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from omegaconf import DictConfig, open_dict
 
-from transformer_mt.checkpoints.loading import checkpoint_path, read_checkpoint
+from transformer_mt.checkpoints.files import checkpoint_path
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError

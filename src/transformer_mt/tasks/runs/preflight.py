@@ -1,0 +1,74 @@
+"""The paths a task reads, checked before torch and Lightning are imported (seconds of a command's
+start): a missing checkpoint, teacher or input file, a file that cannot be a checkpoint, task=score's
+uneven files, a sweep or run folder that is not there are refused at once. Each check is the one the
+task makes again when it reads the path (the same functions); what takes torch to tell, such as
+what a checkpoint holds, is left to the task."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer_mt.checkpoints.files import (
+    check_checkpoint_files,
+    checkpoint_paths,
+    finished_run,
+    model_checkpoints,
+)
+from transformer_mt.choices import OWN_LAST
+from transformer_mt.config import plain
+from transformer_mt.data.corpus import check_file
+from transformer_mt.errors import ConfigError
+from transformer_mt.tasks.lines.pairs import check_pair_files
+from transformer_mt.tasks.lines.writing import check_output
+
+READS_CKPT_PATH = ("evaluate", "translate", "score", "export")  # the tasks ckpt_path is the model of
+
+
+def check_paths(cfg: DictConfig) -> None:
+    """A ConfigError or DataError naming the key or file of the first path of cfg's task that cannot
+    be what the task reads (cfg.task.name: the task)."""
+    task, options = cfg.task.name, cfg.task
+    if task in READS_CKPT_PATH or (task == "average" and cfg.get("ckpt_path")):
+        check_checkpoint_files(checkpoint_paths(cfg), "ckpt_path")
+    if task == "train":
+        check_training_starts(cfg)
+    if task in ("translate", "score"):
+        check_output(options.get("output"))
+    if task == "translate" and options.get("input"):
+        check_file(Path(options.input), special=True)
+    if task == "score":
+        check_pair_files(options)
+    if task in ("distill", "backtranslate"):
+        check_pipeline_inputs(options)
+    folder_key = {"average": "run_dir", "report": "sweep_dir"}.get(task)
+    if folder_key and options.get(folder_key) and not Path(options[folder_key]).is_dir():
+        raise ConfigError(f"task.{folder_key}={options[folder_key]}: no such directory")
+
+
+def check_training_starts(cfg: DictConfig) -> None:
+    """task=train: the checkpoint it resumes (ckpt_path, but `last`: its own, or none yet) and the
+    model it fine-tunes (model.init_from: a checkpoint or a folder) exist."""
+    given = plain(cfg.get("ckpt_path"))
+    if given and given != OWN_LAST:
+        check_checkpoint_files(checkpoint_paths(cfg), "ckpt_path")
+    init_from = cfg.model.get("init_from")
+    if init_from and not Path(init_from).exists():
+        raise missing_init_from(init_from)
+
+
+def missing_init_from(path: Path | str) -> ConfigError:
+    """The one line of a model.init_from that is not there."""
+    return ConfigError(f"model.init_from={path}: no such file or folder (a checkpoint, a run folder or a Marian "
+                       "folder)")
+
+
+def check_pipeline_inputs(options: DictConfig) -> None:
+    """task=distill and task=backtranslate: the models they translate with (task.teacher,
+    task.reverse), the monolingual text and the baseline run folder they are given."""
+    for key in ("teacher", "reverse"):
+        if options.get(key):
+            check_checkpoint_files(model_checkpoints(plain(options[key]), f"task.{key}"), f"task.{key}")
+    if options.get("monolingual"):
+        check_file(Path(options.monolingual))
+    if options.get("baseline"):
+        finished_run(Path(options.baseline), "task.baseline")

@@ -1,0 +1,73 @@
+"""A command refused on a path or a config check ends before torch and Lightning are imported (issue 69: 7-9 s
+before; now about Hydra's composition): each refusal below runs with torch and Lightning made
+unimportable and still gives its one line; a command whose paths pass reaches the import."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+
+REFUSED = [
+    (["task=translate", "ckpt_path={tmp}/missing.ckpt"], "ckpt_path={tmp}/missing.ckpt: no such file"),
+    (["task=translate", "ckpt_path={tmp}/text.ckpt"],
+     "ckpt_path={tmp}/text.ckpt: not a readable transformer-mt checkpoint (4 bytes that are not a torch checkpoint)"),
+    (["task=translate", "ckpt_path={tmp}/ok.ckpt", "task.input={tmp}/missing.txt"], "{tmp}/missing.txt: no such file"),
+    (["task=translate", "ckpt_path={tmp}/ok.ckpt", "task.output={tmp}"], "task.output={tmp}: is a directory"),
+    (["task=score", "ckpt_path={tmp}/ok.ckpt", "task.source={tmp}/two.txt", "task.target={tmp}/one.txt"],
+     "{tmp}/two.txt has 2 lines but {tmp}/one.txt has 1: files must be aligned"),
+    (["task=evaluate", "ckpt_path=[{tmp}/ok.ckpt,{tmp}/empty.ckpt]"],
+     "ckpt_path={tmp}/empty.ckpt: not a readable transformer-mt checkpoint (the file is empty, 0 bytes)"),
+    (["task=distill", "task.teacher={tmp}/missing"], "task.teacher={tmp}/missing: no such checkpoint"),
+    (["task=distill", "task.teacher={tmp}", "task.baseline={tmp}"],
+     "task.teacher={tmp}: a folder without metrics.json (not a finished training run)"),
+    (["task=backtranslate", "task.monolingual={tmp}/missing.txt"], "{tmp}/missing.txt: no such file"),
+    (["model.init_from={tmp}/missing"], "model.init_from={tmp}/missing: no such file or folder"),
+    (["ckpt_path={tmp}/missing.ckpt"], "ckpt_path={tmp}/missing.ckpt: no such file"),
+    (["task=report", "task.sweep_dir={tmp}/missing"], "task.sweep_dir={tmp}/missing: no such directory"),
+    (["task=average", "task.run_dir={tmp}/missing", "task.last_n=2"], "task.run_dir={tmp}/missing: no such directory"),
+    (["task=distill"], "task.teacher has no value"),  # config checks: a value the user must give,
+    (["task=translate", "ckpt_path={tmp}/ok.ckpt", "task.buffer_size=0"],  # a value against its rule,
+     "task.buffer_size=0: must be an integer >= 1 or null"),
+    (["+optim.warmup_steps=20"], "+optim.warmup_steps: optim has no key warmup_steps"),  # a + key nothing reads
+]
+
+
+@pytest.fixture
+def without_torch(tmp_path):
+    """An environment in which `import torch` and `import lightning` fail, and the files the cases use."""
+    for name in ("torch", "lightning"):
+        (tmp_path / "blocked" / name).mkdir(parents=True)
+        (tmp_path / "blocked" / name / "__init__.py").write_text(f"raise ImportError('{name} was imported')\n")
+    torch.save({"state_dict": {}}, tmp_path / "ok.ckpt")
+    (tmp_path / "text.ckpt").write_text("text")
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    (tmp_path / "two.txt").write_text("a\nb\n")
+    (tmp_path / "one.txt").write_text("a\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "blocked"), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONWARNINGS": "ignore"}
+    return env
+
+
+def refused(args: list[str], env: dict, tmp) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(ROOT / "run.py"), *(a.format(tmp=tmp) for a in args),
+               f"hydra.run.dir={tmp}/run"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(("args", "message"), REFUSED)
+def test_a_path_or_config_refusal_comes_before_torch_is_imported(without_torch, tmp_path, args, message):
+    result = refused(args, without_torch, tmp_path)
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
+        f"error: {message.format(tmp=tmp_path)}")
+    assert "was imported" not in result.stderr
+
+
+def test_a_command_whose_paths_pass_reaches_the_heavy_imports(without_torch, tmp_path):
+    """The control: the blocked import is what a command that passes its path checks meets next."""
+    result = refused(["task=score", "ckpt_path={tmp}/ok.ckpt", "task.source={tmp}/one.txt",
+                      "task.target={tmp}/one.txt"], without_torch, tmp_path)
+    assert result.returncode != 0 and "ImportError: torch was imported" in result.stderr
