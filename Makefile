@@ -51,7 +51,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(BIN)/python -m pip install --quiet -e ".[dev,export]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,export,serve]"
 	touch $@
 
 run: install

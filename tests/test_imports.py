@@ -16,6 +16,7 @@ LAYERS = {
     "errors": 0,
     "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1, "choices": 1,  # helpers every layer may use
     "config_keys": 1,  # keys that do not exist: the nearest real one
+    "stops": 1,  # a process stopped by a signal: exit statuses, SIGTERM raised as an exception
     "schema": 2,  # the config's keys (Hydra structured configs), registered before Hydra composes
     "composition": 2,  # Hydra's composition errors as one line (run.py)
     "task_help": 3,  # task=NAME --help, from the schema (run.py)
@@ -26,6 +27,7 @@ LAYERS = {
     "checkpoints": 4,  # reading and averaging checkpoints as plain data
     "inference": 5,  # loading for decoding, the Translator, lines translated and scored: no Lightning, no Hydra
     "training": 6,  # joins model, data, evaluation, inference
+    "serving": 6,  # the translation server's parts (FastAPI): inference behind HTTP, no Lightning, no Hydra
     "tasks": 7,  # a Hydra config into one job
 }
 
@@ -130,15 +132,16 @@ def test_no_two_modules_share_a_confusable_name():
     assert not clashes, clashes
 
 
-def test_inference_loads_neither_lightning_nor_hydra():
-    """transformer_mt.inference decodes without the training stack: importing every module of it
-    (and so everything they import) loads no Lightning, Hydra or datasets."""
-    modules = sorted(m for m in MODULES if m.startswith("transformer_mt.inference"))
+def test_inference_and_serving_load_neither_lightning_nor_hydra():
+    """transformer_mt.inference decodes without the training stack, and the server's parts serve
+    without it: importing every module of them (and so everything they import) loads no Lightning,
+    Hydra or datasets."""
+    modules = sorted(m for m in MODULES if m.startswith(("transformer_mt.inference", "transformer_mt.serving")))
     code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
             + "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'hydra', 'datasets'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert len(modules) >= 7 and result.stdout.strip() == "[]", result.stdout
+    assert len(modules) >= 13 and result.stdout.strip() == "[]", result.stdout
 
 
 def test_no_two_modules_define_the_same_name():

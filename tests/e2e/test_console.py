@@ -47,7 +47,7 @@ COMMANDS = ["python run.py model=base data=multi30k trainer=gpu",
             "python run.py task=report task.sweep_dir=outputs/ablation/heads_<date>",
             "python run.py task=distill task.teacher=RUN_FOLDER",
             "python run.py task=backtranslate task.monolingual=FILE",
-            "python run.py task=NAME --help"]
+            "python run.py task=serve ckpt_path=PATH", "python run.py task=NAME --help"]
 
 
 def test_help_is_a_short_usage_text_without_the_config():
@@ -60,7 +60,7 @@ def test_help_is_a_short_usage_text_without_the_config():
     assert [command for command in COMMANDS if command not in text] == []
     groups = config_groups(text)
     assert groups["task"] == ["average", "backtranslate", "distill", "evaluate", "export", "push", "report",
-                              "score", "train", "translate"]
+                              "score", "serve", "train", "translate"]
     assert groups["decoding"] == ["beam", "greedy", "sample"]
     assert "--multirun,-m : Run multiple jobs" in text and "--cfg,-c : Show config" in text  # Hydra's flags
     assert "python run.py [key=value ...] --cfg job" in text and "python run.py --hydra-help" in text

@@ -9,6 +9,8 @@ on a GPU), one model decodes through its compiled step on static shapes (model/s
 made once and kept; an ensemble decodes as it is.
 """
 
+from copy import copy as shallow_copy
+
 import torch
 from torch import nn
 
@@ -47,6 +49,13 @@ class Translator:
             model.to(device)
         self.forget()
         return self
+
+    def with_search(self, search) -> "Translator":
+        """A Translator of the same models, int8 copies and compiled steps (shared, not copied) that
+        decodes with `search` (a server's request options)."""
+        other = shallow_copy(self)
+        other.search = search
+        return other
 
     def members(self, quantized: bool | None = None) -> list[nn.Module]:
         """The models that decode: their int8 copies with quantize=int8 (or quantized=True)."""

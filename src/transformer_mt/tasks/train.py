@@ -25,14 +25,13 @@ from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_averag
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
+from transformer_mt.stops import CTRL_C_EXIT_STATUS, SIGTERM_EXIT_STATUS
 from transformer_mt.tasks.runs.build import RunCallbacks, build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.tasks.runs.rerun import finished_metrics, own_last
 from transformer_mt.tasks.runs.start import Start, checked_start
 from transformer_mt.training import TranslationModule
 from transformer_mt.training.last_checkpoint import (
-    CTRL_C_EXIT_STATUS,
-    SIGTERM_EXIT_STATUS,
     CtrlC,
     LastCheckpoint,
     ctrl_c_stops,

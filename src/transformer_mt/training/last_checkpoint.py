@@ -37,11 +37,9 @@ import lightning as L
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from transformer_mt.stops import CTRL_C_EXIT_STATUS
 from transformer_mt.training.steps import logged_step
 from transformer_mt.validate import check, integer, number
-
-CTRL_C_EXIT_STATUS = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
-SIGTERM_EXIT_STATUS = 143  # 128 + SIGTERM
 
 
 def exit_status(trainer: L.Trainer, status: int) -> int:

@@ -6,12 +6,9 @@ sacreBLEU's paired tests."""
 import json
 import logging
 import shlex
-import signal
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
-from types import FrameType
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
@@ -22,6 +19,7 @@ from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import Corpus, count_lines, file_lines
 from transformer_mt.errors import ConfigError
+from transformer_mt.stops import Terminated, sigterm_raises, stopped_by
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
 from transformer_mt.tasks.pipelines.synthetic import Sources, TranslationSettings, write_synthetic
@@ -57,7 +55,7 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
         with sigterm_raises():
             lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
     except (KeyboardInterrupt, Terminated) as stop:
-        by, status = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
+        by, status = stopped_by(stop)
         chunks = stage.folder / "chunks"
         done = len(list(chunks.glob("*.out"))) if chunks.is_dir() else 0
         print(f"stopped by {by} in stage {stage.name}: {done} chunks of {cfg.task.chunk_lines} lines translated "
@@ -65,24 +63,6 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
         sys.exit(status)
     stage.finish()
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived during a synthetic stage (a BaseException: no `except Exception` takes it)."""
-
-
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """A block in which SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt), so that a
-    stop is one line, not the shell's `Terminated`; the handler before it is put back after."""
-    def terminated(signum: int, frame: FrameType | None) -> None:
-        raise Terminated
-
-    before = signal.signal(signal.SIGTERM, terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def engine_input(cfg: DictConfig, models: list[Path]) -> dict:

@@ -28,6 +28,9 @@ def check_paths(cfg: DictConfig) -> None:
     """A ConfigError or DataError naming the key or file of the first path of cfg's task that cannot
     be what the task reads (cfg.task.name: the task)."""
     task, options = cfg.task.name, cfg.task
+    if task == "serve":
+        for name, paths in served_checkpoints(cfg).items():
+            check_checkpoint_files(paths, f"task.models.{name}" if cfg.task.get("models") else "ckpt_path")
     if task in READS_CKPT_PATH or (task == "average" and cfg.get("ckpt_path")):
         check_checkpoint_files(checkpoint_paths(cfg), "ckpt_path")
     if task == "train":
@@ -72,3 +75,22 @@ def check_pipeline_inputs(options: DictConfig) -> None:
         check_file(Path(options.monolingual))
     if options.get("baseline"):
         finished_run(Path(options.baseline), "task.baseline")
+
+
+def served_checkpoints(cfg: DictConfig) -> dict[str, list[Path]]:
+    """task=serve's models by name, each its checkpoint files (several: an ensemble), checked to
+    exist: task.models, or ckpt_path served as `default`."""
+    models = plain(cfg.task.get("models"))
+    if not models:
+        return {"default": checkpoint_paths(cfg)}
+    if cfg.get("ckpt_path"):
+        raise ConfigError("task=serve takes ckpt_path=PATH (one model, served as default) or task.models={NAME: "
+                          "PATH, ...}, not both")
+    served = {}
+    for name, given in models.items():
+        paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
+        for path in paths:
+            if not path.is_file():
+                raise ConfigError(f"task.models.{name}={path}: no such file")
+        served[str(name)] = paths
+    return served

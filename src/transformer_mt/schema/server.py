@@ -1,0 +1,41 @@
+"""The task group's server: task=serve, an HTTP API (and a page to try it) over one or several
+models, each loaded once, with requests batched together under a token budget."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.schema.keys import key
+from transformer_mt.schema.one_model import NAME, RUN
+from transformer_mt.schema.shared import Tagged
+from transformer_mt.validate import integer, text
+
+MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
+          "a mapping of names to checkpoints ({en_de: a.ckpt, ensemble: [b.ckpt, c.ckpt]}) or null")
+
+
+@dataclass
+class ServeTask(Tagged):
+    """python run.py task=serve ckpt_path=PATH | task.models={NAME: PATH, ...} [task.port=8000] [decoding=beam]
+    [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /docs; a page at /)
+    that batches concurrent requests together; SIGTERM or Ctrl-C finishes the requests in flight and stops."""
+
+    run: Any = key("transformer_mt.tasks.serve.run", RUN)
+    name: Any = key("serve", NAME)
+    models: Any = key(None, "the models served by name, each a checkpoint or a list (an ensemble); null: "
+                            "ckpt_path, served as `default`", MODELS, nullable=True)
+    host: Any = key("127.0.0.1", "the address to listen on; anything but loopback (127.0.0.1, ::1, localhost) "
+                                 "opens the server to the network, said in the log", (text, "an address"))
+    port: Any = key(8000, "the port to listen on (0: a free one, said in the log)", (integer(0, 65535),
+                                                                                   "an integer from 0 to 65535"))
+    max_tokens: Any = key(4096, "source tokens of the requests decoded together in one batch (a request's "
+                                "lines are never split)", (integer(1), "an integer >= 1"))
+    max_wait_ms: Any = key(5, "how long the first request of a batch waits for others (milliseconds)",
+                           (integer(0), "an integer >= 0"))
+    max_lines: Any = key(64, "lines one request may send", (integer(1), "an integer >= 1"))
+    max_chars: Any = key(10000, "characters one request may send, all its lines together", (integer(1),
+                                                                                          "an integer >= 1"))
+    max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", (integer(1),
+                                                                                        "an integer >= 1"))
+    api_key: Any = key(None, "a key every request but GET /health must send (header X-API-Key, or Authorization: "
+                             "Bearer KEY); null: the environment's TRANSFORMER_MT_API_KEY, else none",
+                       (text, "a non-empty string or null"), nullable=True)

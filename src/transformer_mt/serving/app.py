@@ -1,0 +1,113 @@
+"""The FastAPI app: POST /translate (batched across requests, batcher.py), GET /models, /health, the
+page at / and FastAPI's OpenAPI schema at /docs. A bad request is a 4xx with one JSON object naming
+the field and the limit, `{"error": ..., "field": ...}`; the server goes on serving."""
+
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from transformer_mt.serving.api import Limits, RequestError, TranslateRequest, TranslateResponse, lines_of
+from transformer_mt.serving.batcher import Batcher, Pending
+from transformer_mt.serving.decode import Work, decode_jobs, response
+from transformer_mt.serving.served import ServedModel
+
+PAGE = Path(__file__).with_name("page.html")
+OPEN = ("/health",)  # the routes an API key does not guard
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the server batches and what it allows (task.max_tokens, max_wait_ms, the limits, api_key)."""
+
+    max_tokens: int = 4096
+    max_wait_ms: int = 5
+    limits: Limits = Limits()
+    api_key: str | None = None
+
+
+def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
+    """Pydantic's first complaint as one line naming the field: invalid JSON is a 400, the rest 422."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
+    if first.get("type") == "json_invalid":
+        return JSONResponse({"error": f"invalid JSON: {first.get('msg')}", "field": "body"}, status_code=400)
+    if first.get("type") == "extra_forbidden":
+        message = f"{where}: no such field (the fields: {', '.join(TranslateRequest.model_fields)})"
+    elif first.get("type") == "missing":
+        message = f"{where}: required"
+    else:
+        message = f"{where}: {first.get('msg')}"
+    return JSONResponse({"error": message, "field": where}, status_code=422)
+
+
+def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadPoolExecutor | None = None) -> FastAPI:
+    """The app serving `models` (by name; the first is the default), decoding in `worker` (the
+    thread that loaded them: batcher.decode_thread)."""
+    batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="transformer-mt", summary="Translation with transformer-mt models", lifespan=lifespan)
+    app.state.batcher = batcher
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
+
+    @app.middleware("http")
+    async def api_key(request: Request, call_next):
+        if settings.api_key is not None and request.url.path not in OPEN and not authorized(request, settings.api_key):
+            return JSONResponse({"error": "a valid API key is needed (header X-API-Key: KEY, or Authorization: "
+                                          "Bearer KEY)", "field": "X-API-Key"}, status_code=401)
+        return await call_next(request)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> str:
+        return PAGE.read_text(encoding="utf-8")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "models": list(models)}
+
+    @app.get("/models")
+    async def list_models() -> dict:
+        return {"models": [served.info() for served in models.values()]}
+
+    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
+    async def translate(body: TranslateRequest) -> TranslateResponse:
+        served = chosen(models, body.model)
+        lines, prefixes = lines_of(body, settings.limits)
+        key, search = served.search(body, settings.limits)
+        tag = body.tag if body.tag is not None else served.default_tag
+        source_prefix = served.source_prefix(tag)
+        tokens = served.source_tokens(lines, source_prefix)
+        work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
+                    settings.max_tokens)
+        job = Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
+                  work)
+        return response(served.name, await batcher.submit(job), body)
+
+    return app
+
+
+def chosen(models: dict[str, ServedModel], name: str | None) -> ServedModel:
+    """The model a request names (default: the first), or a 404 naming the served ones."""
+    if name is None:
+        return next(iter(models.values()))
+    if name not in models:
+        raise RequestError("model", f"model={name}: no such model; the models: {', '.join(models)}", status=404)
+    return models[name]
+
+
+def authorized(request: Request, key: str) -> bool:
+    """The request carries `key` (X-API-Key, or Authorization: Bearer), compared in constant time."""
+    given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    return secrets.compare_digest(given.encode(), key.encode())

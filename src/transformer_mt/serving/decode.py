@@ -1,0 +1,64 @@
+"""A batch of requests decoded (in the batcher's worker thread): their lines as one call of
+`translate_lines`, as task=translate decodes a file, split back by request; and a request's answer
+from its lines' n-best lists."""
+
+from dataclasses import dataclass
+
+from transformer_mt.inference.line_translation import NBest, translate_lines
+from transformer_mt.serving.api import Output, ScoredText, TranslateRequest, TranslateResponse
+from transformer_mt.serving.batcher import Pending
+from transformer_mt.serving.served import ServedModel
+
+
+@dataclass(frozen=True)
+class Work:
+    """How a request's lines are decoded: the model, its search, target prefixes (None: none), the
+    source tag's ids, alignments or not, the target language (None: no off-target flag) and the
+    batch's token budget."""
+
+    served: ServedModel
+    search: object
+    prefixes: list[str] | None
+    source_prefix: list[int]
+    alignments: bool
+    language: str | None
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A request's n-best lists, and whether each line's best output is off target (None: not known)."""
+
+    nbests: list[NBest]
+    off_target: list[bool | None]
+
+
+def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
+    """Each job's lines decoded; the jobs share one key, so the first's Work says how."""
+    work: Work = jobs[0].payload
+    lines = [line for job in jobs for line in job.lines]
+    prefixes = None if work.prefixes is None else [p for job in jobs for p in job.payload.prefixes]
+    translator = work.served.translator.with_search(work.search)
+    alignments = work.served.alignments() if work.alignments else None
+    nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
+                             alignments=alignments, source_prefix=work.source_prefix)
+    flags = work.served.off_target([nbest[0].text for nbest in nbests], work.language)
+    out, start = [], 0
+    for job in jobs:
+        end = start + len(job.lines)
+        out.append(Decoded(nbests[start:end], flags[start:end]))
+        start = end
+    return out
+
+
+def response(model: str, decoded: Decoded, request: TranslateRequest) -> TranslateResponse:
+    """The answer to `request`: each line's best translation, and what it asked for (scores, the
+    n-best, the alignment), and the off-target flag where the model has several target languages."""
+    outputs = []
+    for nbest, off in zip(decoded.nbests, decoded.off_target):
+        best = nbest[0]
+        outputs.append(Output(
+            text=best.text, score=best.score if request.scores else None,
+            nbest=[ScoredText(text=t.text, score=t.score) for t in nbest] if len(nbest) > 1 else None,
+            alignment=best.alignment if request.alignments else None, off_target=off))
+    return TranslateResponse(model=model, translations=outputs)

@@ -1,0 +1,120 @@
+"""A model the server serves: its Translator (the configured decoding, the int8 rule), what GET
+/models says of it, and how a request's options become a search. A request's search runs with the
+served decoding's `options` (length limits, the n-gram ban); a model with several target languages
+(corpora tagged by direction) flags outputs the language identifier places in another one."""
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_mt.data.text import clean
+from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
+from transformer_mt.errors import ConfigError
+from transformer_mt.inference.members import load_members
+from transformer_mt.inference.pharaoh import Alignments
+from transformer_mt.inference.translator import Translator
+from transformer_mt.serving.api import Limits, RequestError, TranslateRequest, checked_beam
+
+SearchKey = tuple  # what decides how a batch is decoded: requests with equal keys decode together
+
+
+@dataclass
+class ServedModel:
+    """One served model (a checkpoint, or an ensemble's members) and what it was trained on."""
+
+    name: str
+    translator: Translator
+    paths: list[Path]
+    languages: dict[str | None, str] = field(default_factory=dict)  # a source tag (None: none) -> its target
+    default_tag: str | None = None
+
+    @classmethod
+    def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None) -> "ServedModel":
+        """The model of the checkpoints at `paths`, decoding with `search`, on the CPU."""
+        models, vocabularies, hyper = load_members(paths)
+        translator = Translator(models, vocabularies, search, quantize)
+        data = ((hyper.get("data") or {}).get("config") or {})
+        served = cls(name, translator, paths, target_languages(data), default_tag)
+        vocabularies.source_prefix(default_tag, "task.tag")  # a tag the vocabulary lacks: refused at start
+        return served
+
+    def source_prefix(self, tag: str | None) -> list[int]:
+        """The ids of `tag` put before each source (a RequestError naming `tag` if the model lacks it)."""
+        try:
+            return self.translator.tokenizer.source_prefix(tag, "tag")
+        except ConfigError as err:
+            raise RequestError("tag", str(err)) from None
+
+    def source_tokens(self, lines: list[str], source_prefix: list[int]) -> int:
+        """The source tokens of a request's lines as the model reads them (its budget in a batch); a
+        line longer than the model takes is a RequestError naming it (text[i], from 0)."""
+        cleaned, limit = clean(lines)[0], self.translator.max_positions
+        todo = [i for i, line in enumerate(cleaned) if line]
+        src = self.translator.tokenizer.encode_sources([cleaned[i] for i in todo], source_prefix)
+        for i, ids in zip(todo, src):
+            if len(ids) >= limit:
+                raise RequestError("text", f"text[{i}]: {len(ids)} tokens, more than the model's "
+                                           f"max_positions={limit} allows")
+        return sum(map(len, src))
+
+    def off_target(self, outputs: list[str], language: str | None) -> list[bool | None]:
+        """Whether the language identifier places each output in another of the model's target
+        languages than `language` (None each: no language to check against)."""
+        if language is None or not outputs:
+            return [None] * len(outputs)
+        from transformer_mt.evaluation.off_target import identifier  # py3langid: for a model that needs it
+
+        decide = identifier(tuple(sorted(set(self.languages.values())))).classify
+        return [bool(text.strip()) and decide(text)[0] != language for text in outputs]
+
+    def search(self, request: TranslateRequest, limits: Limits) -> tuple[SearchKey, object]:
+        """The search a request asks for (its key, and the search object), checked against `limits`."""
+        default = self.translator.search
+        beam_options = any(getattr(request, name) is not None for name in ("beam_size", "nbest", "length_penalty"))
+        kind = request.search or ("beam" if isinstance(default, BeamSearch) or beam_options else "greedy"
+                                  if isinstance(default, GreedySearch) else None)
+        if kind is None:  # the configured search is another (sampling): as configured
+            if beam_options:
+                raise RequestError("search", "this model samples (decoding=sample): give search=greedy or "
+                                             "search=beam with beam options")
+            return ("configured",), default
+        beam, nbest = checked_beam(request, kind, getattr(default, "beam_size", 4), limits)
+        if kind == "greedy":
+            return ("greedy",), (default if isinstance(default, GreedySearch) else GreedySearch(default.options))
+        norm = default.length_norm if isinstance(default, BeamSearch) else PowerLength()
+        if request.length_penalty is not None:
+            norm = dataclasses.replace(norm, alpha=request.length_penalty)
+        if isinstance(default, BeamSearch) and (beam, nbest, norm) == (default.beam_size, default.nbest,
+                                                                       default.length_norm):
+            return ("beam", beam, nbest, norm), default
+        return ("beam", beam, nbest, norm), BeamSearch(beam, norm, nbest, default.options)
+
+    def alignments(self) -> Alignments:
+        """Word alignments from the last decoder layer's cross-attention, its heads averaged (the
+        defaults of task=translate's task.alignment)."""
+        return Alignments.from_options({"alignment": True}, self.translator.models[0])
+
+    def info(self) -> dict:
+        """What GET /models says of the model."""
+        translator, tokenizer = self.translator, self.translator.tokenizer
+        config = translator.models[0].config
+        default = translator.search
+        return {"name": self.name, "checkpoints": [p.name for p in self.paths], "members": len(translator.models),
+                "quantize": translator.quantize,
+                "parameters": sum(p.numel() for p in translator.models[0].parameters()),
+                "vocabulary": {"joint": tokenizer.joint, "source": tokenizer.src.vocab_size,
+                               "target": tokenizer.tgt.vocab_size},
+                "tags": tokenizer.src.tag_tokens(), "default_tag": self.default_tag,
+                "languages": {str(k): v for k, v in self.languages.items()},
+                "max_positions": config.max_positions,
+                "decoding": {"search": type(default).__name__, "beam_size": getattr(default, "beam_size", None),
+                             "nbest": getattr(default, "nbest", None),
+                             "length_penalty": getattr(getattr(default, "length_norm", None), "alpha", None)}}
+
+
+def target_languages(data: dict) -> dict[str | None, str]:
+    """Each source tag of a model's training corpora (None: untagged) and its target language, when
+    the corpora have several target languages (tgt_lang); else none."""
+    corpora = [data.get("corpus"), *(data.get("corpora") or {}).values()]
+    found = {c.get("tag"): c["tgt_lang"] for c in corpora if isinstance(c, dict) and c.get("tgt_lang")}
+    return found if len(set(found.values())) > 1 else {}

@@ -1,0 +1,99 @@
+"""task=serve: an HTTP server translating with one or several models, each loaded once, concurrent
+requests batched together under a token budget (serving/). FastAPI's app on uvicorn; SIGTERM or
+Ctrl-C stops accepting, finishes the requests in flight and ends with one line (exit 143 / 130).
+
+    python run.py task=serve ckpt_path=outputs/train/<run>/checkpoints/best.ckpt
+    python run.py task=serve task.models='{en_de: a.ckpt, both: [b.ckpt, c.ckpt]}' quantize=int8 task.port=8080
+"""
+
+import ipaddress
+import logging
+import os
+import socket
+import sys
+import time
+
+import uvicorn
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from transformer_mt.checkpoints.loading import task_device
+from transformer_mt.errors import ConfigError
+from transformer_mt.serving.api import Limits
+from transformer_mt.serving.app import Settings, make_app
+from transformer_mt.serving.batcher import decode_thread
+from transformer_mt.serving.served import ServedModel
+from transformer_mt.stops import Terminated, sigterm_raises, stopped_by
+from transformer_mt.tasks.runs.preflight import served_checkpoints
+
+log = logging.getLogger(__name__)
+API_KEY_VARIABLE = "TRANSFORMER_MT_API_KEY"
+
+
+def settings(options: DictConfig) -> Settings:
+    """How the server batches and what a request may ask (task.*); the API key: task.api_key, else
+    the environment's TRANSFORMER_MT_API_KEY, else none."""
+    return Settings(options.max_tokens, options.max_wait_ms, Limits(options.max_lines, options.max_chars,
+                                                                    options.max_beam),
+                    options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None)
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (port 0: a free one), or a ConfigError naming task.host / task.port.
+    Its protocol is said (IPPROTO_TCP): asyncio turns Nagle's algorithm off only on such sockets'
+    connections, and with it on, every answer on a kept-alive connection waited 40 ms for an ACK."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise ConfigError(f"task.host={host} task.port={port}: cannot listen there ({err.strerror or err})") from None
+    return sock
+
+
+def load_models(cfg: DictConfig, device) -> dict[str, ServedModel]:
+    """Each served model loaded once, on `device`, decoding with cfg.decoding (by default)."""
+    models = {name: ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"))
+              for name, paths in served_checkpoints(cfg).items()}
+    for served in models.values():
+        served.translator.to(device)
+    return models
+
+
+def run(cfg: DictConfig) -> dict:
+    options = cfg.task
+    device = task_device(cfg.trainer)
+    worker = decode_thread()  # the thread that loads the models and decodes: torch runs in no other
+    models = worker.submit(load_models, cfg, device).result()
+    app = make_app(models, settings(options), worker)
+    sock = bound_socket(str(options.host), int(options.port))
+    host, port = sock.getsockname()[:2]
+    if not loopback(str(options.host)):
+        log.warning("task.host=%s: the server is open to the network, not only to this machine", options.host)
+    log.info("serving %s on http://%s:%d (%s%s; the page: /, the API: /docs)", ", ".join(models),
+             f"[{host}]" if ":" in host else host, port, device, ", int8" if cfg.quantize == "int8" else "")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    started = time.monotonic()
+    try:
+        with sigterm_raises():  # uvicorn finishes the requests in flight, then raises the signal again here
+            server.run(sockets=[sock])
+    except (KeyboardInterrupt, Terminated) as stop:
+        log.info("served %s", app.state.batcher.report(time.monotonic() - started))
+        by, status = stopped_by(stop)
+        print(f"stopped by {by}: translation requests answered: {app.state.batcher.answered}, the last in flight "
+              "included",
+              file=sys.stderr)
+        sys.exit(status)
+    return {"answered": app.state.batcher.answered}

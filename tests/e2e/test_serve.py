@@ -1,0 +1,184 @@
+"""task=serve as a user runs it: `python run.py task=serve ...` on a free port, with concurrent
+clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
+under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
+goes on; an API key guards every route but /health; SIGTERM finishes the request in flight and exits
+143; a model that cannot load stops the server at start in one line; the page translates in a real
+headless browser."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import ROOT, compose_config, not_our_checkpoint
+from transformer_mt.tasks import run
+
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+SUBJECTS = ["A man", "Two dogs", "A little girl", "A woman in a red coat", "Three boys", "An old man with a hat"]
+ACTIONS = ["is riding a bicycle down the street.", "are playing in the snow.", "is sitting on a bench.",
+           "walks past a shop with a large window.", "are jumping into a lake.", "is cooking in a kitchen."]
+LINES = [f"{s} {a}" for s in SUBJECTS for a in ACTIONS][:32]
+BEAM = ["decoding=beam"]  # the server's decoding: its options (length limits) every request's search runs with
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`python run.py task=serve ARGS` on a free port, up once GET /health answers."""
+
+    def __init__(self, folder: Path, *args: str, env: dict | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), "task=serve", f"task.port={self.port}", f"hydra.run.dir={folder}",
+             *args], env={**os.environ, **(env or {}), "PYTHONWARNINGS": "ignore"}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError(f"the server did not start: {self.stop()[1][-2000:]}")
+
+    def post(self, body: dict, **kwargs) -> httpx.Response:
+        return httpx.post(f"{self.url}/translate", json=body, timeout=120, **kwargs)
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        _, err = self.process.communicate(timeout=60)
+        return self.process.returncode, err
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    served = Server(folder / "run", f"ckpt_path={SHIPPED}", *BEAM, "task.max_wait_ms=50")
+    yield served
+    served.stop()
+
+
+def offline(tmp_path: Path, name: str, lines: list[str], decoding: list[str]) -> list[str]:
+    """What task=translate writes for `lines` with `decoding` (the shipped model)."""
+    (tmp_path / f"{name}.in").write_text("".join(f"{line}\n" for line in lines))
+    run(compose_config(tmp_path / name, ["task=translate", f"ckpt_path={SHIPPED}", f"task.input={tmp_path}/{name}.in",
+                                         f"task.output={tmp_path}/{name}.out", *decoding]))
+    return (tmp_path / f"{name}.out").read_text().splitlines()
+
+
+def test_concurrent_requests_get_what_task_translate_gives(server, tmp_path):
+    greedy = offline(tmp_path, "greedy", LINES, ["decoding=greedy", "decoding.options.max_len_a=1.0",
+                                                 "decoding.options.max_len_b=50"])  # beam's options
+    beam = offline(tmp_path, "beam", LINES, ["decoding=beam", "decoding.beam_size=3"])
+    requests = [({"text": LINES[i : i + 2], "search": "greedy"}, greedy[i : i + 2]) for i in range(0, 32, 2)]
+    requests += [({"text": LINES[i], "beam_size": 3}, beam[i : i + 1]) for i in range(32)]
+    with ThreadPoolExecutor(16) as clients:
+        answers = list(clients.map(lambda request: server.post(request[0]), requests))
+    assert all(a.status_code == 200 for a in answers)
+    got = [[t["text"] for t in a.json()["translations"]] for a in answers]
+    assert got == [expected for _, expected in requests]  # none lost, none mixed up, each as offline
+    assert len(set(greedy)) > 16 and len(set(beam)) > 16  # the lines differ: a mix-up would show
+
+
+def test_options_scores_nbest_alignments_and_a_prefix(server):
+    answer = server.post({"text": LINES[:2], "beam_size": 4, "nbest": 3, "scores": True, "alignments": True}).json()
+    for line in answer["translations"]:
+        scores = [h["score"] for h in line["nbest"]]
+        assert len(scores) == 3 and scores == sorted(scores, reverse=True) and line["score"] == scores[0]
+        assert line["alignment"] and all("-" in pair for pair in line["alignment"].split())
+        assert "off_target" not in line  # one target language: no flag
+    prefixed = server.post({"text": LINES[0], "prefix": "Ein Junge"}).json()["translations"][0]["text"]
+    assert prefixed.startswith("Ein Junge")
+
+
+@pytest.mark.parametrize(("body", "status", "field", "words"), [
+    ({"text": "a cat", "beem": 4}, 422, "beem", "no such field"),
+    ({"lines": ["a cat"]}, 422, "text", "required"),
+    ({"text": ["a cat"] * 65}, 422, "text", "the 64 a request may send (task.max_lines)"),
+    ({"text": "a " * 6000}, 422, "text", "task.max_chars"),
+    ({"text": "a cat", "beam_size": 17}, 422, "beam_size", "the 16 the server allows (task.max_beam)"),
+    ({"text": "a cat", "beam_size": 0}, 422, "beam_size", "greater than or equal to 1"),
+    ({"text": "a cat", "nbest": 5, "beam_size": 4}, 422, "nbest", "more than beam_size=4"),
+    ({"text": "a cat", "model": "../etc/passwd"}, 404, "model", "no such model; the models: default"),
+    ({"text": "a cat", "tag": "bt"}, 422, "tag", "the vocabulary has no token <bt>"),
+    ({"text": "a cat " * 300}, 422, "text", "text[0]: 601 tokens, more than the model's max_positions=512"),
+])
+def test_a_bad_request_is_a_4xx_naming_the_field_and_the_server_goes_on(server, body, status, field, words):
+    answer = server.post(body)
+    assert answer.status_code == status and answer.json()["field"] == field and words in answer.json()["error"]
+    assert server.post({"text": "A dog runs."}).status_code == 200
+
+
+def test_invalid_json_is_a_400_and_the_models_and_schema_are_listed(server):
+    answer = httpx.post(f"{server.url}/translate", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400 and answer.json()["error"].startswith("invalid JSON")
+    info = httpx.get(f"{server.url}/models").json()["models"]
+    assert [m["name"] for m in info] == ["default"] and info[0]["vocabulary"]["source"] == 10000
+    assert info[0]["decoding"] == {"search": "BeamSearch", "beam_size": 4, "nbest": 1, "length_penalty": 0.6}
+    assert "/translate" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
+
+
+def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_request_in_flight(tmp_path):
+    served = Server(tmp_path / "run", f"task.models={{one: {SHIPPED}, two: [{SHIPPED},{SHIPPED}]}}",
+                    env={"TRANSFORMER_MT_API_KEY": "s3cret"})
+    assert httpx.get(f"{served.url}/health").status_code == 200
+    assert httpx.get(f"{served.url}/models").status_code == 401 and served.post({"text": "a"}).status_code == 401
+    key = {"headers": {"X-API-Key": "s3cret"}}
+    models = httpx.get(f"{served.url}/models", **key).json()["models"]
+    assert [(m["name"], m["members"]) for m in models] == [("one", 1), ("two", 2)]
+    with ThreadPoolExecutor(1) as client:
+        slow = client.submit(served.post, {"text": LINES, "model": "two", "beam_size": 8}, **key)
+        time.sleep(1.0)  # the request is in flight: the ensemble decodes 32 lines with beam 8
+        status, err = served.stop(signal.SIGTERM)
+        assert slow.result().status_code == 200 and len(slow.result().json()["translations"]) == 32
+    assert status == 143 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "stopped by SIGTERM: translation requests answered: 1, the last in " \
+                                           "flight included"
+
+
+def test_a_model_that_cannot_load_stops_the_server_at_start_in_one_line(tmp_path):
+    bad = not_our_checkpoint(tmp_path / "bad.ckpt")
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=serve", f"task.models={{good: {SHIPPED}, "
+                             f"bad: {bad}}}", f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: ckpt_path={bad}: not a transformer-mt checkpoint")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+def test_the_page_translates_and_draws_the_alignment_in_a_browser(server):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install)")
+    artifacts = ROOT / "outputs" / "test_artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        page.wait_for_selector("#model option", state="attached")
+        page.fill("#source", "Two dogs are playing in the snow.")
+        page.click("#go")
+        page.wait_for_function("document.getElementById('heatmap').dataset.drawn !== undefined", timeout=60000)
+        translation = page.inner_text("#translation")
+        drawn = int(page.get_attribute("#heatmap", "data-drawn"))
+        rows = page.locator("#nbest-list tr").count()
+        page.screenshot(path=str(artifacts / "serve_page.png"))
+        browser.close()
+    expected = server.post({"text": "Two dogs are playing in the snow.", "beam_size": 4}).json()
+    assert translation == expected["translations"][0]["text"] and drawn > 0 and rows == 4

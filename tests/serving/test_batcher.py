@@ -1,0 +1,79 @@
+"""The batcher: requests of one decoding that arrive within max_wait_ms are decoded as one batch,
+within the token budget; other decodings, and what does not fit, go in later batches; every request
+gets its own lines' results, in order; a decode error answers each request of its batch."""
+
+import asyncio
+
+import pytest
+
+from transformer_mt.serving.batcher import Batcher, Pending
+
+
+def recording(batches: list[list[list[str]]]):
+    def decode(jobs: list[Pending]) -> list[list[str]]:
+        batches.append([job.lines for job in jobs])
+        return [[line.upper() for line in job.lines] for job in jobs]
+    return decode
+
+
+async def serve(batcher: Batcher, jobs: list[Pending], gap: float = 0.0) -> list:
+    batcher.start()
+    tasks = []
+    for job in jobs:
+        tasks.append(asyncio.create_task(batcher.submit(job)))
+        await asyncio.sleep(gap)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    await batcher.stop()
+    return results
+
+
+def test_requests_within_the_wait_are_one_batch_and_each_gets_its_own_lines():
+    batches = []
+    jobs = [Pending("greedy", [f"line {i}", f"more {i}"], tokens=10) for i in range(5)]
+    results = asyncio.run(serve(Batcher(recording(batches), max_tokens=1000, max_wait_ms=200), jobs))
+    assert results == [[f"LINE {i}", f"MORE {i}"] for i in range(5)]
+    assert batches == [[job.lines for job in jobs]]
+
+
+def test_other_decodings_and_what_does_not_fit_go_in_later_batches():
+    batches = []
+    jobs = [Pending("greedy", ["a"], tokens=30), Pending("beam", ["b"], tokens=30), Pending("greedy", ["c"], tokens=30),
+            Pending("greedy", ["d"], tokens=30), Pending("greedy", ["e"], tokens=500)]
+    results = asyncio.run(serve(Batcher(recording(batches), max_tokens=64, max_wait_ms=200), jobs))
+    assert results == [["A"], ["B"], ["C"], ["D"], ["E"]]
+    # the oldest's decoding first, as many as the 64-token budget takes; a job over the budget alone
+    assert batches == [[["a"], ["c"]], [["b"]], [["d"]], [["e"]]]
+
+
+def test_without_waiting_each_request_that_finds_the_worker_idle_goes_at_once():
+    batches = []
+    jobs = [Pending("greedy", [str(i)], tokens=1) for i in range(3)]
+    asyncio.run(serve(Batcher(recording(batches), max_tokens=1000, max_wait_ms=0), jobs, gap=0.05))
+    assert batches == [[["0"]], [["1"]], [["2"]]]
+
+
+def test_a_decode_error_answers_every_request_of_its_batch():
+    def failing(jobs: list[Pending]) -> list:
+        raise RuntimeError("out of memory")
+
+    batcher = Batcher(failing, max_tokens=1000, max_wait_ms=100)
+    results = asyncio.run(serve(batcher, [Pending("k", ["a"], 1), Pending("k", ["b"], 1)]))
+    assert [str(r) for r in results] == ["out of memory", "out of memory"] and batcher.answered == 2
+
+
+@pytest.mark.parametrize("wait_ms", [0, 50])
+def test_a_request_whose_client_left_is_not_decoded(wait_ms):
+    batches = []
+
+    async def scenario() -> list:
+        batcher = Batcher(recording(batches), max_tokens=1000, max_wait_ms=wait_ms)
+        batcher.start()
+        gone = asyncio.create_task(batcher.submit(Pending("k", ["gone"], 1)))
+        await asyncio.sleep(0)
+        gone.cancel()
+        kept = await batcher.submit(Pending("k", ["kept"], 1))
+        await batcher.stop()
+        return kept
+
+    assert asyncio.run(scenario()) == ["KEPT"]
+    assert batches == [[["kept"]]]
