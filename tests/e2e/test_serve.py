@@ -105,7 +105,22 @@ def test_options_scores_nbest_alignments_and_a_prefix(server):
     assert prefixed.startswith("Ein Junge")
 
 
+def test_constraints_are_in_every_translation(server, tmp_path):
+    body = {"text": [LINES[0], LINES[7]], "constraints": [["Rad"], ["Tiere", "Schnee"]], "nbest": 2}
+    lines = server.post(body).json()["translations"]
+    assert all(all(p in h["text"] for p in phrases) for line, phrases in zip(lines, body["constraints"])
+               for h in line["nbest"])
+    (tmp_path / "in.txt").write_text(f"{LINES[0]}\tRad\n")
+    run(compose_config(tmp_path / "run", ["task=translate", f"ckpt_path={SHIPPED}", f"task.input={tmp_path}/in.txt",
+                                          f"task.output={tmp_path}/out.txt", *BEAM, "decoding.constraints=true"]))
+    assert server.post({"text": LINES[0], "constraints": ["Rad"]}).json()["translations"][0]["text"] == \
+        (tmp_path / "out.txt").read_text().strip()  # as task=translate gives it
+
+
 @pytest.mark.parametrize(("body", "status", "field", "words"), [
+    ({"text": "a cat", "search": "greedy", "constraints": ["Katze"]}, 422, "constraints", "need beam search"),
+    ({"text": ["a cat", "a dog"], "constraints": [["Katze"]]}, 422, "constraints", "1 lists of phrases for 2 lines"),
+    ({"text": "a cat", "constraints": [" "]}, 422, "constraints", "an empty phrase"),
     ({"text": "a cat", "beem": 4}, 422, "beem", "no such field"),
     ({"lines": ["a cat"]}, 422, "text", "required"),
     ({"text": ["a cat"] * 65}, 422, "text", "the 64 a request may send (task.max_lines)"),

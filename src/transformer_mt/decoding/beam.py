@@ -5,9 +5,10 @@ from dataclasses import dataclass
 
 import torch
 
+from transformer_mt.decoding.constraints import ConstrainedBeamRun, Phrase
 from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, run_search
 from transformer_mt.errors import ConfigError
-from transformer_mt.validate import check, integer
+from transformer_mt.validate import BOOLEAN, check, integer
 
 
 @dataclass(frozen=True)
@@ -76,17 +77,56 @@ class BeamSearch:
     """
 
     def __init__(self, beam_size: int = 4, length_norm: Callable[[int], float] | None = None, nbest: int = 1,
-                 options: SearchOptions | None = None) -> None:
+                 options: SearchOptions | None = None, constraints: bool = False) -> None:
         check("decoding.beam_size", beam_size, integer(1), "an integer >= 1")
         if not integer(1, beam_size)(nbest):
             raise ConfigError(f"decoding.nbest={nbest!r}: must be between 1 and decoding.beam_size={beam_size}")
+        check("decoding.constraints", constraints, *BOOLEAN)
         self.beam_size, self.nbest = beam_size, nbest
         self.length_norm = length_norm or PowerLength()
         self.options = options or SearchOptions()
+        self.constraints = constraints  # input lines carry constraints (source<TAB>phrase<TAB>...)
+        self.unmet = 0  # sentences whose constraints did not fit their length limit (decoded without)
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
+                 ) -> list[list[Hypothesis]]:
+        """The nbest hypotheses of each source row; `constraints`: each row's phrases of target ids
+        that every hypothesis must contain (constraints.py; rows without any decode as they would
+        without the argument)."""
+        rows = [i for i, c in enumerate(constraints or []) if c]
+        plain = [i for i in range(src.size(0)) if i not in set(rows)]
+        out: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
+        if plain:
+            for i, hyps in zip(plain, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, plain)):
+                out[i] = hyps
+        if rows:
+            index = torch.tensor(rows, device=src.device)
+
+            def begin(batch: int, steps: int, device: torch.device) -> ConstrainedBeamRun:
+                return ConstrainedBeamRun(self, [constraints[i] for i in rows], steps, device, eos_id)
+
+            found = run_search(model, src.index_select(0, index), bos_id, eos_id, self.options, begin,
+                               beams=self.beam_size, prefix_tokens=None if prefix_tokens is None
+                               else prefix_tokens.index_select(0, index))
+            unmet = [i for i, hyps in zip(rows, found) if not hyps]
+            self.unmet += len(unmet)
+            for i, hyps in zip(rows, found):
+                out[i] = hyps
+            for i, hyps in zip(unmet, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, unmet)
+                               if unmet else []):
+                out[i] = hyps
+        return out
+
+    def unconstrained(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
+                      prefix_tokens: torch.Tensor | None, rows: list[int]) -> list[list[Hypothesis]]:
+        """Beam search without constraints on the source rows `rows` (all of them: src as it is)."""
+        if len(rows) < src.size(0):
+            index = torch.tensor(rows, device=src.device)
+            src = src.index_select(0, index)
+            prefix_tokens = None if prefix_tokens is None else prefix_tokens.index_select(0, index)
+
         def begin(batch: int, steps: int, device: torch.device) -> "BeamRun":
             return BeamRun(self, batch, steps, device, eos_id)
 

@@ -10,6 +10,7 @@ import torch
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.text import clean
+from transformer_mt.errors import DataError
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.prefix import prefix_ids, spell
@@ -32,13 +33,15 @@ NBest = list[Translation]
 def translate_lines(translator: Translator, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
-                    source_prefix: list[int] | None = None) -> list[NBest]:
+                    source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None
+                    ) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
     every output of the line starts with (prefix.py). `bar` advances by the lines of each batch as
     it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
-    put before every source (a tag's)."""
+    put before every source (a tag's). `constraints`: each line's phrases, which every output of
+    the line contains (beam search with decoding.constraints; [] for none)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
@@ -57,12 +60,15 @@ def translate_lines(translator: Translator, lines: list[str], max_tokens: int, f
         return results
     forced = [[] for _ in todo] if prefixes is None else prefix_ids(
         translator.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
+    phrases = None if constraints is None else constraint_ids(translator, [constraints[i] for i in todo], name,
+                                                              [first_line + i for i in todo])
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
     for batch in sampler:
         padded = collate.pad([src[j] for j in batch]).to(translator.device)
         nbests = translate_batch(translator, padded, [cleaned[todo[j]] for j in batch],
-                                 [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments)
+                                 [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments,
+                                 None if phrases is None else [phrases[j] for j in batch])
         for j, nbest in zip(batch, nbests):
             results[todo[j]] = nbest
         if bar is not None:
@@ -80,13 +86,31 @@ def fitted_sources(translator: Translator, lines: list[str], max_positions: int,
     return long_lines.fit(src, max_positions, translator.tokenizer.src.special_ids["eos_id"], places)
 
 
+def constraint_ids(translator: Translator, constraints: list[list[str]], name: str, lines: list[int]
+                   ) -> list[list[tuple[int, ...]]]:
+    """Each line's constraint phrases as target ids (the model's tokenizer, cleaned by the text
+    rule); a phrase with no token is a DataError naming `name:LINE`."""
+    flat = clean([phrase for phrases in constraints for phrase in phrases])[0]
+    ids = iter(translator.tokenizer.tgt.encode(flat) if flat else [])
+    out = []
+    for phrases, line in zip(constraints, lines):
+        row = [tuple(next(ids)) for _ in phrases]
+        if any(not phrase for phrase in row):
+            raise DataError(f"{name}:{line}: an empty constraint (source<TAB>phrase<TAB>..., each phrase some text)")
+        out.append(row)
+    return out
+
+
 def translate_batch(translator: Translator, src: torch.Tensor, lines: list[str], prefixes: list[str],
-                    forced: list[list[int]], alignments: Alignments | None) -> list[NBest]:
+                    forced: list[list[int]], alignments: Alignments | None,
+                    constraints: list[list[tuple[int, ...]]] | None = None) -> list[NBest]:
     """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
-    a row starts with its prefix (text, and the ids `forced`; "" and []: none)."""
+    a row starts with its prefix (text, and the ids `forced`; "" and []: none) and contains its
+    `constraints` (None: none)."""
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
     prefix_tokens = collate.pad(forced) if any(forced) else None
-    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens)
+    given = {} if constraints is None else {"constraints": constraints}  # an engine without them takes none
+    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens, **given)
     flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
     outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
 

@@ -85,12 +85,15 @@ class Translator:
         return self.static[id(model)]
 
     @torch.no_grad()
-    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None
-                   ) -> list[list[Hypothesis]]:
+    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None,
+                   constraints: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each row of src (B, S), best first. search: None, the
-        translator's (with the int8 rule); another (validation's), on the float models."""
+        translator's (with the int8 rule); another (validation's), on the float models.
+        `constraints`: each row's phrases of target ids (beam search with decoding.constraints)."""
         model = self.model(quantized=None if search is None else False)
         search = search or self.search
+        if constraints is not None:
+            return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints)
         return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens)
 
     def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:

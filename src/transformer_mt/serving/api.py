@@ -25,6 +25,9 @@ class TranslateRequest(BaseModel):
                                          description="alpha of score / length ** alpha (search=beam)")
     prefix: str | list[str] | None = Field(None, description="a target prefix each translation starts with (one "
                                                              "per line for a list)")
+    constraints: list[str] | list[list[str]] | None = Field(
+        None, description="phrases every translation must contain (beam search): a list for one text, a list "
+                          "of lists (one per line) for a list")
     tag: str | None = Field(None, description="a source tag of the model's training corpora (a direction)")
     scores: bool = Field(False, description="each translation's log-probability score")
     alignments: bool = Field(False, description="each translation's Pharaoh word alignment to its source")
@@ -90,6 +93,24 @@ def lines_of(request: TranslateRequest, limits: Limits) -> tuple[list[str], list
     if len(prefixes) != len(lines):
         raise RequestError("prefix", f"{len(prefixes)} prefixes for {len(lines)} lines: one per line, or one string")
     return lines, prefixes
+
+
+def constraints_of(request: TranslateRequest, lines: int) -> list[list[str]] | None:
+    """Each line's constraint phrases (None: none), checked to match the lines."""
+    given = request.constraints
+    if not given:
+        return None
+    if all(isinstance(c, str) for c in given):
+        if not isinstance(request.text, str):
+            raise RequestError("constraints", "a list of lists for a list of texts: one list of phrases per line")
+        found = [list(given)]
+    elif isinstance(request.text, str) or len(given) != lines:
+        raise RequestError("constraints", f"{len(given)} lists of phrases for {lines} lines: one per line")
+    else:
+        found = [list(c) for c in given]
+    if any(not phrase.strip() for phrases in found for phrase in phrases):
+        raise RequestError("constraints", "an empty phrase: each constraint is some text")
+    return found
 
 
 def checked_beam(request: TranslateRequest, search: str, beam_size: int, limits: Limits) -> tuple[int, int]:

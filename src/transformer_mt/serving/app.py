@@ -12,7 +12,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from transformer_mt.serving.api import Limits, RequestError, TranslateRequest, TranslateResponse, lines_of
+from transformer_mt.serving.api import (
+    Limits,
+    RequestError,
+    TranslateRequest,
+    TranslateResponse,
+    constraints_of,
+    lines_of,
+)
 from transformer_mt.serving.batcher import Batcher, Pending
 from transformer_mt.serving.decode import Work, decode_jobs, response
 from transformer_mt.serving.served import ServedModel
@@ -85,12 +92,13 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     async def translate(body: TranslateRequest) -> TranslateResponse:
         served = chosen(models, body.model)
         lines, prefixes = lines_of(body, settings.limits)
-        key, search = served.search(body, settings.limits)
+        constraints = constraints_of(body, len(lines))
+        key, search = served.search(body, settings.limits, constrained=constraints is not None)
         tag = body.tag if body.tag is not None else served.default_tag
         source_prefix = served.source_prefix(tag)
         tokens = served.source_tokens(lines, source_prefix)
         work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
-                    settings.max_tokens)
+                    settings.max_tokens, constraints)
         job = Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
                   work)
         return response(served.name, await batcher.submit(job), body)

@@ -23,6 +23,7 @@ class Work:
     alignments: bool
     language: str | None
     max_tokens: int
+    constraints: list[list[str]] | None = None  # each line's phrases (None: none)
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,13 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
     work: Work = jobs[0].payload
     lines = [line for job in jobs for line in job.lines]
     prefixes = None if work.prefixes is None else [p for job in jobs for p in job.payload.prefixes]
+    constrained = any(job.payload.constraints for job in jobs)
+    constraints = [c for job in jobs for c in (job.payload.constraints or [[] for _ in job.lines])] \
+        if constrained else None
     translator = work.served.translator.with_search(work.search)
     alignments = work.served.alignments() if work.alignments else None
     nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
-                             alignments=alignments, source_prefix=work.source_prefix)
+                             alignments=alignments, source_prefix=work.source_prefix, constraints=constraints)
     flags = work.served.off_target([nbest[0].text for nbest in nbests], work.language)
     out, start = [], 0
     for job in jobs:

@@ -67,17 +67,21 @@ class ServedModel:
         decide = identifier(tuple(sorted(set(self.languages.values())))).classify
         return [bool(text.strip()) and decide(text)[0] != language for text in outputs]
 
-    def search(self, request: TranslateRequest, limits: Limits) -> tuple[SearchKey, object]:
-        """The search a request asks for (its key, and the search object), checked against `limits`."""
+    def search(self, request: TranslateRequest, limits: Limits, constrained: bool = False
+               ) -> tuple[SearchKey, object]:
+        """The search a request asks for (its key, and the search object), checked against `limits`
+        (`constrained`: it gives constraints, which beam search alone takes)."""
         default = self.translator.search
         beam_options = any(getattr(request, name) is not None for name in ("beam_size", "nbest", "length_penalty"))
         kind = request.search or ("beam" if isinstance(default, BeamSearch) or beam_options else "greedy"
                                   if isinstance(default, GreedySearch) else None)
         if kind is None:  # the configured search is another (sampling): as configured
-            if beam_options:
+            if beam_options or constrained:
                 raise RequestError("search", "this model samples (decoding=sample): give search=greedy or "
                                              "search=beam with beam options")
             return ("configured",), default
+        if constrained and kind != "beam":
+            raise RequestError("constraints", "constraints need beam search (search=beam, or a beam option)")
         beam, nbest = checked_beam(request, kind, getattr(default, "beam_size", 4), limits)
         if kind == "greedy":
             return ("greedy",), (default if isinstance(default, GreedySearch) else GreedySearch(default.options))

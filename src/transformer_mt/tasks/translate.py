@@ -27,26 +27,31 @@ from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import task_device
+from transformer_mt.errors import ConfigError
 from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
 from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.members import load_translator
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.progress import ProgressBar
-from transformer_mt.tasks.lines.reading import input_chunks, split_prefixes
+from transformer_mt.tasks.lines.reading import input_chunks, split_constraints, split_prefixes
 from transformer_mt.tasks.lines.writing import check_output, open_output
 
 log = logging.getLogger(__name__)
 
 
-def split_chunks(chunks: Iterator[list[str]], name: str, whole: bool) -> Iterator[tuple[list[str], list[str]]]:
-    """task.prefix: each chunk's sources and target prefixes (tasks/lines/reading.py). `whole` (input read
-    and checked whole): every line is split now, so that a bad one stops the run before any output;
-    else each chunk as it comes."""
-    def split() -> Iterator[tuple[list[str], list[str]]]:
+def split_chunks(chunks: Iterator[list[str]], name: str, whole: bool, prefix: bool, constrained: bool
+                 ) -> Iterator[tuple[list[str], list[str] | None, list[list[str]] | None]]:
+    """Each chunk's sources, target prefixes (task.prefix; else None) and constraint phrases
+    (decoding.constraints; else None) (tasks/lines/reading.py). `whole` (input read and checked
+    whole): every line is split now, so that a bad one stops the run before any output; else each
+    chunk as it comes."""
+    def split() -> Iterator[tuple[list[str], list[str] | None, list[list[str]] | None]]:
         first = 1
         for chunk in chunks:
-            yield split_prefixes(chunk, name, first)
+            lines, constraints = split_constraints(chunk, prefix) if constrained else (chunk, None)
+            sources, prefixes = split_prefixes(lines, name, first) if prefix else (lines, None)
+            yield sources, prefixes, constraints
             first += len(chunk)
 
     return iter(list(split())) if whole else split()
@@ -69,10 +74,11 @@ def run(cfg: DictConfig) -> None:
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     name = str(options.input) if options.get("input") else "stdin"
-    if options.get("prefix"):
-        pairs = split_chunks(chunks, name, whole=total is not None)
-    else:
-        pairs = ((chunk, None) for chunk in chunks)
+    constrained = bool(cfg.decoding.get("constraints", False))
+    if constrained and options.engine == "ctranslate2":
+        raise ConfigError("decoding.constraints=true: task.engine=ctranslate2 has no constrained search; "
+                          "task.engine=ours")
+    parts = split_chunks(chunks, name, total is not None, bool(options.get("prefix")), constrained)
     device = task_device(cfg.trainer)
     translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize)
     source_prefix = translator.tokenizer.source_prefix(options.get("tag"), "task.tag")
@@ -89,13 +95,17 @@ def run(cfg: DictConfig) -> None:
     setting = cfg.get("progress") if total is not None else False
     started = time.monotonic()
     with open_output(options.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
-        for sources, prefixes in pairs:
+        for sources, prefixes, constraints in parts:
             for nbest in translate_lines(translator, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
                                          name=name, prefixes=prefixes, alignments=alignments,
-                                         long_lines=long_lines, source_prefix=source_prefix):
+                                         long_lines=long_lines, source_prefix=source_prefix,
+                                         constraints=constraints):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()
     long_lines.report(line_no)
+    if getattr(translator.search, "unmet", 0):
+        log.warning("%d lines: their constraints do not fit their length limit (decoding.options.max_len_a, "
+                    "max_len_b); each got its translation without them", translator.search.unmet)
     seconds = time.monotonic() - started
     log.info("translated %d lines in %.1f s (%.1f lines/s)", line_no, seconds, line_no / max(seconds, 1e-9))

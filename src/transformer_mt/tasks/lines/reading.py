@@ -67,3 +67,12 @@ def split_prefixes(lines: list[str], name: str, first_line: int = 1) -> tuple[li
         sources.append(fields[0])
         prefixes.append(fields[1])
     return sources, prefixes
+
+
+def split_constraints(lines: list[str], prefix: bool) -> tuple[list[str], list[list[str]]]:
+    """decoding.constraints: each line's constraint phrases after its source (and, with task.prefix,
+    after its target prefix): `source<TAB>phrase<TAB>phrase` (fairseq's format), and the lines
+    without them. A line without a TAB has none."""
+    keep = 2 if prefix else 1
+    fields = [line.split("\t") for line in lines]
+    return ["\t".join(f[:keep]) for f in fields], [f[keep:] for f in fields]
