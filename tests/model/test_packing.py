@@ -49,7 +49,7 @@ def losses_and_grads(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor, di
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 @pytest.mark.parametrize("tie", ["all", "none"], ids=["tied", "untied+bias"])
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rotary"])
 def test_packed_states_loss_and_gradients_equal_the_padded_paths(norm_first, tie, positional):
     model = make_model(dropout=0.0, norm_first=norm_first, tie_embeddings=tie, output_bias=tie == "none",
                        positional=positional).train()

@@ -66,7 +66,7 @@ def test_sinusoidal_table_matches_the_formula():
     assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
 
 
-@pytest.mark.parametrize("bad", [dict(heads=5), dict(tie_embeddings="both"), dict(positional="rotary"),
+@pytest.mark.parametrize("bad", [dict(heads=5), dict(tie_embeddings="both"), dict(positional="alibi"),
                                  dict(activation="tanh"), dict(tgt_vocab_size=60)])
 def test_bad_model_config_names_the_key(bad):
     with pytest.raises(ConfigError, match="model\\."):

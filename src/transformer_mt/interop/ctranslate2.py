@@ -20,6 +20,10 @@ def build_spec(model, vocab):
     from ctranslate2.specs import common_spec, transformer_spec
 
     c = model.config
+    if c.positional == "rotary":
+        raise ConfigError("model.positional=rotary: CTranslate2's encoder-decoder spec takes position tables "
+                          "(sinusoidal or learned), not rotated queries and keys; task.format=ct2 (and "
+                          "task.engine=ctranslate2) needs model.positional=sinusoidal or learned")
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "
                           f"{c.d_model // c.heads} wide; task.format=ct2 needs model.d_k=null")

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
+from transformer_mt.model.rotary import Rotary
 from transformer_mt.packing import Varlen
 
 try:
@@ -69,9 +70,11 @@ class MultiHeadAttention(nn.Module):
     Inside `model.maps.attention_maps(model)` it also records its attention probabilities.
     """
 
-    def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False) -> None:
+    def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False,
+                 rotary: Rotary | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.cross, self.dropout = heads, d_k, cross, dropout
+        self.rotary = rotary  # model.positional=rotary: self-attention's queries and keys rotated (rotary.py)
         inner = heads * d_k
         if cross:
             self.q_proj = nn.Linear(d_model, inner)
@@ -117,6 +120,10 @@ class MultiHeadAttention(nn.Module):
         """Q, K and V from x; with a cache, this step's K, V appended to it and every position so far
         attended to."""
         q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        if self.rotary is not None:
+            offset = 0 if cache is None else cache.length  # the positions of this call's tokens
+            positions = torch.arange(offset, offset + q.size(2), device=q.device)
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
         if cache is not None:
             k, v = cache.append(k, v)
         return self._merge(self.attend(q, k, v, mask, is_causal))
@@ -127,6 +134,8 @@ class MultiHeadAttention(nn.Module):
         written at `position` (a (1,) tensor) of the (B, capacity, H, d_k) buffers, in place; every
         position of the buffers attended to where `valid` (1, 1, 1, capacity) says it is filled."""
         q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        if self.rotary is not None:
+            q, k = self.rotary(q, position), self.rotary(k, position)
         keys.index_copy_(1, position, k.transpose(1, 2))
         values.index_copy_(1, position, v.transpose(1, 2))
         return self._merge(self.attend(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False))
@@ -176,6 +185,9 @@ class MultiHeadAttention(nn.Module):
             k, v = (t.unflatten(-1, heads) for t in self.kv_proj(memory).chunk(2, dim=-1))
         else:
             q, k, v = (t.unflatten(-1, heads) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            if self.rotary is not None:
+                positions = layout.queries.positions  # self-attention: the keys' layout is the queries'
+                q, k = self.rotary(q, positions, heads_first=False), self.rotary(k, positions, heads_first=False)
         out = packed_attention(q, k, v, layout, is_causal, self.dropout if self.training else 0.0)
         return self.out_proj(out.flatten(1))
 

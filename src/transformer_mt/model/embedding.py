@@ -9,7 +9,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.packing import Packed
 from transformer_mt.validate import check, listing, one_of
 
-POSITIONS = ("sinusoidal", "learned")  # model.positional
+POSITIONS = ("sinusoidal", "learned", "rotary")  # model.positional (rotary: in attention, none added here)
 
 
 class TokenEmbedding(nn.Embedding):
@@ -43,7 +43,7 @@ class PositionalEncoding(nn.Module):
         self.max_positions = max_positions
         if kind == "sinusoidal":
             self.register_buffer("table", sinusoid_table(max_positions, d_model), persistent=False)
-        else:
+        elif kind == "learned":
             self.learned = nn.Embedding(max_positions, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0, packed: Packed | None = None) -> torch.Tensor:
@@ -53,11 +53,15 @@ class PositionalEncoding(nn.Module):
             raise ConfigError(
                 f"sequence of {offset + length} tokens is longer than model.max_positions={self.max_positions}"
             )
+        if self.kind == "rotary":
+            return x
         table = self.table if self.kind == "sinusoidal" else self.learned.weight
         pos = table[offset : offset + length] if packed is None else table[packed.positions]
         return x + pos.to(x.dtype)
 
     def at(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """x (B, 1, D) plus the position `position`, a (1,) tensor (no host sync: a compiled step's)."""
+        if self.kind == "rotary":
+            return x
         table = self.table if self.kind == "sinusoidal" else self.learned.weight
         return x + table.index_select(0, position).to(x.dtype)

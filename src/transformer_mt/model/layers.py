@@ -49,9 +49,9 @@ class EncoderLayer(nn.Module):
     """Self-attention over the source, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first) -> None:
+                 activation, norm_first, rotary=None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
@@ -67,9 +67,9 @@ class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the encoder memory, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first) -> None:
+                 activation, norm_first, rotary=None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary)
         self.cross_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, cross=True)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.self_block = Residual(d_model, dropout, norm_first)

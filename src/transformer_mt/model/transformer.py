@@ -19,6 +19,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.model.cache import DecoderCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.model.rotary import Rotary
 from transformer_mt.packing import Packing, Varlen
 from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
 
@@ -43,7 +44,7 @@ class TransformerConfig:
     activation_dropout: float = 0.0  # inside the FFN, after the activation
     activation: str = "relu"  # relu | gelu
     norm_first: bool = False  # False: post-norm (the paper); True: pre-norm with final LayerNorms
-    positional: str = "sinusoidal"  # sinusoidal | learned
+    positional: str = "sinusoidal"  # sinusoidal | learned | rotary (self-attention's queries and keys)
     max_positions: int = 1024
     tie_embeddings: str = "all"  # all: src = tgt = output; decoder: tgt = output; none
     output_bias: bool = False  # a bias on the output layer (Marian / OPUS-MT models have one)
@@ -93,6 +94,7 @@ class Transformer(nn.Module):
             d_model=c.d_model, heads=c.heads, d_k=c.d_k, d_ff=c.d_ff, dropout=c.dropout,
             attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
             activation=c.activation, norm_first=c.norm_first,
+            rotary=Rotary(c.d_k, c.max_positions) if c.positional == "rotary" else None,  # one table, shared
         )
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
