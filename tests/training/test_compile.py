@@ -67,8 +67,8 @@ SHAPES = [(4, 9, 9), (8, 16, 11), (3, 5, 24), (16, 8, 8), (2, 30, 3), (5, 12, 13
           (12, 20, 17), (6, 11, 4)]
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "rotary"])
-@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize(("packed", "positional"), [(False, "sinusoidal"), (True, "sinusoidal"), (False, "rotary"),
+                                                    (True, "rotary"), (False, "relative")])  # relative: not packed
 def test_regional_compilation_is_one_graph_per_region_for_any_batch_shape_and_equals_eager(packed, positional):
     """module.compile: one encoder layer, one decoder layer and the loss's chunk, each compiled
     once (fullgraph: a graph break would be an error) for ten batch shapes, the first with equal

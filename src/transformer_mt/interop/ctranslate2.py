@@ -20,9 +20,9 @@ def build_spec(model, vocab):
     from ctranslate2.specs import common_spec, transformer_spec
 
     c = model.config
-    if c.positional == "rotary":
-        raise ConfigError("model.positional=rotary: CTranslate2's encoder-decoder spec takes position tables "
-                          "(sinusoidal or learned), not rotated queries and keys; task.format=ct2 (and "
+    if c.positional in ("rotary", "relative"):
+        raise ConfigError(f"model.positional={c.positional}: CTranslate2's encoder-decoder spec takes position tables "
+                          "(sinusoidal or learned), not positions inside attention; task.format=ct2 (and "
                           "task.engine=ctranslate2) needs model.positional=sinusoidal or learned")
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "

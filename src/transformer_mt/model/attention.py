@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
+from transformer_mt.model.relative import RelativePositions
 from transformer_mt.model.rotary import Rotary
 from transformer_mt.packing import Varlen
 
@@ -71,10 +72,11 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False,
-                 rotary: Rotary | None = None) -> None:
+                 rotary: Rotary | None = None, relative: RelativePositions | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.cross, self.dropout = heads, d_k, cross, dropout
         self.rotary = rotary  # model.positional=rotary: self-attention's queries and keys rotated (rotary.py)
+        self.relative = relative  # model.positional=relative: distance embeddings of its own (relative.py)
         inner = heads * d_k
         if cross:
             self.q_proj = nn.Linear(d_model, inner)
@@ -124,6 +126,12 @@ class MultiHeadAttention(nn.Module):
             offset = 0 if cache is None else cache.length  # the positions of this call's tokens
             positions = torch.arange(offset, offset + q.size(2), device=q.device)
             q, k = self.rotary(q, positions), self.rotary(k, positions)
+        if self.relative is not None:
+            offset = 0 if cache is None else cache.length
+            queries = torch.arange(offset, offset + q.size(2), device=q.device)
+            if cache is not None:
+                k, v = cache.append(k, v)
+            return self._merge(self.attend_relative(q, k, v, mask, is_causal, queries))  # causal by position
         if cache is not None:
             k, v = cache.append(k, v)
         return self._merge(self.attend(q, k, v, mask, is_causal))
@@ -138,6 +146,9 @@ class MultiHeadAttention(nn.Module):
             q, k = self.rotary(q, position), self.rotary(k, position)
         keys.index_copy_(1, position, k.transpose(1, 2))
         values.index_copy_(1, position, v.transpose(1, 2))
+        if self.relative is not None:
+            return self._merge(self.attend_relative(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False,
+                                                    position))
         return self._merge(self.attend(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False))
 
     def cross_attention(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
@@ -175,10 +186,23 @@ class MultiHeadAttention(nn.Module):
         self.maps.append(weights)
         return out
 
+    def attend_relative(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                        is_causal: bool, queries: torch.Tensor) -> torch.Tensor:
+        """Self-attention with relative positions (relative.py), the queries at positions `queries`;
+        inside `attention_maps` with the probabilities recorded."""
+        dropout = self.dropout if self.training else 0.0
+        out, weights = self.relative.attend(q, k, v, mask, is_causal, queries, dropout)
+        if self.maps is not None:
+            self.maps.append(weights)
+        return out
+
     def packed(self, x: torch.Tensor, memory: torch.Tensor | None, layout: Varlen, is_causal: bool) -> torch.Tensor:
         """Packed streams: x (Nq, D) and the memory (Nk, D) of cross-attention -> (Nq, D)."""
         if self.maps is not None:
             raise ValueError("attention_maps records padded batches; packed streams have no (T, S) maps")
+        if self.relative is not None:
+            raise ValueError("packed streams have no relative-position path: model.positional=relative needs "
+                             "data.packed=false")
         heads = (self.heads, self.d_k)
         if self.cross:
             q = self.q_proj(x).unflatten(-1, heads)

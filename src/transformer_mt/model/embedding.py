@@ -9,7 +9,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.packing import Packed
 from transformer_mt.validate import check, listing, one_of
 
-POSITIONS = ("sinusoidal", "learned", "rotary")  # model.positional (rotary: in attention, none added here)
+POSITIONS = ("sinusoidal", "learned", "rotary", "relative")  # model.positional (the last two: in attention)
 
 
 class TokenEmbedding(nn.Embedding):
@@ -53,7 +53,7 @@ class PositionalEncoding(nn.Module):
             raise ConfigError(
                 f"sequence of {offset + length} tokens is longer than model.max_positions={self.max_positions}"
             )
-        if self.kind == "rotary":
+        if self.kind in ("rotary", "relative"):
             return x
         table = self.table if self.kind == "sinusoidal" else self.learned.weight
         pos = table[offset : offset + length] if packed is None else table[packed.positions]
@@ -61,7 +61,7 @@ class PositionalEncoding(nn.Module):
 
     def at(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """x (B, 1, D) plus the position `position`, a (1,) tensor (no host sync: a compiled step's)."""
-        if self.kind == "rotary":
+        if self.kind in ("rotary", "relative"):
             return x
         table = self.table if self.kind == "sinusoidal" else self.learned.weight
         return x + table.index_select(0, position).to(x.dtype)

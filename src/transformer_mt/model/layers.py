@@ -8,6 +8,7 @@ from torch import nn
 
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.cache import LayerCache
+from transformer_mt.model.relative import RelativePositions
 from transformer_mt.packing import Varlen
 from transformer_mt.validate import check, listing, one_of
 
@@ -49,9 +50,10 @@ class EncoderLayer(nn.Module):
     """Self-attention over the source, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first, rotary=None) -> None:
+                 activation, norm_first, rotary=None, relative_clip=None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary)
+        relative = None if relative_clip is None else RelativePositions(d_k, relative_clip)  # the layer's own
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary, relative=relative)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
@@ -67,9 +69,10 @@ class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the encoder memory, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first, rotary=None) -> None:
+                 activation, norm_first, rotary=None, relative_clip=None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary)
+        relative = None if relative_clip is None else RelativePositions(d_k, relative_clip)  # the layer's own
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary, relative=relative)
         self.cross_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, cross=True)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.self_block = Residual(d_model, dropout, norm_first)

@@ -44,8 +44,9 @@ class TransformerConfig:
     activation_dropout: float = 0.0  # inside the FFN, after the activation
     activation: str = "relu"  # relu | gelu
     norm_first: bool = False  # False: post-norm (the paper); True: pre-norm with final LayerNorms
-    positional: str = "sinusoidal"  # sinusoidal | learned | rotary (self-attention's queries and keys)
+    positional: str = "sinusoidal"  # sinusoidal | learned | rotary | relative (the last two: in self-attention)
     max_positions: int = 1024
+    max_relative_positions: int = 16  # positional=relative: distances clipped to +-this (Shaw et al. 2018)
     tie_embeddings: str = "all"  # all: src = tgt = output; decoder: tgt = output; none
     output_bias: bool = False  # a bias on the output layer (Marian / OPUS-MT models have one)
 
@@ -95,6 +96,7 @@ class Transformer(nn.Module):
             attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
             activation=c.activation, norm_first=c.norm_first,
             rotary=Rotary(c.d_k, c.max_positions) if c.positional == "rotary" else None,  # one table, shared
+            relative_clip=c.max_relative_positions if c.positional == "relative" else None,
         )
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (

@@ -121,8 +121,14 @@ def check_packed(cfg: DictConfig) -> None:
     """data.packed=true on a GPU needs torch's varlen kernel as `model.attention.packed_attention`
     calls it: fp16 / bf16 activations and no attention dropout. Without it packed attention takes
     the exact reference (unpack, padded SDPA, pack), slower than plain padding, so the run stops
-    here with the key and the reason. On a CPU packing always takes the reference (no kernel)."""
-    if not OmegaConf.select(cfg, "data.packed", default=False) or not on_gpu(cfg.trainer):
+    here with the key and the reason. On a CPU packing always takes the reference (no kernel).
+    Relative positions have no packed path: data.packed with model.positional=relative is refused."""
+    if not OmegaConf.select(cfg, "data.packed", default=False):
+        return
+    if OmegaConf.select(cfg, "model.positional", default=None) == "relative":
+        raise ConfigError("data.packed=true: model.positional=relative attends through distance embeddings that "
+                          "no packed path takes; set data.packed=false (or another model.positional)")
+    if not on_gpu(cfg.trainer):
         return
     precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
     dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float16 if precision.startswith(

@@ -1,0 +1,73 @@
+"""model.positional=relative (Shaw et al. 2018): attention by the formula, computed here by hand;
+distances clipped at model.max_relative_positions; incremental decoding with the cache, the static
+step and no cache equal the full decoding; packed batches and CTranslate2 refuse it in one line."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from tests.decoding.test_static_step import CountingBackend, same
+from tests.helpers import compose_config, make_model, padded_sources
+from transformer_mt.decoding import BeamSearch, GreedySearch, SearchOptions
+from transformer_mt.errors import ConfigError
+from transformer_mt.interop.ctranslate2 import build_spec
+from transformer_mt.model.relative import RelativePositions
+from transformer_mt.model.static_step import StaticDecoder
+from transformer_mt.tasks import run
+
+
+def test_attention_with_relative_positions_by_hand():
+    torch.manual_seed(0)
+    relative = RelativePositions(4, clip=2)
+    q, k, v = torch.randn(1, 1, 3, 4), torch.randn(1, 1, 5, 4), torch.randn(1, 1, 5, 4)
+    queries = torch.tensor([2, 3, 4])  # the last three of five positions, as with a cache
+    out, weights = relative.attend(q, k, v, None, True, queries, 0.0)
+    for t, i in enumerate(queries.tolist()):
+        e = [float(q[0, 0, t] @ (k[0, 0, j] + relative.keys.weight[max(-2, min(2, j - i)) + 2])) / math.sqrt(4)
+             if j <= i else -math.inf for j in range(5)]
+        p = torch.tensor(e).softmax(dim=0)
+        z = sum(p[j] * (v[0, 0, j] + relative.values.weight[max(-2, min(2, j - i)) + 2]) for j in range(5))
+        torch.testing.assert_close(weights[0, 0, t], p, atol=1e-6, rtol=0)
+        torch.testing.assert_close(out[0, 0, t], z, atol=1e-5, rtol=0)
+    assert relative.distances(torch.tensor([0]), torch.arange(8)).tolist() == [[2, 3, 4, 4, 4, 4, 4, 4]]
+
+
+@torch.no_grad()
+def test_incremental_decoding_with_the_cache_equals_full_decoding():
+    model = make_model(positional="relative", max_relative_positions=3)
+    src = torch.randint(4, 50, (3, 8))
+    src[1, 5:] = 0
+    tgt = torch.randint(4, 50, (3, 7))
+    full = model.decode(tgt, model.encode(src), src)
+    memory, cache = model.encode(src), model.init_cache()
+    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    index = torch.tensor([2, 0, 1])
+    nxt = torch.randint(4, 50, (3, 1))
+    moved = model.decode(nxt, memory, src, cache=copy.deepcopy(cache))[index]
+    cache.select(index, index)
+    torch.testing.assert_close(model.decode(nxt[index], memory[index], src[index], cache=cache), moved, atol=1e-5,
+                               rtol=0)
+
+
+@pytest.mark.parametrize("search", [GreedySearch(SearchOptions(max_len_b=6)),
+                                    BeamSearch(3, nbest=2, options=SearchOptions(max_len_b=6))], ids=["greedy", "beam"])
+def test_the_static_step_and_no_cache_give_the_cached_hypotheses(search):
+    model, src = make_model(positional="relative", dropout=0.0), padded_sources()
+    reference = search(model, src, 1, 2)
+    same(search(StaticDecoder(model, backend=CountingBackend()), src, 1, 2), reference)
+    plain = copy.copy(search)
+    plain.options = SearchOptions(max_len_b=6, use_cache=False)
+    same(plain(model, src, 1, 2), reference)
+
+
+def test_packed_batches_and_ctranslate2_refuse_relative_positions(tmp_path):
+    with pytest.raises(ConfigError, match=r"^data\.packed=true: model\.positional=relative"):
+        run(compose_config(tmp_path / "run", ["model.positional=relative", "data.packed=true"]))
+    with pytest.raises(ConfigError, match=r"^model\.max_relative_positions=0: must be an integer >= 1"):
+        make_model(positional="relative", max_relative_positions=0)
+    pytest.importorskip("ctranslate2")
+    with pytest.raises(ConfigError, match=r"^model\.positional=relative: CTranslate2's encoder-decoder spec"):
+        build_spec(make_model(positional="relative"), None)
