@@ -1,6 +1,7 @@
 """model.positional=relative (Shaw et al. 2018): attention by the formula, computed here by hand;
-distances clipped at model.max_relative_positions; incremental decoding with the cache, the static
-step and no cache equal the full decoding; packed batches and CTranslate2 refuse it in one line."""
+distances clipped at model.max_relative_positions; the static step and no cache give the cached
+hypotheses (rotary too; the cache itself: tests/model/test_transformer.py); packed batches and
+CTranslate2 refuse it in one line."""
 
 import copy
 import math
@@ -34,28 +35,12 @@ def test_attention_with_relative_positions_by_hand():
     assert relative.distances(torch.tensor([0]), torch.arange(8)).tolist() == [[2, 3, 4, 4, 4, 4, 4, 4]]
 
 
-@torch.no_grad()
-def test_incremental_decoding_with_the_cache_equals_full_decoding():
-    model = make_model(positional="relative", max_relative_positions=3)
-    src = torch.randint(4, 50, (3, 8))
-    src[1, 5:] = 0
-    tgt = torch.randint(4, 50, (3, 7))
-    full = model.decode(tgt, model.encode(src), src)
-    memory, cache = model.encode(src), model.init_cache()
-    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(7)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
-    index = torch.tensor([2, 0, 1])
-    nxt = torch.randint(4, 50, (3, 1))
-    moved = model.decode(nxt, memory, src, cache=copy.deepcopy(cache))[index]
-    cache.select(index, index)
-    torch.testing.assert_close(model.decode(nxt[index], memory[index], src[index], cache=cache), moved, atol=1e-5,
-                               rtol=0)
-
-
 @pytest.mark.parametrize("search", [GreedySearch(SearchOptions(max_len_b=6)),
                                     BeamSearch(3, nbest=2, options=SearchOptions(max_len_b=6))], ids=["greedy", "beam"])
-def test_the_static_step_and_no_cache_give_the_cached_hypotheses(search):
-    model, src = make_model(positional="relative", dropout=0.0), padded_sources()
+@pytest.mark.parametrize("positional", ["rotary", "relative"])
+def test_the_static_step_and_no_cache_give_the_cached_hypotheses(search, positional):
+    """For both kinds of positions inside self-attention: the static step's query at its position."""
+    model, src = make_model(positional=positional, dropout=0.0), padded_sources()
     reference = search(model, src, 1, 2)
     same(search(StaticDecoder(model, backend=CountingBackend()), src, 1, 2), reference)
     plain = copy.copy(search)

@@ -80,8 +80,12 @@ def test_too_long_input_is_a_clear_error():
 
 
 @torch.no_grad()
-def test_incremental_decoding_with_cache_equals_full_decoding():
-    model = make_model()
+@torch.no_grad()
+@pytest.mark.parametrize("positional", ["sinusoidal", "rotary", "relative"])
+def test_incremental_decoding_with_cache_equals_full_decoding(positional):
+    """Also for positions inside self-attention (rotary, relative: the queries at their positions
+    in the sequence)."""
+    model = make_model(positional=positional, max_relative_positions=3)
     src = torch.randint(4, 50, (3, 8))
     src[1, 5:] = 0
     tgt = torch.randint(4, 50, (3, 6))

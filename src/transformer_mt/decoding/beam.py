@@ -96,7 +96,8 @@ class BeamSearch:
         that every hypothesis must contain (constraints.py; rows without any decode as they would
         without the argument)."""
         rows = [i for i, c in enumerate(constraints or []) if c]
-        plain = [i for i in range(src.size(0)) if i not in set(rows)]
+        constrained = set(rows)
+        plain = [i for i in range(src.size(0)) if i not in constrained]
         out: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
         if plain:
             for i, hyps in zip(plain, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, plain)):

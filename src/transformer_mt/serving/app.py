@@ -69,12 +69,8 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
 
-    @app.middleware("http")
-    async def api_key(request: Request, call_next):
-        if settings.api_key is not None and request.url.path not in OPEN and not authorized(request, settings.api_key):
-            return JSONResponse({"error": "a valid API key is needed (header X-API-Key: KEY, or Authorization: "
-                                          "Bearer KEY)", "field": "X-API-Key"}, status_code=401)
-        return await call_next(request)
+    if settings.api_key is not None:
+        app.middleware("http")(key_guard(settings.api_key))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
@@ -104,6 +100,16 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
         return response(served.name, await batcher.submit(job), body)
 
     return app
+
+
+def key_guard(key: str):
+    """An HTTP middleware answering 401 to a request without `key`, on every route but OPEN's."""
+    async def guard(request: Request, call_next):
+        if request.url.path not in OPEN and not authorized(request, key):
+            return JSONResponse({"error": "a valid API key is needed (header X-API-Key: KEY, or Authorization: "
+                                          "Bearer KEY)", "field": "X-API-Key"}, status_code=401)
+        return await call_next(request)
+    return guard
 
 
 def chosen(models: dict[str, ServedModel], name: str | None) -> ServedModel:
