@@ -61,3 +61,9 @@ PATH = (text, "a path")
 PATHS = (lambda v: text(v) or (isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
                                and all(map(text, v))),
          "a path or a list of paths ([a.ckpt,b.ckpt])")
+
+
+def increasing(low: int) -> Callable[[object], bool]:
+    """A non-empty list of integers >= low, each larger than the one before ([1, 2, 3])."""
+    return lambda v: (isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                      and all(map(integer(low), v)) and all(a < b for a, b in zip(v, v[1:])))

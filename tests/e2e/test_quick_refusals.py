@@ -28,6 +28,8 @@ REFUSED = [
     (["model.init_from={tmp}/missing"], "model.init_from={tmp}/missing: no such file or folder"),
     (["ckpt_path={tmp}/missing.ckpt"], "ckpt_path={tmp}/missing.ckpt: no such file"),
     (["task=report", "task.sweep_dir={tmp}/missing"], "task.sweep_dir={tmp}/missing: no such directory"),
+    (["task=lengths", "task.sweep_dir={tmp}", "task.source={tmp}/two.txt", "task.reference={tmp}/one.txt"],
+     "{tmp}/two.txt has 2 lines but {tmp}/one.txt has 1: files must be aligned"),
     (["task=average", "task.run_dir={tmp}/missing", "task.last_n=2"], "task.run_dir={tmp}/missing: no such directory"),
     (["task=serve", "task.models={{a: {tmp}/ok.ckpt, b: {tmp}/missing.ckpt}}"],
      "task.models.b={tmp}/missing.ckpt: no such file"),

@@ -47,13 +47,13 @@ def test_every_ablation_sweep_has_its_own_config_as_a_row(tmp_path, preset):
 
 
 def test_seeds_on_the_command_line_replace_the_presets(tmp_path):
-    """`-m experiment=ablation/positions seed=7`: 2 rows x 1 seed (jobs run task=report: seconds)."""
+    """`-m experiment=ablation/positions seed=7`: 4 rows x 1 seed (jobs run task=report: seconds)."""
     (tmp_path / "empty" / "0").mkdir(parents=True)
     result = run_py("-m", "experiment=ablation/positions", "seed=7", "task=report", f"task.sweep_dir={tmp_path}/empty",
                     f"hydra.sweep.dir={tmp_path}/sweep")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
-    assert jobs == ["0", "1"]
+    assert jobs == ["0", "1", "2", "3"]
     overrides = [(tmp_path / "sweep" / job / ".hydra" / "overrides.yaml").read_text() for job in jobs]
     assert all("seed=7" in text for text in overrides)
 

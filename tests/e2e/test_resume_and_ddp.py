@@ -32,6 +32,17 @@ def recorder(path: Path) -> list[str]:
     return [f"+callbacks.recorder._target_={__name__}.BatchRecorder", f"+callbacks.recorder.path={path}"]
 
 
+class TrainEnd(L.Callback):
+    """Writes the Timer's training seconds at the end of fitting (before the test) to a file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_end(self, trainer, module) -> None:
+        (timer,) = [c for c in trainer.callbacks if isinstance(c, L.pytorch.callbacks.Timer)]
+        self.path.write_text(str(timer.time_elapsed("train")))
+
+
 def batches(path: Path) -> list[list[int]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -132,3 +143,14 @@ def test_a_resumed_run_counts_the_training_time_before_the_resume_and_max_time_s
     time_budget = [*SMALL, "trainer.max_epochs=1000", "trainer.max_time=00:00:00:01"]
     budget = run(compose_config(tmp_path / "budget", time_budget, cache_dir=cache))
     assert budget["epochs"] < 1000 and 1 <= budget["train_seconds"] < time.monotonic() - started
+
+
+def test_train_seconds_is_the_time_fitting_took_also_when_the_best_checkpoint_is_tested(tmp_path):
+    """Testing best.ckpt loads its Timer state; metrics.json's train_seconds is still the fitting's
+    time (it once counted the tested checkpoint's seconds a second time: twice the training time)."""
+    validated = [*(o for o in SMALL if not o.startswith("trainer.limit_val")), "trainer.max_epochs=2",
+                 f"+callbacks.train_end._target_={__name__}.TrainEnd", f"+callbacks.train_end.path={tmp_path}/s"]
+    metrics = run(compose_config(tmp_path / "run", validated, cache_dir=tmp_path / "cache"))
+    assert metrics["tested_checkpoint"].endswith("best.ckpt")
+    fitting = float((tmp_path / "s").read_text())
+    assert fitting > 0.5 and metrics["train_seconds"] == pytest.approx(fitting, abs=0.1)

@@ -32,6 +32,19 @@ def test_flops_of_model_base_match_a_hand_computation(tmp_path):
     assert training_flops(config, 64 * 25, 64 * 25, 25, 25) == 3 * 64 * 25 * (per_src + per_tgt) == 476_361_523_200
 
 
+def test_flops_of_relative_positions_count_the_distance_terms(tmp_path):
+    cfg = compose_config(tmp_path, ["model=base"])
+    shape = architecture(cfg.model)
+    flops = {kind: forward_flops(TransformerConfig(src_vocab_size=10_000, tgt_vocab_size=10_000,
+                                                   **{**shape, "positional": kind}), 25, 30)
+             for kind in ("sinusoidal", "rotary", "relative")}
+    # relative: per layer the scores and weighted sums against the distance embeddings once more,
+    # 2 * 2 * L * 512 for a self-attention over L = 25 source / 30 target tokens; 6 layers each
+    assert flops["relative"][0] - flops["sinusoidal"][0] == 6 * 4 * 25 * 512 == 307_200
+    assert flops["relative"][1] - flops["sinusoidal"][1] == 6 * 4 * 30 * 512 == 368_640
+    assert flops["rotary"] == flops["sinusoidal"]  # elementwise rotations are not counted
+
+
 def test_peak_flops_of_known_gpus_by_precision():
     assert known_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == 989e12
     assert known_peak_flops("NVIDIA H100 PCIe", "16-mixed") == 756e12

@@ -14,8 +14,10 @@ and sacreBLEU then returns its smallest p-value, 1 / (n + 1) (0.0010 / 0.0001), 
 about a difference. Such a pair is `identical`: not significant, and its p-values are not shown.
 """
 
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,11 +77,24 @@ def sentence_statistics(hyps: list[str], references: list[str], metric: str = "b
     return np.array(sacrebleu_metric(metric)._extract_corpus_statistics(hyps, [references]), dtype="float32")
 
 
+@contextmanager
+def quiet_sacrebleu() -> Iterator[None]:
+    """sacreBLEU's INFO lines (six for every pair of tests) held back while the tests run."""
+    logger = logging.getLogger("sacrebleu")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def sacrebleu_p_value(baseline: list[str], system: list[str], references: list[str], test_type: str,
                       n_samples: int, metric: str = "bleu") -> tuple[float, float, float]:
     """(baseline score, system score, p-value) from sacreBLEU's PairedTest ("bs" or "ar") on `metric`."""
-    _, scores = PairedTest([("baseline", baseline), ("system", system)], {metric: sacrebleu_metric(metric)},
-                           [references], test_type=test_type, n_samples=n_samples)()
+    with quiet_sacrebleu():
+        _, scores = PairedTest([("baseline", baseline), ("system", system)], {metric: sacrebleu_metric(metric)},
+                               [references], test_type=test_type, n_samples=n_samples)()
     (name,) = [key for key in scores if key != "System"]  # sacreBLEU's own name, e.g. chrF2
     base, result = scores[name]
     return base.score, result.score, result.p_value

@@ -11,6 +11,10 @@ f = d_ff, S and T the source and target lengths, V the target vocabulary:
     decoder, per target token:  8 d i + 4 T i (self-attention) + 4 d i + 4 S i (cross-attention:
                                 Q and output projections, attention) + 4 d f (FFN)
     output layer, per target token: 2 d V
+
+With model.positional=relative, self-attention's scores and weighted sums are computed a second
+time against the distance embeddings (relative.py): 4 S i more per source token and 4 T i more per
+target token in each layer. Rotary positions rotate queries and keys elementwise: nothing counted.
 """
 
 from transformer_mt.model.transformer import TransformerConfig
@@ -19,9 +23,10 @@ from transformer_mt.model.transformer import TransformerConfig
 def forward_flops(config: TransformerConfig, src_len: float, tgt_len: float) -> tuple[float, float]:
     """Forward FLOPs (per source token, per target token) for sentences of src_len and tgt_len tokens."""
     d, f, i = config.d_model, config.d_ff, config.heads * config.d_k
-    per_src = (config.num_encoder_layers * (8 * d * i + 4 * src_len * i + 4 * d * f)
+    self_attention = 8 if config.positional == "relative" else 4  # relative: the distance terms too
+    per_src = (config.num_encoder_layers * (8 * d * i + self_attention * src_len * i + 4 * d * f)
                + config.num_decoder_layers * 4 * d * i)
-    per_tgt = (config.num_decoder_layers * (12 * d * i + 4 * (tgt_len + src_len) * i + 4 * d * f)
+    per_tgt = (config.num_decoder_layers * (12 * d * i + (self_attention * tgt_len + 4 * src_len) * i + 4 * d * f)
                + 2 * d * config.tgt_vocab_size)
     return per_src, per_tgt
 

@@ -1,12 +1,13 @@
-"""The task group's tools on finished runs: average, export, push, report."""
+"""The task group's tools on finished runs: average, export, push, report, lengths."""
 
 from dataclasses import dataclass
 from typing import Any
 
 from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS
-from transformer_mt.schema.keys import key
+from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.one_model import NAME, RUN
-from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of, text
+from transformer_mt.schema.shared import Batched
+from transformer_mt.validate import BOOLEAN, PATH, increasing, integer, listing, one_of, text
 
 COUNT = (integer(1), "an integer >= 1 or null")
 
@@ -55,6 +56,10 @@ class PushTask:
                               (text, "a non-empty string"))
 
 
+BASE_ROW = (integer(0), "an integer >= 0 or null")
+BOOTSTRAP = (integer(1), "an integer >= 1")
+
+
 @dataclass
 class ReportTask:
     """python run.py task=report task.sweep_dir=outputs/ablation/heads_<date> [task.metric=chrf]:
@@ -64,10 +69,30 @@ class ReportTask:
     name: Any = key("report", NAME)
     sweep_dir: Any = key(None, "a sweep's directory (python run.py -m ... wrote it)", PATH, nullable=True)
     base_row: Any = key(None, "the base row's number (report.md's row column); null: the row whose settings "
-                              "equal the sweep's config", (integer(0), "an integer >= 0 or null"), nullable=True)
+                              "equal the sweep's config", BASE_ROW, nullable=True)
     metric: Any = key("bleu", "the metric the significance tests compare: bleu | chrf | ter (lower is better) | "
                               "bleu_tok_lc (BLEU on 13a-tokenized lowercased text)")
-    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)",
-                                 (integer(1), "an integer >= 1"))
-    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)",
-                                    (integer(1), "an integer >= 1"))
+    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
+    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
+
+
+@dataclass
+class LengthsTask(Batched):
+    """python run.py task=lengths task.sweep_dir=DIR task.source=FILE task.reference=FILE
+    [task.joins=[1,2,3]] [task.buckets=[15,30,45,60]]: a sweep's models on the test set's sentences
+    joined n at a time, BLEU by source length, each row tested against the base row."""
+
+    run: Any = key("transformer_mt.tasks.lengths.run", RUN)
+    name: Any = key("lengths", NAME)
+    sweep_dir: Any = key(MISSING, "a sweep's directory (python run.py -m ... wrote it)", PATH)
+    source: Any = key(MISSING, "the test set's source sentences, one a line", PATH)
+    reference: Any = key(MISSING, "their reference translations, line for line", PATH)
+    joins: Any = key([1, 2, 3], "how many consecutive sentences make a segment, one joining for each number "
+                                "(1: the test set itself)", (increasing(1), "a list of increasing integers >= 1"))
+    buckets: Any = key([15, 30, 45, 60], "the longest source (in words) of each length bucket but the last, which "
+                                         "takes every longer one",
+                       (increasing(1), "a list of increasing integers >= 1, such as [15, 30, 45]"))
+    base_row: Any = key(None, "the base row's number (as task=report numbers them); null: the row whose settings "
+                              "equal the sweep's config", BASE_ROW, nullable=True)
+    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
+    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)

@@ -53,6 +53,6 @@ class RunConfig:
     callbacks: Any = group("callbacks")
     paths: Any = group("paths")
     task: Any = key(MISSING, "the task's options (task=NAME: train, evaluate, translate, score, average, export, "
-                             "push, report, distill, backtranslate)")
+                             "push, report, lengths, distill, backtranslate, serve)")
     row: Any = key(None, "experiment=ablation/*: the row a sweep job runs (a key of `rows`)")
     rows: Any = key(None, "experiment=ablation/*: the settings of each row, by name")

@@ -30,7 +30,6 @@ job's test translations and references (`metrics.json`: `translations`, `referen
 whose files are missing or whose references are not the base's stops the report in one line.
 """
 
-import csv
 import logging
 import statistics
 import textwrap
@@ -51,10 +50,10 @@ from transformer_mt.evaluation.significance import (
     PairedResult,
     paired_test,
 )
-from transformer_mt.markdown import markdown_table
+from transformer_mt.tasks.runs.comparison import group_rows, spread, table_lines, verdict, write_csv
 from transformer_mt.tasks.runs.sweep import SEED, Job, Row, Sweep, read_sweep
 from transformer_mt.training.curves import read_curves
-from transformer_mt.validate import check, integer, listing, one_of
+from transformer_mt.validate import check, listing, one_of
 
 log = logging.getLogger(__name__)
 
@@ -112,32 +111,11 @@ def check_metric(metric: object) -> str:
     return str(metric)
 
 
-def group_rows(sweep: Sweep, base_row: int | None = None) -> list[Row]:
-    """The sweep's rows; the base row is number `base_row`, else the one whose settings equal the
-    sweep's own."""
-    rows = sweep.rows()
-    check("task.base_row", base_row, integer(0, len(rows) - 1), f"a row number of this sweep, 0 to {len(rows) - 1}",
-          nullable=True)
-    for index, row in enumerate(rows):
-        row.is_base = index == base_row if base_row is not None else (
-            bool(sweep.own) and all(row.settings[k] == sweep.own.get(k) for k in sweep.varied))
-    return rows
-
-
 def no_base(sweep: Sweep) -> str:
     """Why there are no tests: no row has the sweep's own settings."""
     own = ", ".join(f"{k}={sweep.own.get(k)}" for k in sweep.varied) or "none"
     return (f"no row has the sweep's own settings ({own}), so there is no base row and nothing is tested; "
             "name it with task.base_row=N (the row column)")
-
-
-def spread(values: list[float]) -> str:
-    """"mean +- std" over seeds (the sample standard deviation; one value: the value)."""
-    if not values:
-        return ""
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def row_cell(row: Row, column: MetricColumn) -> str:
@@ -172,30 +150,6 @@ def compare(row: Row, base_row: Row, metric: str = "bleu", n_bootstrap: int = BO
                               f"{other.number} (seed {job.seed}): different test sets cannot be compared")
         results.append((job, paired_test(base_hyps, hyps, refs, n_bootstrap, n_randomization, metric)))
     return results
-
-
-def verdict(row: Row, tests: list[tuple[Job, PairedResult]] | None) -> tuple[str, str]:
-    """(mark, sentence): whether the row differs from the base, by the rule in the docstring
-    (tests None: the sweep has no base row)."""
-    if row.is_base:
-        return "base", "the base row"
-    if tests is None:
-        return "", "not tested (no base row)"
-    if not tests:
-        return "", "no seed finished in both this row and the base row: not tested"
-    metric = tests[0][1].metric
-    label = f"test {METRICS[metric][0]}{' (lower is better)' if metric in LOWER_IS_BETTER else ''}"
-    deltas = [result.delta for _, result in tests]
-    mean = statistics.mean(deltas)
-    every = "the seed pair" if len(tests) == 1 else f"all {len(tests)} seed pairs"
-    if all(result.identical for _, result in tests):
-        return "-", (f"identical to the base: {mean:+.2f} test {METRICS[metric][0]}, every sentence scored alike "
-                     f"for {every}; nothing to test")
-    if all(result.significant for _, result in tests) and (min(deltas) > 0 or max(deltas) < 0):
-        side = "better" if tests[0][1].gain > 0 else "worse"
-        return f"{side} *", (f"{side} than the base: {mean:+.2f} {label}, p < {LEVEL} in both tests for {every}")
-    return "-", (f"not shown to differ from the base: {mean:+.2f} {label}; the rule (p < {LEVEL} in both tests, "
-                 f"the same sign, for {every}) does not hold")
 
 
 def row_table(rows: list[Row], tests: dict[int, list], metric: str = "bleu",
@@ -247,12 +201,6 @@ def job_table(sweep: Sweep, rows: list[Row], extra: tuple[MetricColumn, ...] = (
     return out
 
 
-def table_lines(table: list[dict[str, str]]) -> list[str]:
-    """A table of the report (a dict per line) as the lines of a Markdown table."""
-    header = list(table[0])
-    return markdown_table(header, [[line[h] for h in header] for line in table]).split("\n")
-
-
 def write_markdown(path: Path, title: str, rows: list[Row], tables: dict[str, list[dict[str, str]]],
                    tests: dict[int, list], missing_base: str | None, metric: str = "bleu",
                    samples: tuple[int, int] = (BOOTSTRAP_SAMPLES, RANDOMIZATION_TRIALS)) -> None:
@@ -276,13 +224,6 @@ def write_markdown(path: Path, title: str, rows: list[Row], tables: dict[str, li
     lines += ["", "## Jobs", "", *table_lines(tables["jobs"])]
     with atomic_file(path) as tmp:
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def write_csv(path: Path, table: list[dict[str, str]]) -> None:
-    with atomic_file(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["row"])
-        writer.writeheader()
-        writer.writerows(table)
 
 
 def plotted(metric: str) -> tuple[list[tuple[str, str]], str]:

@@ -89,6 +89,8 @@ def fit_and_test(trainer: L.Trainer, callbacks: RunCallbacks, module: Translatio
     trainer.test of the tested checkpoint; SIGTERM or Ctrl-C stop the run in one line and exit."""
     try:
         fit(trainer, module, datamodule, start.resume)
+        # read before testing: loading the tested checkpoint restores its Timer, whose seconds would count twice
+        seconds = callbacks.timer.time_elapsed("train")
         best = best_checkpoint(trainer, callbacks.best)
         tested = average_at_end(start.config, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
@@ -99,7 +101,7 @@ def fit_and_test(trainer: L.Trainer, callbacks: RunCallbacks, module: Translatio
         stopped(trainer, callbacks.last, "Ctrl-C", CTRL_C_EXIT_STATUS)
     finally:
         finish_wandb()
-    return Outcome(best, tested, callbacks.meter.tokens_per_sec(), callbacks.timer.time_elapsed("train"))
+    return Outcome(best, tested, callbacks.meter.tokens_per_sec(), seconds)
 
 
 def write_metrics(config: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule,

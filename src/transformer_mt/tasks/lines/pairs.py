@@ -75,9 +75,17 @@ def check_pair_files(options: DictConfig) -> None:
     """Before the model loads (tasks/runs/preflight.py): the keys make sense together, the files exist,
     and two regular files have as many lines (counted, not decoded: read_pairs checks the text)."""
     source, target, table = given_files(options)
-    for path in filter(None, (source, target, table)):
+    if table:
+        check_file(Path(table), special=True)
+    if source and target:
+        check_aligned_files(source, target)
+
+
+def check_aligned_files(source: str, target: str) -> None:
+    """Two files that exist, and as two regular files have as many lines (counted, not decoded)."""
+    for path in (source, target):
         check_file(Path(path), special=True)
-    if source and target and Path(source).is_file() and Path(target).is_file():
+    if Path(source).is_file() and Path(target).is_file():
         sources, targets = count_lines(Path(source)), count_lines(Path(target))
         if sources != targets:
             raise unaligned(source, sources, target, targets)

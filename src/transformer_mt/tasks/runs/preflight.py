@@ -18,7 +18,7 @@ from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import check_file
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.lines.pairs import check_pair_files
+from transformer_mt.tasks.lines.pairs import check_aligned_files, check_pair_files
 from transformer_mt.tasks.lines.writing import check_output
 
 READS_CKPT_PATH = ("evaluate", "translate", "score", "export")  # the tasks ckpt_path is the model of
@@ -43,7 +43,9 @@ def check_paths(cfg: DictConfig) -> None:
         check_pair_files(options)
     if task in ("distill", "backtranslate"):
         check_pipeline_inputs(options)
-    folder_key = {"average": "run_dir", "report": "sweep_dir"}.get(task)
+    if task == "lengths":
+        check_aligned_files(str(options.source), str(options.reference))
+    folder_key = {"average": "run_dir", "report": "sweep_dir", "lengths": "sweep_dir"}.get(task)
     if folder_key and options.get(folder_key) and not Path(options[folder_key]).is_dir():
         raise ConfigError(f"task.{folder_key}={options[folder_key]}: no such directory")
 
