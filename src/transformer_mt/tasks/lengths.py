@@ -56,10 +56,7 @@ def tested_checkpoint(job: Job) -> Path:
     if not named:
         raise ConfigError(f"job {job.number} ({job.folder}): its metrics.json names no tested_checkpoint, the "
                           "model the length test translates with")
-    path = Path(named)
-    moved = job.folder / "checkpoints" / path.name
-    if not path.is_file() and moved.is_file():
-        path = moved
+    path = job.located(named, "checkpoints")
     if not path.is_file():
         raise ConfigError(f"job {job.number}: its tested checkpoint {named} is missing; the length test "
                           "translates with it")

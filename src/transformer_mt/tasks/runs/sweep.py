@@ -37,6 +37,13 @@ class Job:
     def done(self) -> bool:
         return self.status == "done"
 
+    def located(self, named: str, within: str = "") -> Path:
+        """A path the job's metrics.json names; where it is gone, the file of that name in the job's
+        folder (`within` a subfolder of it), if there is one: the sweep folder was moved."""
+        path = Path(named)
+        moved = self.folder / within / path.name
+        return moved if not path.is_file() and moved.is_file() else path
+
     def test_outputs(self) -> tuple[list[str], list[str]]:
         """A finished job's test translations and references, each line a sentence."""
         texts = []
@@ -45,9 +52,7 @@ class Job:
             if not named:
                 raise ConfigError(f"{self.folder}/metrics.json: no {key!r} ({what}), which the significance tests "
                                   "need (a run from before references were kept: evaluate it again)")
-            path = Path(named)
-            if not path.is_file() and (self.folder / path.name).is_file():  # the sweep folder was moved
-                path = self.folder / path.name
+            path = self.located(named)
             if not path.is_file():
                 raise ConfigError(f"job {self.number}: its {what} {named} are missing; the significance tests "
                                   "need them")
