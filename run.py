@@ -1,5 +1,5 @@
 """Entry point: `python run.py [task=train|evaluate|translate|score|average|report|export|push|distill|
-backtranslate|serve] [group=option ...] [key=value ...]`."""
+backtranslate|serve|shortlist] [group=option ...] [key=value ...]`."""
 
 import atexit
 import gc

@@ -7,9 +7,13 @@
 
 Systems, on the same weights: ours (fp32, and `quantize=int8`), the checkpoint's Hugging
 Face export (`MarianMTModel.generate`) and its CTranslate2 exports (float32, int8). Greedy and
-beam 4 (length penalty 0.6); every system gets the same sentences in the same batches (sorted by
-length, 64 sentences each) and 2 threads; each system's best time of --repeat rounds (the systems take turns), its BLEU
-(sacreBLEU 13a, cased, detokenized), and how many outputs equal ours in fp32. Our searches end a
+beam 4 (length penalty 0.6, --length-penalty); every system gets the same sentences in the same
+batches (sorted by length, 64 sentences each, --batch) and 2 cores: ours as the decoders of
+--inter / --intra (inter_threads / intra_threads; default one one-thread decoder per core) on the
+kernels of --kernels (auto: chosen for this CPU, model/kernels.py), CTranslate2 with --ct2-inter /
+--ct2-intra (default 1 x 2; with several, the batches are given from as many threads at once, as
+ours); each system's best time of --repeat rounds (the systems take turns), its BLEU (sacreBLEU 13a,
+cased, detokenized), target tokens/s (EOS included), and how many outputs equal ours in fp32. Our searches end a
 sentence at 1.2 x source tokens + 10; the peers have one limit per batch, so their outputs are cut
 where ours would have stopped. With --cache: greedy and beam 4 with and without the KV cache, and
 every output forced to exactly 50 tokens.
@@ -29,23 +33,51 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import torch
 
+from transformer_mt.choices import KERNELS
 from transformer_mt.data.batching import Collator
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, SearchOptions
 from transformer_mt.decoding.search import max_lengths
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.inference.members import load_translator
+from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.attention import kernels
-from transformer_mt.model.quantize import quantize_int8
+from transformer_mt.model.kernels import Kernels, default_cache
+from transformer_mt.model.quantize import on_kernels, quantize_int8
 from transformer_mt.model.static_step import StaticDecoder
 
 BATCH = 64
 THREADS = 2  # on the CPU
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How every system decodes: sentences a batch, beam search's length penalty, and on the CPU
+    ours' decoders (inter_threads, intra_threads: inference/workers.py; None: the defaults) and
+    kernels (model/kernels.py), CTranslate2's inter_threads and intra_threads."""
+
+    batch: int = BATCH
+    length_penalty: float = 0.6
+    inter: int | None = None
+    intra: int | None = None
+    kernels: str = "auto"
+    ct2_inter: int = 1
+    ct2_intra: int = THREADS
+
+    def workers(self, device: str) -> Workers:
+        return Workers.for_device(self.inter, self.intra, torch.device(device), THREADS)
+
+    def describe(self, device: str) -> str:
+        if device != "cpu":
+            return "CUDA"
+        return (f"ours {self.workers(device).describe()}, kernels={self.kernels}; CTranslate2 inter_threads="
+                f"{self.ct2_inter}, intra_threads={self.ct2_intra}")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # also CTranslate2's compute_type
 
@@ -65,13 +97,15 @@ def batches(items: list, size: int = BATCH) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def ours(module, model, src: list[list[int]], search, device: str) -> list[list[int]]:
+def ours(module, model, src: list[list[int]], search, device: str, setup: Setup = Setup(),
+         workers: Workers = SERIAL) -> list[list[int]]:
+    """Our search's best output of each sentence, the batches shared among `workers`' decoders."""
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
-    out = []
-    for chunk in batches(src):
-        tokens = collate.pad(chunk).to(device)
-        out += [n[0].tokens for n in search(model, tokens, module.bos_id, module.eos_id)]
-    return out
+
+    def one(chunk: list[list[int]]) -> list[list[int]]:
+        return [n[0].tokens for n in search(model, collate.pad(chunk).to(device), module.bos_id, module.eos_id)]
+
+    return [tokens for out in workers.map(one, batches(src, setup.batch)) for tokens in out]
 
 
 def cast(model, device: str, dtype: str):
@@ -79,7 +113,7 @@ def cast(model, device: str, dtype: str):
     return copy.deepcopy(model).to(device=device, dtype=DTYPES[dtype])
 
 
-def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"):
+def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32", setup: Setup = Setup()):
     import transformers
 
     model = transformers.MarianMTModel.from_pretrained(folder).to(device=device, dtype=DTYPES[dtype]).eval()
@@ -88,11 +122,11 @@ def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
         out = []
-        for chunk in batches(lines):
+        for chunk in batches(lines, setup.batch):
             enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
             limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.max_positions).max())
             with torch.no_grad(), kernels(torch.device(device)):  # our SDPA kernels (no cuDNN on a GPU)
-                rows = model.generate(**enc, num_beams=beams, length_penalty=0.6, early_stopping=True,
+                rows = model.generate(**enc, num_beams=beams, length_penalty=setup.length_penalty, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
             for row in rows:
                 row = row[1:]
@@ -102,26 +136,28 @@ def hf_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"
     return translate
 
 
-def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32"):
-    """On the CPU the export's own type (float32 or int8); on CUDA compute_type = dtype."""
+def ct2_translator(folder: Path, module, device: str = "cpu", dtype: str = "fp32", setup: Setup = Setup()):
+    """On the CPU the export's own type (float32 or int8); on CUDA compute_type = dtype. With
+    inter_threads > 1 the batches are given from as many threads at once (as ours)."""
     import ctranslate2
 
     compute_type = NAMES[dtype] if device == "cuda" else "default"
-    translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type, inter_threads=1,
-                                        intra_threads=THREADS)
+    translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type,
+                                        inter_threads=setup.ct2_inter, intra_threads=setup.ct2_intra)
     vocab = module.tokenizer
     collate = Collator(module.pad_id, module.bos_id, module.eos_id)
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
-        out = []
-        for chunk in batches(lines):  # our batches, each with the limit of its longest source, as HF's
+        def one(chunk: list[str]) -> list[list[int]]:  # our batches, each with the limit of its longest source
             ids = vocab.encode_sources(chunk)
             limit = int(max_lengths(collate.pad(ids), module.pad_id, 1.2, 10, module.max_positions).max())
             results = translator.translate_batch([vocab.src.tokens(i[:-1]) for i in ids], beam_size=beams,
-                                                 length_penalty=0.6, max_batch_size=BATCH,
+                                                 length_penalty=setup.length_penalty, max_batch_size=setup.batch,
                                                  max_decoding_length=limit + 1)
-            out += [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
-        return out
+            return [[vocab.tgt.token_id(t) for t in r.hypotheses[0]] for r in results]
+
+        with Workers(setup.ct2_inter) as threads:
+            return [ids for out in threads.map(one, batches(lines, setup.batch)) for ids in out]
 
     return translate
 
@@ -161,7 +197,7 @@ def race(runs: dict, repeat: int, device: str = "cpu") -> dict[str, tuple[float,
     return best
 
 
-def peer_translators(module, folder: Path, device: str, dtype: str, only: str | None = None
+def peer_translators(module, folder: Path, device: str, dtype: str, only: str | None = None, setup: Setup = Setup()
                      ) -> list[tuple[str, Callable]]:
     """(name, translate) of each installed peer (`only`: that one, if it is a peer), the module
     exported into `folder` for it: HF generate, CTranslate2, and on a CPU CTranslate2 int8."""
@@ -175,22 +211,22 @@ def peer_translators(module, folder: Path, device: str, dtype: str, only: str | 
         from transformer_mt.interop.marian import export_hf
 
         export_hf(module.models[0], module.tokenizer, folder / "hf")
-        peers.append(("HF generate", partial(hf_translator, folder / "hf", module, device, dtype)))
+        peers.append(("HF generate", partial(hf_translator, folder / "hf", module, device, dtype, setup)))
     if not installed("ctranslate2"):
         return peers
     from transformer_mt.interop.ctranslate2 import export_ct2
 
     if wanted(ct2_name):
         export_ct2(module.models[0], module.tokenizer, folder / "ct2", "none")
-        peers.append((ct2_name, partial(ct2_translator, folder / "ct2", module, device, dtype)))
+        peers.append((ct2_name, partial(ct2_translator, folder / "ct2", module, device, dtype, setup)))
     if device == "cpu" and wanted("CTranslate2 int8"):
         export_ct2(module.models[0], module.tokenizer, folder / "ct2_int8", "int8")
-        peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module)))
+        peers.append(("CTranslate2 int8", partial(ct2_translator, folder / "ct2_int8", module, setup=setup)))
     return peers
 
 
 def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
-            dtype: str = "fp32", only: str | None = None, static: bool = False) -> dict:
+            dtype: str = "fp32", only: str | None = None, static: bool = False, setup: Setup = Setup()) -> dict:
     """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
     and returned (rows and ratios) for --json. `only`: that one system (decode_rounds.py runs each
     in a process of its own; outputs equal: not counted). static (always on a GPU): ours on the
@@ -202,20 +238,25 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     # our searches' limits
     limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.models[0], collate.pad(src)).tolist()
     mine = f"ours {NAMES[dtype]}"
+    chosen = Kernels(setup.kernels, default_cache()) if device == "cpu" else None
     systems = {mine: cast(module.models[0], device, dtype)}
     if device == "cpu":
-        systems["ours int8"] = quantize_int8(module.models[0])
+        systems[mine] = on_kernels(systems[mine], chosen) if dtype == "fp32" else systems[mine]
+        systems["ours int8"] = quantize_int8(module.models[0], chosen)
     if static or device == "cuda":
         mode = "reduce-overhead" if device == "cuda" else None
         systems[f"{mine} static"] = StaticDecoder(systems[mine], mode=mode)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        peers, skipped = working(peer_translators(module, Path(tmp), device, dtype, only), lines[:2])
+        peers, skipped = working(peer_translators(module, Path(tmp), device, dtype, only, setup), lines[:2])
         if only is not None:
             systems = {name: model for name, model in systems.items() if name == only}
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
-        for beams, search in ((1, GreedySearch(limited)), (4, BeamSearch(4, PowerLength(0.6), options=limited))):
-            runs = {system: partial(ours, module, model, src, search, device) for system, model in systems.items()}
+        beam4 = BeamSearch(4, PowerLength(setup.length_penalty), options=limited)
+        workers = setup.workers(device)
+        for beams, search in ((1, GreedySearch(limited)), (4, beam4)):
+            runs = {system: partial(ours, module, model, src, search, device, setup, workers)
+                    for system, model in systems.items()}
             runs.update({peer: partial(translate, lines, beams) for peer, translate in peers})
             results = race(runs, repeat, device)
             reference = results[mine][1] if mine in results else None
@@ -224,11 +265,14 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
                     ids = [hyp[:limit] for hyp, limit in zip(ids, limits)]
                 equal = None if reference is None else sum(a == b for a, b in zip(ids, reference))
                 bleu = corpus_scores(module.tokenizer.tgt.decode(ids), refs)["bleu"]
+                tokens = sum(len(i) + 1 for i in ids)  # target tokens, EOS included
                 rows.append({"search": f"beam {beams}" if beams > 1 else "greedy", "system": system,
                              "seconds": seconds, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
-                             "outputs_equal": equal, "sentences": len(lines)})
-    where = f"{THREADS} threads" if device == "cpu" else "CUDA"
-    print(f"{len(lines)} sentences, batches of {BATCH}, {where}, {dtype}, best of {repeat}; "
+                             "tokens_per_s": tokens / seconds, "outputs_equal": equal, "sentences": len(lines)})
+        workers.close()
+    if chosen is not None:
+        print(chosen.describe())
+    print(f"{len(lines)} sentences, batches of {setup.batch}, {setup.describe(device)}, {dtype}, best of {repeat}; "
           "BLEU: sacreBLEU 13a, cased, detokenized\n")
     ratios = print_tables(rows, mine, [peer for peer, _ in peers], device)
     for peer, error in skipped.items():
@@ -310,7 +354,16 @@ def main() -> None:
     parser.add_argument("--static", action="store_true",
                         help="ours on the compiled static step too (always with --device cuda)")
     parser.add_argument("--only", help="measure this system alone (e.g. 'ours int8', 'CTranslate2 int8')")
+    parser.add_argument("--batch", type=int, default=BATCH, help="sentences a batch")
+    parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search's (CTranslate2's setup: 0)")
+    parser.add_argument("--inter", type=int, help="ours: decoders at once (inter_threads; default: one per core)")
+    parser.add_argument("--intra", type=int, help="ours: threads a decoder (intra_threads; default: the rest)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto", help="ours: model/kernels.py")
+    parser.add_argument("--ct2-inter", type=int, default=1, help="CTranslate2's inter_threads")
+    parser.add_argument("--ct2-intra", type=int, default=THREADS, help="CTranslate2's intra_threads")
     args = parser.parse_args()
+    setup = Setup(args.batch, args.length_penalty, args.inter, args.intra, args.kernels, args.ct2_inter,
+                  args.ct2_intra)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no GPU")
     torch.set_num_threads(THREADS)
@@ -324,10 +377,11 @@ def main() -> None:
         if not args.reference:
             parser.error("--reference is needed for the systems table (or give --cache)")
         refs = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
-        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only, args.static)
+        tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only, args.static, setup)
     if args.json:
         setup = {"checkpoint": args.ckpt, "source": args.source, "sentences": len(lines), "device": args.device,
-                 "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat}
+                 "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat,
+                 "setup": setup.describe(args.device), "batch": setup.batch, "length_penalty": setup.length_penalty}
         args.json.write_text(json.dumps({**setup, **tables}, indent=1))
 
 

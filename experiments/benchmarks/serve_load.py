@@ -26,9 +26,9 @@ from http.client import HTTPConnection
 from pathlib import Path
 
 import httpx
-from decode_rounds import cpu
 
 from transformer_mt.markdown import markdown_table
+from transformer_mt.model.kernels import cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = re.compile(r"translated (\d+) lines in ([\d.]+) s \(([\d.]+) lines/s\)")

@@ -18,19 +18,16 @@ import json
 import random
 import re
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from transformer_mt.decoding import BeamSearch, PowerLength, SearchOptions
+from transformer_mt.evaluation.metrics import corpus_scores
+from transformer_mt.inference.line_translation import translate_lines
+from transformer_mt.inference.members import load_translator
+from transformer_mt.model.kernels import cpu
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "benchmarks"))
-
-from decode_rounds import cpu  # noqa: E402
-
-from transformer_mt.decoding import BeamSearch, PowerLength, SearchOptions  # noqa: E402
-from transformer_mt.evaluation.metrics import corpus_scores  # noqa: E402
-from transformer_mt.inference.line_translation import translate_lines  # noqa: E402
-from transformer_mt.inference.members import load_translator  # noqa: E402
 
 WORD = re.compile(r"\w{4,}")
 

@@ -12,3 +12,5 @@ ALIGNMENT_HEADS = ("mean", "max")  # task.alignment_heads (or a head number)
 TOKENIZED_BLEU = (False, True, "compound")  # task.tokenized_bleu
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # float32_matmul_precision
 OWN_LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt (tasks/runs/rerun.py)
+SHORTLIST_SCORINGS = ("dice", "probability")  # task.scoring (task=shortlist)
+KERNELS = ("auto", "default")  # kernels: how a decoding copy's linear layers pick their kernels

@@ -60,7 +60,7 @@ def test_help_is_a_short_usage_text_without_the_config():
     assert [command for command in COMMANDS if command not in text] == []
     groups = config_groups(text)
     assert groups["task"] == ["average", "backtranslate", "distill", "evaluate", "export", "lengths", "push",
-                              "report", "score", "serve", "train", "translate"]
+                              "report", "score", "serve", "shortlist", "train", "translate"]
     assert groups["decoding"] == ["beam", "greedy", "sample"]
     assert "--multirun,-m : Run multiple jobs" in text and "--cfg,-c : Show config" in text  # Hydra's flags
     assert "python run.py [key=value ...] --cfg job" in text and "python run.py --hydra-help" in text

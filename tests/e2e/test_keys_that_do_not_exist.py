@@ -62,4 +62,4 @@ def test_task_help_prints_that_tasks_command_and_keys_at_once(task):
                              capture_output=True, text=True, timeout=60)
     assert unknown.returncode == 1 and unknown.stderr.strip() == (
         "error: task=distil: no such task; the tasks: train, evaluate, translate, score, average, export, push, "
-        "report, lengths, distill, backtranslate, serve")
+        "report, lengths, distill, backtranslate, serve, shortlist")

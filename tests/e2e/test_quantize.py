@@ -9,6 +9,7 @@ from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.decoding import GreedySearch
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.inference.members import load_translator
+from transformer_mt.model.quantize import RowScaledInt8Linear
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
@@ -17,10 +18,9 @@ pytestmark = pytest.mark.slow
 def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, tmp_path, record_property):
     """The int8 copy scores within 1.0 test BLEU of the fp32 model (3 lines of 300; -0.07 / 0.00 /
     -0.23 measured on a Zen 5 EPYC under its native / avx2 / default numeric profiles: docs/layout.md,
-    "Bounds that hold on any CPU"), and evaluate and
-    translate give it the same translations when they batch the same sentences together (here all
-    300 in one batch): activations are quantized per batch, by the batch's range, so a sentence's
-    output may depend on the others in its batch. The checkpoint is left as it was."""
+    "Bounds that hold on any CPU"), and evaluate and translate give it the same translations in
+    batches of any size (all 300 sentences in one batch, or a few at a time): each row of a batch is
+    quantized with its own scale. The checkpoint is left as it was."""
     out, metrics = toy_run
     ckpt = out / "checkpoints" / "best.ckpt"
     before = ckpt.read_bytes()
@@ -31,11 +31,12 @@ def test_int8_evaluate_and_translate_keep_the_bleu_and_the_checkpoint(toy_run, t
     assert abs(evaluated["test/bleu"] - metrics["test/bleu"]) <= 1.0, (evaluated["test/bleu"], metrics["test/bleu"])
     int8_lines = (tmp_path / "eval" / "test.translations.txt").read_text().splitlines()
     (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
-    overrides = ["task=translate", f"ckpt_path={ckpt}", f"task.input={tmp_path}/in.txt",
-                 f"task.output={tmp_path}/out.txt", "quantize=int8", "task.max_tokens=100000"]
-    run(compose_config(tmp_path / "translate", overrides))
-    got = (tmp_path / "out.txt").read_text().splitlines()
-    assert len(got) == 300 and got == int8_lines
+    for max_tokens in (100000, 64):
+        overrides = ["task=translate", f"ckpt_path={ckpt}", f"task.input={tmp_path}/in.txt",
+                     f"task.output={tmp_path}/out{max_tokens}.txt", "quantize=int8", f"task.max_tokens={max_tokens}"]
+        run(compose_config(tmp_path / f"translate{max_tokens}", overrides))
+        got = (tmp_path / f"out{max_tokens}.txt").read_text().splitlines()
+        assert len(got) == 300 and got == int8_lines, max_tokens
     assert ckpt.read_bytes() == before
 
 
@@ -46,7 +47,7 @@ def test_the_int8_copy_is_what_decodes_and_the_model_is_untouched(toy_run, recor
     weights = {k: v.clone() for k, v in translator.models[0].state_dict().items()}
     int8 = translator.model()
     linears = [m for m in translator.models[0].modules() if type(m) is torch.nn.Linear]
-    quantized = [m for m in int8.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    quantized = [m for m in int8.modules() if isinstance(m, RowScaledInt8Linear)]
     assert len(quantized) == len(linears) > 0 and not any(type(m) is torch.nn.Linear for m in int8.modules())
     assert all(torch.equal(v, translator.models[0].state_dict()[k]) for k, v in weights.items())
     src = translator.tokenizer.encode_sources(ToyCorpus().load("test").src[:16])

@@ -38,6 +38,11 @@ REFUSED = [
     (["task=translate", "ckpt_path={tmp}/ok.ckpt", "task.buffer_size=0"],  # a value against its rule,
      "task.buffer_size=0: must be an integer >= 1 or null"),
     (["+optim.warmup_steps=20"], "+optim.warmup_steps: optim has no key warmup_steps"),  # a + key nothing reads
+    (["task=translate", "ckpt_path={tmp}/ok.ckpt", "decoding.shortlist=true"],  # a lexical table not built yet
+     "decoding.shortlist=true: {tmp}/ok.ckpt has no lexical table ({tmp}/ok.shortlist.json); build it with "
+     "python run.py task=shortlist ckpt_path={tmp}/ok.ckpt"),
+    (["decoding.shortlist=true"], "decoding.shortlist=true: task=train does not decode over a vocabulary shortlist"),
+    (["task=shortlist", "ckpt_path={tmp}/text.ckpt"], "ckpt_path={tmp}/text.ckpt: not a readable transformer-mt"),
 ]
 
 

@@ -27,6 +27,7 @@ ACTIONS = ["is riding a bicycle down the street.", "are playing in the snow.", "
            "walks past a shop with a large window.", "are jumping into a lake.", "is cooking in a kitchen."]
 LINES = [f"{s} {a}" for s in SUBJECTS for a in ACTIONS][:32]
 BEAM = ["decoding=beam"]  # the server's decoding: its options (length limits) every request's search runs with
+DECODERS = ["inter_threads=2", "intra_threads=1"]  # two batches decoded at once, whatever the machine's cores
 
 
 def free_port() -> int:
@@ -67,7 +68,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve")
-    served = Server(folder / "run", f"ckpt_path={SHIPPED}", *BEAM, "task.max_wait_ms=50")
+    served = Server(folder / "run", f"ckpt_path={SHIPPED}", *BEAM, "task.max_wait_ms=50", *DECODERS)
     yield served
     served.stop()
 
@@ -92,6 +93,27 @@ def test_concurrent_requests_get_what_task_translate_gives(server, tmp_path):
     got = [[t["text"] for t in a.json()["translations"]] for a in answers]
     assert got == [expected for _, expected in requests]  # none lost, none mixed up, each as offline
     assert len(set(greedy)) > 16 and len(set(beam)) > 16  # the lines differ: a mix-up would show
+
+
+def test_int8_answers_are_task_translates_whatever_the_batch(tmp_path_factory, tmp_path):
+    """int8 scales each row on its own: one-line requests from 16 clients, batched as they come and
+    decoded two batches at once, get exactly what task=translate writes decoding all the lines at
+    once (greedy and beam)."""
+    greedy = offline(tmp_path, "greedy", LINES, ["decoding=greedy", "decoding.options.max_len_a=1.0",
+                                                 "decoding.options.max_len_b=50", "quantize=int8"])
+    beam = offline(tmp_path, "beam", LINES, ["decoding=beam", "decoding.beam_size=3", "quantize=int8"])
+    served = Server(tmp_path_factory.mktemp("serve_int8") / "run", f"ckpt_path={SHIPPED}", *BEAM, "quantize=int8",
+                    "task.max_wait_ms=20", *DECODERS)
+    try:
+        requests = [({"text": line, "search": "greedy"}, [out]) for line, out in zip(LINES, greedy)]
+        requests += [({"text": line, "beam_size": 3}, [out]) for line, out in zip(LINES, beam)]
+        with ThreadPoolExecutor(16) as clients:
+            answers = list(clients.map(lambda request: served.post(request[0]), requests))
+    finally:
+        status, err = served.stop()
+    assert all(a.status_code == 200 for a in answers)
+    assert [[t["text"] for t in a.json()["translations"]] for a in answers] == [out for _, out in requests]
+    assert status == 143 and "2 decoders" in err, err[-2000:]
 
 
 def test_options_scores_nbest_alignments_and_a_prefix(server):

@@ -1,7 +1,7 @@
 """model.positional=relative (Shaw et al. 2018): attention by the formula, computed here by hand;
 distances clipped at model.max_relative_positions; the static step and no cache give the cached
-hypotheses (rotary too; the cache itself: tests/model/test_transformer.py); packed batches and
-CTranslate2 refuse it in one line."""
+hypotheses (rotary too; the cache itself: tests/model/test_transformer.py); packed batches refuse
+it in one line. (The CTranslate2 export: tests/interop/test_ct2_positions.py.)"""
 
 import copy
 import math
@@ -13,7 +13,6 @@ from tests.decoding.test_static_step import CountingBackend, same
 from tests.helpers import compose_config, make_model, padded_sources
 from transformer_mt.decoding import BeamSearch, GreedySearch, SearchOptions
 from transformer_mt.errors import ConfigError
-from transformer_mt.interop.ctranslate2 import build_spec
 from transformer_mt.model.relative import RelativePositions
 from transformer_mt.model.static_step import StaticDecoder
 from transformer_mt.tasks import run
@@ -48,11 +47,8 @@ def test_the_static_step_and_no_cache_give_the_cached_hypotheses(search, positio
     same(plain(model, src, 1, 2), reference)
 
 
-def test_packed_batches_and_ctranslate2_refuse_relative_positions(tmp_path):
+def test_packed_batches_refuse_relative_positions(tmp_path):
     with pytest.raises(ConfigError, match=r"^data\.packed=true: model\.positional=relative"):
         run(compose_config(tmp_path / "run", ["model.positional=relative", "data.packed=true"]))
     with pytest.raises(ConfigError, match=r"^model\.max_relative_positions=0: must be an integer >= 1"):
         make_model(positional="relative", max_relative_positions=0)
-    pytest.importorskip("ctranslate2")
-    with pytest.raises(ConfigError, match=r"^model\.positional=relative: CTranslate2's encoder-decoder spec"):
-        build_spec(make_model(positional="relative"), None)

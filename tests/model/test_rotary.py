@@ -1,8 +1,8 @@
 """model.positional=rotary: queries and keys of self-attention rotated by their positions (RoPE).
 Their dot products depend on the positions' difference only; no position is added to the
-embeddings; what cannot hold rotary positions refuses them in one line. (The cache:
+embeddings; heads of odd width are refused in one line. (The cache:
 tests/model/test_transformer.py; the static step: test_relative.py; packed streams:
-test_packing.py.)"""
+test_packing.py; the CTranslate2 export: tests/interop/test_ct2_positions.py.)"""
 
 
 import pytest
@@ -10,7 +10,6 @@ import torch
 
 from tests.helpers import make_model
 from transformer_mt.errors import ConfigError
-from transformer_mt.interop.ctranslate2 import build_spec
 from transformer_mt.model.rotary import Rotary
 
 
@@ -38,9 +37,6 @@ def test_positions_change_the_outputs_and_nothing_is_added_to_the_embeddings():
     assert not torch.allclose(memory.flip(1), flipped, atol=1e-4)
 
 
-def test_what_cannot_hold_rotary_positions_refuses_them_in_one_line():
+def test_heads_of_odd_width_are_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^model\.d_k=5: must be even with model\.positional=rotary"):
         make_model(positional="rotary", d_k=5)
-    pytest.importorskip("ctranslate2")
-    with pytest.raises(ConfigError, match=r"^model\.positional=rotary: CTranslate2's encoder-decoder spec"):
-        build_spec(make_model(positional="rotary"), None)

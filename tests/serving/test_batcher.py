@@ -3,6 +3,8 @@ within the token budget; other decodings, and what does not fit, go in later bat
 gets its own lines' results, in order; a decode error answers each request of its batch."""
 
 import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -77,3 +79,44 @@ def test_a_request_whose_client_left_is_not_decoded(wait_ms):
 
     assert asyncio.run(scenario()) == ["KEPT"]
     assert batches == [[["kept"]]]
+
+
+def overlapping(log: list[tuple[str, str]], hold: float = 0.1):
+    """A decode that records when each group starts and ends (by its first line), taking `hold` seconds."""
+    def decode(jobs: list[Pending]) -> list[list[str]]:
+        log.append(("start", jobs[0].lines[0]))
+        time.sleep(hold)
+        log.append(("end", jobs[0].lines[0]))
+        return [job.lines for job in jobs]
+    return decode
+
+
+def most_at_once(log: list[tuple[str, str]]) -> int:
+    running = most = 0
+    for event, _ in log:
+        running += 1 if event == "start" else -1
+        most = max(most, running)
+    return most
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 3])
+def test_as_many_groups_decode_at_once_as_the_batcher_has_threads(concurrency):
+    log: list[tuple[str, str]] = []
+    jobs = [Pending(f"key {i}", [str(i)], tokens=1) for i in range(6)]  # six decodings: six groups
+    batcher = Batcher(overlapping(log), max_tokens=1000, max_wait_ms=0,
+                      worker=ThreadPoolExecutor(concurrency), concurrency=concurrency)
+    results = asyncio.run(serve(batcher, jobs))
+    assert results == [[str(i)] for i in range(6)] and batcher.answered == 6
+    assert most_at_once(log) == concurrency
+
+
+def test_an_exclusive_group_decodes_while_no_other_does():
+    log: list[tuple[str, str]] = []
+    jobs = [Pending("a", ["a"], 1), Pending("b", ["b"], 1), Pending("x", ["x"], 1, exclusive=True),
+            Pending("c", ["c"], 1), Pending("d", ["d"], 1)]
+    batcher = Batcher(overlapping(log, 0.05), max_tokens=1000, max_wait_ms=0, worker=ThreadPoolExecutor(2),
+                      concurrency=2)
+    assert asyncio.run(serve(batcher, jobs)) == [["a"], ["b"], ["x"], ["c"], ["d"]]
+    start, end = log.index(("start", "x")), log.index(("end", "x"))
+    assert end == start + 1, log  # nothing started or ended while x decoded
+    assert most_at_once(log) == 2

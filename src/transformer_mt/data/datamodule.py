@@ -213,6 +213,12 @@ class TranslationDataModule(L.LightningDataModule):
             write_record(tmp, rows)
         return open_entry(folder, features)
 
+    def token_ids(self, split: str) -> datasets.Dataset:
+        """`split`'s token ids (src_ids ending in EOS, tgt_ids), memory-mapped from the cache, encoded
+        now if they are not there yet; train: every training corpus's, end to end (task=shortlist counts
+        them)."""
+        return self._build(split)
+
     def check_splits(self, splits: list[str], max_positions: int | None = None) -> None:
         """Build (or find) every split a run will read and check that each sentence fits its batch
         budget and, with `max_positions` (model.max_positions), the model, so that a bad validation or

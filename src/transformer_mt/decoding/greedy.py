@@ -2,17 +2,25 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, TokenRun, run_search
+from transformer_mt.decoding.search import (
+    Hypothesis,
+    SearchModel,
+    SearchOptions,
+    TokenRun,
+    checked_shortlist,
+    run_search,
+)
 
 
 class GreedySearch:
     """Pick the most probable token until EOS or the length limit; the rules and how the model runs
     are the `options` every search takes (SearchOptions; check_every None: 1 on the CPU, 8 on a GPU,
     the same search at any value). `prefix_tokens` (B, P), padded with <pad>: each output starts
-    with its row's (TargetPrefix)."""
+    with its row's (TargetPrefix). `shortlist`: over a vocabulary shortlist (search.SHORTLIST)."""
 
-    def __init__(self, options: SearchOptions | None = None) -> None:
+    def __init__(self, options: SearchOptions | None = None, shortlist: bool = False) -> None:
         self.options = options or SearchOptions()
+        self.shortlist = checked_shortlist(shortlist)
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,

@@ -2,7 +2,14 @@
 
 import torch
 
-from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, TokenRun, run_search
+from transformer_mt.decoding.search import (
+    Hypothesis,
+    SearchModel,
+    SearchOptions,
+    TokenRun,
+    checked_shortlist,
+    run_search,
+)
 from transformer_mt.validate import check, integer, number
 
 
@@ -46,15 +53,17 @@ class Sampling:
     search.check_interval). A step draws one random row per row of the batch, so the draws depend
     on when ended rows leave it: None (here 1) gives each seed the samples it always gave (one host
     sync per step, where torch.multinomial took three); a larger value gives other samples, as
-    reproducible."""
+    reproducible. `shortlist`: over a vocabulary shortlist (search.SHORTLIST; the draws then differ
+    from those over the whole vocabulary)."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
-                 nbest: int = 1, options: SearchOptions | None = None) -> None:
+                 nbest: int = 1, options: SearchOptions | None = None, shortlist: bool = False) -> None:
         check("decoding.temperature", temperature, number(0.0, low_open=True), "a number > 0")
         check("decoding.top_p", top_p, number(0.0, 1.0, low_open=True), "a number in (0, 1]")
         check("decoding.nbest", nbest, integer(1), "an integer >= 1")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
         self.options = options or SearchOptions()
+        self.shortlist = checked_shortlist(shortlist)
 
     def distribution(self, lprobs: torch.Tensor) -> torch.Tensor:
         """The probabilities tokens are drawn from, given the model's log-probabilities."""

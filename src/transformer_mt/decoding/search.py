@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from transformer_mt.validate import check, integer
+from transformer_mt.validate import BOOLEAN, check, integer
 
 
 class SearchModel(Protocol):
@@ -56,6 +56,17 @@ class Hypothesis:
 
 
 CHECK_EVERY = 8  # steps between a search's looks at the host on a GPU
+
+SHORTLIST = """decoding.shortlist, every search's (false by default): true decodes over a vocabulary shortlist,
+per batch the candidates of its source tokens in the lexical table beside the checkpoint (python run.py
+task=shortlist ckpt_path=CKPT builds it), the frequent target tokens and the special ones
+(decoding/shortlist.py). A search only declares it; whoever loads the checkpoint reads the table."""
+
+
+def checked_shortlist(value: bool) -> bool:
+    """decoding.shortlist, checked (SHORTLIST)."""
+    check("decoding.shortlist", value, *BOOLEAN)
+    return value
 
 
 def check_interval(check_every: int | None, device: torch.device) -> int:

@@ -10,7 +10,9 @@ options: greedy search; beam search with `length_norm` PowerLength (CTranslate2'
 length penalty), `nbest`; sampling with temperature, top-k, top-p and seed; `options.min_len`,
 `no_repeat_ngram_size`; each output cut at its own length limit (max_len_a * src_len + max_len_b,
 CTranslate2 taking one limit per batch). What it cannot do (an ensemble, alignments, GNMT's length
-penalty) is refused in one line. The scores are CTranslate2's."""
+penalty) is refused in one line. The scores are CTranslate2's. The checkpoint's lexical table
+(task=shortlist), where it has one, is the folder's vmap.txt (interop/ct2_vmap.py), which
+decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
 
 import logging
 from pathlib import Path
@@ -24,6 +26,9 @@ from transformer_mt.decoding.beam import BeamSearch, PowerLength
 from transformer_mt.decoding.sampling import Sampling
 from transformer_mt.decoding.search import Hypothesis, max_lengths
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.shortlist_loading import table_beside
+from transformer_mt.inference.workers import SERIAL, Workers
+from transformer_mt.interop.ct2_vmap import write_vmap
 from transformer_mt.interop.ctranslate2 import export_ct2
 
 log = logging.getLogger(__name__)
@@ -32,15 +37,18 @@ WEIGHTS = {"none": "float32", "int8": "int8"}  # quantize -> the converted model
 
 
 def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str) -> Path:
-    """The CTranslate2 model folder of `checkpoint` (converted now unless a run did it before)."""
+    """The CTranslate2 model folder of `checkpoint` (converted now unless a run did it before), with
+    the checkpoint's lexical table as its vmap.txt where it has one (written again if it changed)."""
     weights = WEIGHTS[quantize]
     folder = checkpoint.parent / "ct2" / f"{checkpoint.stem}-{file_digest(checkpoint)[:16]}-{weights}"
     if (folder / "model.bin").is_file():
         log.info("task.engine=ctranslate2: %s, converted before", folder)
-        return folder
-    with atomic_dir(folder) as tmp:
-        export_ct2(model, tokenizer, tmp, "none" if weights == "float32" else weights)
-    log.info("task.engine=ctranslate2: %s converted into %s", checkpoint, folder)
+    else:
+        with atomic_dir(folder) as tmp:
+            export_ct2(model, tokenizer, tmp, "none" if weights == "float32" else weights)
+        log.info("task.engine=ctranslate2: %s converted into %s", checkpoint, folder)
+    if (table := table_beside(checkpoint, tokenizer)) is not None:
+        write_vmap(folder, table, tokenizer)
     return folder
 
 
@@ -65,19 +73,22 @@ class Ct2Translator:
     """Token ids in, hypotheses out, decoded by CTranslate2: what translate_lines asks of a Translator."""
 
     def __init__(self, folder: Path, tokenizer: Vocabularies, search, max_positions: int, device: torch.device,
-                 threads: int) -> None:
+                 inter: int = 1, intra: int = 1, shortlist: bool = False) -> None:
+        """inter, intra: CTranslate2's inter_threads and intra_threads on the CPU (our Workers' decoders
+        give it that many batches at once: inference/workers.py)."""
         import ctranslate2
 
         self.tokenizer, self.search, self.max_positions = tokenizer, search, max_positions
         ids = tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
         self.device = torch.device("cpu")  # the batches' ids: CTranslate2 takes tokens from the host
-        self.options = engine_options(search)
+        self.options = engine_options(search) | ({"use_vmap": True} if shortlist else {})  # vmap.txt
         if isinstance(search, Sampling) and search.seed is not None:
             ctranslate2.set_random_seed(search.seed)
         self.engine = ctranslate2.Translator(str(folder), device="cuda" if device.type == "cuda" else "cpu",
                                              device_index=device.index or 0, compute_type="default",
-                                             intra_threads=threads if device.type == "cpu" else 0)
+                                             inter_threads=inter if device.type == "cpu" else 1,
+                                             intra_threads=intra if device.type == "cpu" else 0)
 
     def reseed(self, seed: int) -> None:
         """CTranslate2's random numbers (sampling) from `seed` (a chunk's: the same after a resume)."""
@@ -119,9 +130,10 @@ def check_engine(cfg, paths: list[Path]) -> None:
         raise ConfigError("task.alignment=true reads our model's cross-attention: it needs task.engine=ours")
 
 
-def ct2_translator(path: Path, translator, device: torch.device) -> Ct2Translator:
-    """The Translator `translator` (its model, tokenizer, search and int8 rule) decoded by CTranslate2."""
+def ct2_translator(path: Path, translator, device: torch.device, workers: Workers = SERIAL) -> Ct2Translator:
+    """The Translator `translator` (its model, tokenizer, search, int8 rule and shortlist) decoded by
+    CTranslate2, with as many decoders (inter_threads) and threads each (intra_threads) as `workers`."""
     folder = converted(path, translator.models[0].cpu(), translator.tokenizer, translator.quantize)
     return Ct2Translator(folder, translator.tokenizer, translator.search, translator.max_positions, device,
-                         torch.get_num_threads())
+                         workers.inter, workers.intra or torch.get_num_threads(), translator.shortlist is not None)
 

@@ -10,11 +10,13 @@ import torch
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.text import clean
+from transformer_mt.decoding.sampling import Sampling
 from transformer_mt.errors import DataError
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.prefix import prefix_ids, spell
 from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.progress import ProgressBar
 
 
@@ -33,15 +35,18 @@ NBest = list[Translation]
 def translate_lines(translator: Translator, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
-                    source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None
-                    ) -> list[NBest]:
+                    source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None,
+                    workers: Workers = SERIAL) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
     every output of the line starts with (prefix.py). `bar` advances by the lines of each batch as
     it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
     put before every source (a tag's). `constraints`: each line's phrases, which every output of
-    the line contains (beam search with decoding.constraints; [] for none)."""
+    the line contains (beam search with decoding.constraints; [] for none). `workers`: the decoders
+    the batches are shared among (workers.py; results in input order); batches with alignments,
+    constraints or sampling are decoded one after another in this thread, as their outputs depend
+    on the order (a sampler's random numbers, the attention maps recorded)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
@@ -64,11 +69,16 @@ def translate_lines(translator: Translator, lines: list[str], max_tokens: int, f
                                                               [first_line + i for i in todo])
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
     sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
-    for batch in sampler:
+
+    def decode(batch: list[int]) -> list[NBest]:
         padded = collate.pad([src[j] for j in batch]).to(translator.device)
-        nbests = translate_batch(translator, padded, [cleaned[todo[j]] for j in batch],
-                                 [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments,
-                                 None if phrases is None else [phrases[j] for j in batch])
+        return translate_batch(translator, padded, [cleaned[todo[j]] for j in batch],
+                               [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments,
+                               None if phrases is None else [phrases[j] for j in batch])
+
+    batches = list(sampler)
+    ordered = alignments is not None or phrases is not None or isinstance(translator.search, Sampling)
+    for batch, nbests in zip(batches, (SERIAL if ordered else workers).map(decode, batches)):
         for j, nbest in zip(batch, nbests):
             results[todo[j]] = nbest
         if bar is not None:

@@ -9,8 +9,10 @@ import torch
 from transformer_mt.checkpoints.loading import model_weights, read_checkpoint
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.shortlist_loading import load_shortlist
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.model.kernels import for_cpu
 
 
 def build_transformer(tokenizer: Vocabularies, model: dict, weights: dict[str, torch.Tensor] | None = None
@@ -53,8 +55,13 @@ def load_members(paths: list[Path]) -> tuple[list[Transformer], Vocabularies, di
     return models, vocabularies, checkpoints[0]["hyper_parameters"]
 
 
-def load_translator(paths: list[Path], search, quantize: str = "none") -> Translator:
+def load_translator(paths: list[Path], search, quantize: str = "none", shortlist: bool | None = None,
+                    kernels: str | None = None) -> Translator:
     """The Translator of the checkpoints at `paths` (several: an ensemble) with `search` and the
-    int8 rule `quantize`, on the CPU."""
+    int8 rule `quantize`, on the CPU; with `shortlist` (None: the search's decoding.shortlist) the
+    lexical table beside the first checkpoint restricts every batch (inference/shortlist_loading.py);
+    `kernels`: the key's mode (model/kernels.py; None: torch's paths)."""
     models, vocabularies, _ = load_members(paths)
-    return Translator(models, vocabularies, search, quantize)
+    wanted = getattr(search, "shortlist", False) if shortlist is None else shortlist
+    table = load_shortlist(paths[0], vocabularies) if wanted else None
+    return Translator(models, vocabularies, search, quantize, table, None if kernels is None else for_cpu(kernels))

@@ -6,7 +6,10 @@ searches them as one), the int8 rule (quantize=int8: each member's int8 copy dec
 and the tokenizer. It gives hypotheses, texts, and teacher-forced log-probabilities; the tasks only
 batch, format and write. Where the search's options ask for it (`SearchOptions.static`: by default
 on a GPU), one model decodes through its compiled step on static shapes (model/static_step.py),
-made once and kept; an ensemble decodes as it is.
+made once and kept; an ensemble decodes as it is. With a vocabulary shortlist (decoding.shortlist:
+the checkpoint's lexical table, decoding/shortlist.py) every batch's output layer holds only the
+batch's candidates, in every member, fp32 or int8 (not on the static step); teacher-forced
+log-probabilities (task=score) stay over the whole vocabulary.
 """
 
 from copy import copy as shallow_copy
@@ -17,19 +20,25 @@ from torch import nn
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.search import Hypothesis
+from transformer_mt.decoding.shortlist import Shortlist, forced_ids, shortlisted_search
 from transformer_mt.model import Transformer
-from transformer_mt.model.quantize import Int8Copy, check_quantize
+from transformer_mt.model.kernels import Kernels
+from transformer_mt.model.quantize import DecodingCopies, check_quantize
 from transformer_mt.model.static_step import StaticDecoder
 
 
 class Translator:
     """Token ids in, hypotheses, texts or log-probabilities out, for `models` (one, or an ensemble's
-    members sharing `tokenizer`) and `search`; with quantize="int8", every member's int8 copy decodes."""
+    members sharing `tokenizer`) and `search`; with quantize="int8", every member's int8 copy decodes;
+    with a `shortlist`, each batch over its candidates only; with `kernels` (model/kernels.py), the
+    linear layers on the kernels chosen for this CPU (None: torch's)."""
 
-    def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search, quantize: str = "none") -> None:
-        self.models, self.tokenizer, self.search = models, tokenizer, search
+    def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search, quantize: str = "none",
+                 shortlist: Shortlist | None = None, kernels: Kernels | None = None) -> None:
+        self.models, self.tokenizer, self.search, self.shortlist = models, tokenizer, search, shortlist
+        self.kernels = kernels
         self.quantize = check_quantize(quantize)
-        self.copies = [Int8Copy(model) for model in models]
+        self.copies = [DecodingCopies(model, kernels) for model in models]
         self.static: dict[int, StaticDecoder] = {}  # of each model that decodes so, by id
         ids = tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
@@ -47,6 +56,8 @@ class Translator:
         """The models moved to `device` (int8 copies made again when asked for); itself."""
         for model in self.models:
             model.to(device)
+        if self.shortlist is not None:
+            self.shortlist.to(device)
         self.forget()
         return self
 
@@ -58,9 +69,16 @@ class Translator:
         return other
 
     def members(self, quantized: bool | None = None) -> list[nn.Module]:
-        """The models that decode: their int8 copies with quantize=int8 (or quantized=True)."""
+        """The models that decode: their int8 copies with quantize=int8 (or quantized=True), else
+        the models on their chosen kernels (model/kernels.py; the models themselves without)."""
         int8 = self.quantize == "int8" if quantized is None else quantized
-        return [copy.get() for copy in self.copies] if int8 else list(self.models)
+        return [copy.int8() if int8 else copy.fp32() for copy in self.copies]
+
+    def prepared(self) -> str:
+        """The models that decode made now (int8 copies, copies on the chosen kernels: the kernels
+        measured where they were not before), and the kernels in words, for the log."""
+        self.members()
+        return "kernels: torch's paths" if self.kernels is None else self.kernels.describe()
 
     def model(self, quantized: bool | None = None):
         """What a search runs, and forced decoding scores with: the one model, or the members'
@@ -69,7 +87,8 @@ class Translator:
         return members[0] if len(members) == 1 else Ensemble(members)
 
     def forget(self) -> None:
-        """The weights changed (training, a checkpoint loaded, a move): int8 copies are made again when asked for."""
+        """The weights changed (training, a checkpoint loaded, a move): the decoding copies (int8, on
+        kernels) are made again when asked for."""
         for copy in self.copies:
             copy.forget()
         self.static.clear()
@@ -89,9 +108,15 @@ class Translator:
                    constraints: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each row of src (B, S), best first. search: None, the
         translator's (with the int8 rule); another (validation's), on the float models.
-        `constraints`: each row's phrases of target ids (beam search with decoding.constraints)."""
-        model = self.model(quantized=None if search is None else False)
+        `constraints`: each row's phrases of target ids (beam search with decoding.constraints). With
+        a shortlist, over the batch's rows of it (decoding/shortlist.py)."""
+        quantized = None if search is None else False
         search = search or self.search
+        if self.shortlist is not None:
+            rows = self.shortlist.rows(src, forced_ids(prefix_tokens, constraints, src.device))
+            return shortlisted_search(search, self.members(quantized), rows, src, self.bos_id, self.eos_id,
+                                      prefix_tokens, constraints)
+        model = self.model(quantized)
         if constraints is not None:
             return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints)
         return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens)

@@ -2,35 +2,42 @@
 
 CTranslate2's Transformer spec matches ours layer for layer: fused Q, K, V for self-attention,
 fused K, V for cross-attention, post-norm (or pre-norm with final LayerNorms), embeddings scaled
-by sqrt(d_model). Positions are given as a table (ours, sinusoidal or learned), and the decoder
-starts from our BOS. The source vocabulary adds EOS to every input itself (`add_source_eos`), so
-CTranslate2 takes the subword tokens of a sentence as they come from the tokenizer.
+by sqrt(d_model). Each kind of positions maps onto the spec's own, exactly:
+- sinusoidal or learned: the position table (ours), added to the embeddings;
+- rotary: RoPE on the queries and keys of every self-attention, encoder's and decoder's (never
+  cross-attention's), over the whole head (`rotary_dim=0`), rotating dimensions (i, i + d/2)
+  (`rotary_interleave=False`, the GPT-NeoX layout, ours) at our base; no table;
+- relative (Shaw et al. 2018): each self-attention's key and value embeddings of the distances
+  -c ... c, row for row (`relative_position_keys` / `relative_position_values`; CTranslate2 reads c
+  from their 2c + 1 rows and clips j - i as we do); no table.
+The decoder starts from our BOS. The source vocabulary adds EOS to every input itself
+(`add_source_eos`), so CTranslate2 takes the subword tokens of a sentence as they come from the
+tokenizer.
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_mt.choices import CT2_QUANTIZATIONS
 from transformer_mt.errors import ConfigError
 from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
+from transformer_mt.model import TransformerConfig
+from transformer_mt.model.rotary import BASE as ROTARY_BASE
 from transformer_mt.validate import check, listing, one_of
+
+if TYPE_CHECKING:
+    from ctranslate2.specs.transformer_spec import TransformerSpec
+
+TABLES = ("sinusoidal", "learned")  # model.positional kinds added to the embeddings from a table
 
 
 def build_spec(model, vocab):
     """A ctranslate2 TransformerSpec holding `model`'s weights and `vocab`'s tokens."""
-    from ctranslate2.specs import common_spec, transformer_spec
-
     c = model.config
-    if c.positional in ("rotary", "relative"):
-        raise ConfigError(f"model.positional={c.positional}: CTranslate2's encoder-decoder spec takes position tables "
-                          "(sinusoidal or learned), not positions inside attention; task.format=ct2 (and "
-                          "task.engine=ctranslate2) needs model.positional=sinusoidal or learned")
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "
                           f"{c.d_model // c.heads} wide; task.format=ct2 needs model.d_k=null")
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
-                  "swish": common_spec.Activation.SWISH}[c.activation]
-    spec = transformer_spec.TransformerSpec.from_config((c.num_encoder_layers, c.num_decoder_layers), c.heads,
-                                                        pre_norm=c.norm_first, activation=activation)
+    spec = empty_spec(c)
     fill_weights(spec, Weights(model))
     spec.config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default
     ids = vocab.special_ids()  # a Marian vocabulary starts the decoder from <pad>
@@ -41,6 +48,30 @@ def build_spec(model, vocab):
     spec.register_source_vocabulary(vocab.src.tokens(list(range(vocab.src.vocab_size))))
     spec.register_target_vocabulary(vocab.tgt.tokens(list(range(vocab.tgt.vocab_size))))
     return spec
+
+
+def position_options(positional: str) -> dict:
+    """The encoder and decoder specs' arguments for a kind of positions: none for a table (their
+    `position_encodings`), RoPE or distance embeddings inside self-attention otherwise."""
+    if positional == "rotary":
+        return {"rotary_dim": 0, "rotary_interleave": False, "rotary_base": ROTARY_BASE}
+    if positional == "relative":
+        return {"relative_position": True}
+    return {}
+
+
+def empty_spec(c: TransformerConfig) -> "TransformerSpec":
+    """The TransformerSpec of config `c`, without weights. (The encoder spec keeps an empty
+    position_encodings with rotary positions: CTranslate2 adds no table where self-attention has
+    its own positions.)"""
+    from ctranslate2.specs import common_spec
+    from ctranslate2.specs.transformer_spec import TransformerDecoderSpec, TransformerEncoderSpec, TransformerSpec
+
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[c.activation]
+    stack = dict(pre_norm=c.norm_first, activation=activation, **position_options(c.positional))
+    return TransformerSpec(TransformerEncoderSpec(c.num_encoder_layers, c.heads, **stack),
+                           TransformerDecoderSpec(c.num_decoder_layers, c.heads, **stack))
 
 
 class Weights:
@@ -66,11 +97,18 @@ class Weights:
         else:
             target.encodings = self.arrays[f"{which}.learned.weight"]
 
+    def relative(self, attention, name: str) -> None:
+        """A self-attention's distance embeddings (model.positional=relative): rows -c ... c, as ours."""
+        attention.relative_position_keys = self.arrays[f"{name}.keys.weight"]
+        attention.relative_position_values = self.arrays[f"{name}.values.weight"]
+
     def layer(self, layer, names: LayerNames) -> None:
         """An encoder or decoder layer of the spec from ours (names.py)."""
         self.linear(layer.self_attention.linear[0], names.self_qkv)
         self.linear(layer.self_attention.linear[1], names.self_out)
         self.norm(layer.self_attention.layer_norm, names.self_norm)
+        if self.config.positional == "relative":
+            self.relative(layer.self_attention, names.self_relative)
         if names.cross_q is not None:
             self.linear(layer.attention.linear[0], names.cross_q)
             self.linear(layer.attention.linear[1], names.cross_kv)
@@ -86,8 +124,9 @@ def fill_weights(spec, w: Weights) -> None:
     spec.encoder.embeddings[0].weight = w.arrays["src_embed.weight"]
     spec.decoder.embeddings.weight = w.arrays["tgt_embed.weight"]
     w.linear(spec.decoder.projection, "output_proj", bias=w.config.output_bias)
-    w.positions(spec.encoder.position_encodings, "src_pos")
-    w.positions(spec.decoder.position_encodings, "tgt_pos")
+    if w.config.positional in TABLES:
+        w.positions(spec.encoder.position_encodings, "src_pos")
+        w.positions(spec.decoder.position_encodings, "tgt_pos")
     if w.config.norm_first:
         w.norm(spec.encoder.layer_norm, "encoder_norm")
         w.norm(spec.decoder.layer_norm, "decoder_norm")

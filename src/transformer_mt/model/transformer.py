@@ -19,6 +19,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.model.cache import DecoderCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.model.output_rows import restricted_output
 from transformer_mt.model.rotary import Rotary
 from transformer_mt.packing import Packing, Varlen
 from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
@@ -158,9 +159,20 @@ class Transformer(nn.Module):
         it. memory and src have B / beams rows, `beams` the cache's (no cache: 1): `beams`
         consecutive rows of tgt (the beams of a sentence) share one; any other layout is a ValueError.
         """
+        return self.output_proj(self.decoder_states(tgt, memory, src, cache))
+
+    def decoder_states(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+                       cache: DecoderCache | None = None) -> torch.Tensor:
+        """`decode` without the output layer: the decoder's states (B, T, D), for an output layer of
+        some rows only (`output_rows`; decoding.shortlist)."""
         if cache is not None and cache.length and tgt.size(1) != 1:
             raise ValueError("incremental decoding takes one new token per step")
-        return self.output_proj(self._decoder(tgt, memory, src, cache))
+        return self._decoder(tgt, memory, src, cache)
+
+    def output_rows(self, rows: torch.Tensor) -> nn.Module:
+        """The output layer of the target tokens `rows` only (C,): logits (..., C), column j that of
+        token rows[j], equal to those columns of the whole layer's (model/output_rows.py)."""
+        return restricted_output(self.output_proj, rows)
 
     def _decoder(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
                  packing: Packing | None = None, run: Callable = run_layer) -> torch.Tensor:

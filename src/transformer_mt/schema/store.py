@@ -7,12 +7,13 @@ from hydra.core.config_store import ConfigStore
 from transformer_mt.schema.multistage import BacktranslateTask, DistillTask
 from transformer_mt.schema.one_model import EvaluateTask, ScoreTask, TrainTask, TranslateTask
 from transformer_mt.schema.server import ServeTask
-from transformer_mt.schema.tools import AverageTask, ExportTask, LengthsTask, PushTask, ReportTask
+from transformer_mt.schema.tools import AverageTask, ExportTask, LengthsTask, PushTask, ReportTask, ShortlistTask
 from transformer_mt.schema.top import RunConfig
 
 TASKS = {"train": TrainTask, "evaluate": EvaluateTask, "translate": TranslateTask, "score": ScoreTask,
          "average": AverageTask, "export": ExportTask, "push": PushTask, "report": ReportTask, "lengths": LengthsTask,
-         "distill": DistillTask, "backtranslate": BacktranslateTask, "serve": ServeTask}
+         "distill": DistillTask, "backtranslate": BacktranslateTask, "serve": ServeTask,
+         "shortlist": ShortlistTask}
 
 
 def register() -> None:

@@ -1,15 +1,16 @@
-"""The task group's tools on finished runs: average, export, push, report, lengths."""
+"""The task group's tools on finished runs: average, export, push, report, lengths, shortlist."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS
+from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS, SHORTLIST_SCORINGS
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Batched
 from transformer_mt.validate import BOOLEAN, PATH, increasing, integer, listing, one_of, text
 
 COUNT = (integer(1), "an integer >= 1 or null")
+CANDIDATES_K, FREQUENT_F = 30, 300  # task=shortlist's defaults (docs/decoding.md: tuned on Multi30k)
 
 
 @dataclass
@@ -96,3 +97,21 @@ class LengthsTask(Batched):
                               "equal the sweep's config", BASE_ROW, nullable=True)
     bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
     randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
+
+
+@dataclass
+class ShortlistTask:
+    """python run.py task=shortlist ckpt_path=PATH [data=NAME] [task.candidates=K] [task.frequent=F]: the
+    lexical table of decoding.shortlist=true, CKPT_STEM.shortlist.json beside the checkpoint, counted on
+    the training split of the checkpoint's own data (data=checkpoint) or of data=NAME, with its tokenizer."""
+
+    defaults: list = field(default_factory=lambda: [{"override /data@_global_.data": "checkpoint"}, "_self_"])
+    run: Any = key("transformer_mt.tasks.shortlist.run", RUN)
+    name: Any = key("shortlist", NAME)
+    candidates: Any = key(CANDIDATES_K, "K: the target tokens kept for each source token, best first by task.scoring "
+                                        "(beyond the frequent ones)", (integer(1), "an integer >= 1"))
+    frequent: Any = key(FREQUENT_F, "F: the most frequent target tokens, which every batch may emit",
+                        (integer(0), "an integer >= 0"))
+    scoring: Any = key("probability", "how a source token's candidates are ranked: probability (c(s,t) / c(s), p(t|s) "
+                                      "by co-occurrence, sentence pairs counted) | dice (2 c(s,t) / (c(s) + c(t)))",
+                       (one_of(*SHORTLIST_SCORINGS), listing(SHORTLIST_SCORINGS)))

@@ -4,7 +4,7 @@ composed from conf/<group>/*.yaml, or for `task` from this package's task classe
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_mt.choices import MATMUL_PRECISIONS, QUANTIZE
+from transformer_mt.choices import KERNELS, MATMUL_PRECISIONS, QUANTIZE
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.validate import BOOLEAN, PATHS, integer, listing, one_of, text
 
@@ -41,6 +41,17 @@ class RunConfig:
     quantize: Any = key("none", "int8: test, evaluate, translate and score decode with an int8 copy of the linear "
                                 "layers (CPU only; the checkpoint stays fp32); none: the model as it is",
                         (one_of(*QUANTIZE), listing(QUANTIZE)))
+    kernels: Any = key("auto", "the kernels decoding's linear layers run on the CPU: auto (per layer shape, torch's "
+                                "or oneDNN's path, whichever is faster on this CPU: measured once, kept per CPU "
+                                "model in $TRANSFORMER_MT_CACHE or ~/.cache/transformer_mt/kernels.json) | default "
+                                "(torch's paths)", (one_of(*KERNELS), listing(KERNELS)))
+    inter_threads: Any = key(None, "decoders that run at once on the CPU, each on batches of its own in a thread of "
+                                   "its own (CTranslate2's inter_threads): task=translate, task=serve, the "
+                                   "pipelines' synthetic stage; null: one per core (1 on a GPU)",
+                             (integer(1), "an integer >= 1 or null"), nullable=True)
+    intra_threads: Any = key(None, "threads each decoder's operations use (torch.set_num_threads); null: the "
+                                   "cores shared out among the decoders (1 each by default)",
+                             (integer(1), "an integer >= 1 or null"), nullable=True)
     module: Any = key({}, "the LightningModule's arguments (conf/config.yaml); the build step adds the model, "
                           "the vocabularies and the data")
     model: Any = group("model")
@@ -53,6 +64,6 @@ class RunConfig:
     callbacks: Any = group("callbacks")
     paths: Any = group("paths")
     task: Any = key(MISSING, "the task's options (task=NAME: train, evaluate, translate, score, average, export, "
-                             "push, report, lengths, distill, backtranslate, serve)")
+                             "push, report, lengths, distill, backtranslate, serve, shortlist)")
     row: Any = key(None, "experiment=ablation/*: the row a sweep job runs (a key of `rows`)")
     rows: Any = key(None, "experiment=ablation/*: the settings of each row, by name")

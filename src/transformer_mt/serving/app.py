@@ -53,10 +53,11 @@ def validation_error(request: Request, err: RequestValidationError) -> JSONRespo
     return JSONResponse({"error": message, "field": where}, status_code=422)
 
 
-def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadPoolExecutor | None = None) -> FastAPI:
+def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadPoolExecutor | None = None,
+             concurrency: int = 1) -> FastAPI:
     """The app serving `models` (by name; the first is the default), decoding in `worker` (the
-    thread that loaded them: batcher.decode_thread)."""
-    batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker)
+    threads that loaded them: batcher.decode_threads), `concurrency` batches at once."""
+    batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -96,7 +97,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
         work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
                     settings.max_tokens, constraints)
         job = Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
-                  work)
+                      work, exclusive=body.alignments)
         return response(served.name, await batcher.submit(job), body)
 
     return app

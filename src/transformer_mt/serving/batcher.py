@@ -1,15 +1,18 @@
 """Concurrent requests decoded together: a request waits at most `max_wait_ms` for others with the
 same decoding (model, search, tag, prefixes or not, alignments), and those waiting are decoded as one
 call of `translate_lines` of up to `max_tokens` source tokens (a request's lines are never split; a
-request larger than the budget is decoded alone). Decoding runs in one worker thread (the thread
-that loaded the models: `decode_thread`), so the event loop keeps taking requests meanwhile; what
-arrives during a decode forms the next batch."""
+request larger than the budget is decoded alone). Decoding runs in worker threads (those that
+loaded the models: `decode_threads`), as many batches at once as there are threads (inter_threads),
+so the event loop keeps taking requests meanwhile; what arrives while every thread decodes forms
+the next batch. A request with alignments is decoded while no other batch is (its model records
+its attention maps meanwhile)."""
 
 import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 
 @dataclass
@@ -20,6 +23,7 @@ class Pending:
     lines: list[str]
     tokens: int  # source tokens, the budget's unit
     payload: object = None  # what the decode function needs beside the lines (prefixes, the search)
+    exclusive: bool = False  # decoded while no other group is (alignments: the model records its attention)
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future | None = None
 
@@ -27,27 +31,42 @@ class Pending:
 Decode = Callable[[list[Pending]], list[object]]  # jobs of one key -> each job's result
 
 
-def decode_thread() -> ThreadPoolExecutor:
-    """The one thread that runs torch in a server: it loads the models and decodes every batch.
-    torch's OpenMP threads belong to the thread that first runs parallel work: a second thread
-    running torch gets a team of its own, which ran 3x slower on a 2-core Xeon (2 threads, the
-    shipped model: 68 ms a sentence, against 20 ms where one thread did everything)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+def decode_threads(count: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
+    """The threads that run torch in a server: they load the models and decode the batches, `count`
+    batches at once (the keys inter_threads and intra_threads: inference/workers.py), each running
+    torch with `threads` threads (None: torch's default). No other thread runs torch: torch's
+    OpenMP threads belong to the thread that first runs parallel work, and a second thread running
+    torch with several threads gets a team of its own, which ran 3x slower on a 2-core Xeon (68 ms a
+    sentence against 20 ms); decoders of one thread each have no team."""
+    initializer = None if threads is None else partial(set_torch_threads, threads)
+    return ThreadPoolExecutor(max_workers=count, thread_name_prefix="decode", initializer=initializer)
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch's threads in this thread (imported here: the batcher itself never runs torch)."""
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 class Batcher:
-    """Groups jobs by key under a token budget and decodes each group with `decode` in one thread."""
+    """Groups jobs by key under a token budget and decodes each group with `decode` in `worker`'s
+    threads, `concurrency` groups at once (its thread count)."""
 
-    def __init__(self, decode: Decode, max_tokens: int, max_wait_ms: int, worker: ThreadPoolExecutor | None = None
-                 ) -> None:
+    def __init__(self, decode: Decode, max_tokens: int, max_wait_ms: int, worker: ThreadPoolExecutor | None = None,
+                 concurrency: int = 1) -> None:
         self.decode, self.max_tokens, self.max_wait = decode, max_tokens, max_wait_ms / 1000
         self.waiting: list[Pending] = []
         self.arrived = asyncio.Event()
-        self.worker = worker or decode_thread()
+        self.worker = worker or decode_threads(concurrency)
+        self.concurrency = concurrency
+        self.running: set[asyncio.Task] = set()  # the groups being decoded
+        self.exclusive = False  # the group being decoded is an exclusive one
+        self.finished = asyncio.Event()  # a group was decoded
         self.task: asyncio.Task | None = None
         self.batches: list[int] = []  # the jobs of each decoded batch
         self.answered = 0  # requests answered (with their translations or their error)
-        self.busy = 0.0  # seconds the worker spent decoding
+        self.busy = 0.0  # seconds the worker threads spent decoding, summed
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self.loop())
@@ -55,12 +74,14 @@ class Batcher:
     def report(self, seconds: float) -> str:
         """What the batcher did in `seconds` of serving, in words (for the log)."""
         mean = self.answered / max(len(self.batches), 1)
+        busy = 100 * self.busy / max(seconds * self.concurrency, 1e-9)
+        threads = f" ({self.concurrency} decoders)" if self.concurrency > 1 else ""
         return (f"{self.answered} requests in {len(self.batches)} batches ({mean:.1f} a batch), decoding "
-                f"{100 * self.busy / max(seconds, 1e-9):.0f}% of {seconds:.0f} s")
+                f"{busy:.0f}% of {seconds:.0f} s{threads}")
 
     async def stop(self) -> None:
-        """Decode what is waiting, then stop the loop and the worker thread."""
-        while self.waiting:
+        """Decode what is waiting, then stop the loop and the worker threads."""
+        while self.waiting or self.running:
             await asyncio.sleep(0.01)
         if self.task is not None:
             self.task.cancel()
@@ -88,8 +109,8 @@ class Batcher:
         return sum(j.tokens for j in self.waiting if j.key == first.key) >= self.max_tokens
 
     async def loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+        while True:  # while every thread is busy, jobs gather
+            await self.until(lambda: len(self.running) < self.concurrency and not self.exclusive)
             while not self.waiting:
                 self.arrived.clear()
                 await self.arrived.wait()
@@ -102,21 +123,35 @@ class Batcher:
             jobs = self.batch()
             self.waiting = [j for j in self.waiting if all(j is not t for t in jobs)]
             jobs = [j for j in jobs if not j.future.done()]  # a client gone: its lines are not decoded
-            if not jobs:
-                continue
-            self.batches.append(len(jobs))
-            started = time.monotonic()
-            try:
-                results = await loop.run_in_executor(self.worker, self.decode, jobs)
-            except Exception as err:  # the requests' error: each of them is answered with it
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(err)
-                self.answered += len(jobs)
-                self.busy += time.monotonic() - started
-                continue
+            if jobs:
+                if jobs[0].exclusive:  # the group's jobs share one key, and so exclusiveness
+                    await self.until(lambda: not self.running)
+                    self.exclusive = True
+                self.running.add(asyncio.get_running_loop().create_task(self.run(jobs)))
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        """Returns once ready() holds, looking each time a group was decoded."""
+        while not ready():
+            self.finished.clear()
+            await self.finished.wait()
+
+    async def run(self, jobs: list[Pending]) -> None:
+        """One group decoded in a worker thread; each job answered with its result, or the error."""
+        self.batches.append(len(jobs))
+        started = time.monotonic()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(self.worker, self.decode, jobs)
+        except Exception as err:  # the requests' error: each of them is answered with it
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(err)
+        else:
             for job, result in zip(jobs, results):
                 if not job.future.done():
                     job.future.set_result(result)
+        finally:
             self.answered += len(jobs)
             self.busy += time.monotonic() - started
+            self.running.discard(asyncio.current_task())
+            self.exclusive = self.exclusive and bool(self.running)
+            self.finished.set()

@@ -13,6 +13,7 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.inference.members import load_members
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.translator import Translator
+from transformer_mt.model.kernels import Kernels
 from transformer_mt.serving.api import Limits, RequestError, TranslateRequest, checked_beam
 
 SearchKey = tuple  # what decides how a batch is decoded: requests with equal keys decode together
@@ -29,10 +30,12 @@ class ServedModel:
     default_tag: str | None = None
 
     @classmethod
-    def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None) -> "ServedModel":
-        """The model of the checkpoints at `paths`, decoding with `search`, on the CPU."""
+    def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None,
+             kernels: Kernels | None = None) -> "ServedModel":
+        """The model of the checkpoints at `paths`, decoding with `search` on `kernels` (model/kernels.py;
+        None: torch's paths), on the CPU."""
         models, vocabularies, hyper = load_members(paths)
-        translator = Translator(models, vocabularies, search, quantize)
+        translator = Translator(models, vocabularies, search, quantize, kernels=kernels)
         data = ((hyper.get("data") or {}).get("config") or {})
         served = cls(name, translator, paths, target_languages(data), default_tag)
         vocabularies.source_prefix(default_tag, "task.tag")  # a tag the vocabulary lacks: refused at start

@@ -46,7 +46,7 @@ def run(cfg: DictConfig) -> dict:
     trainer = build_trainer(cfg, with_logger=False)
     paths = checkpoint_paths(cfg)
     path = paths[0]
-    module = load_module(paths, cfg.decoding, cfg.quantize)  # an ensemble's: every member evaluates
+    module = load_module(paths, cfg.decoding, cfg.quantize, cfg.kernels)  # an ensemble's: every member evaluates
     record = module.hparams.data
     data = data_config(cfg, record, path)
     datamodule = instantiate(data, vocabularies=module.tokenizer)

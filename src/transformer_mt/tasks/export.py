@@ -9,7 +9,9 @@ checkpoint's training-time one) into generation_config.json: a plain `model.gene
 
 The folder is filled beside its destination and renamed into place when complete, so a refused
 model or a failure leaves nothing half-written. `transformers` / `ctranslate2` come with the
-`export` extra (`pip install -e ".[export]"`).
+`export` extra (`pip install -e ".[export]"`). A checkpoint with a lexical table beside it (task=shortlist)
+exports it as the CTranslate2 folder's vocabulary map, vmap.txt (interop/ct2_vmap.py: translate_batch's
+use_vmap=True reads it).
 """
 
 import importlib.util
@@ -64,10 +66,15 @@ def run(cfg: DictConfig) -> dict:
             with atomic_dir(output) as tmp:
                 export_hf(model, tokenizer, tmp, decoding)
         else:
+            from transformer_mt.inference.shortlist_loading import table_beside
+            from transformer_mt.interop.ct2_vmap import write_vmap
             from transformer_mt.interop.ctranslate2 import export_ct2
 
+            table = table_beside(path, tokenizer)  # task=shortlist's, if the checkpoint has one: vmap.txt
             with atomic_dir(output) as tmp:
                 export_ct2(model, tokenizer, tmp, quantize)
+                if table is not None:
+                    write_vmap(tmp, table, tokenizer)
     log.info("exported %s as %s to %s", path, fmt, output)
     print(output)
     return {"output": str(output), "format": fmt}

@@ -76,7 +76,8 @@ def write_segments(path: Path, items: list[Segment], edges: list[int]) -> None:
 def translate_job(cfg: DictConfig, job: Job, items: list[Segment], folder: Path) -> list[str]:
     """The job's translations of the segments (greedy unless `decoding` says otherwise), also
     written to lengths/JOB.translations.txt."""
-    translator = load_translator([tested_checkpoint(job)], instantiate(cfg.decoding), cfg.quantize)
+    translator = load_translator([tested_checkpoint(job)], instantiate(cfg.decoding), cfg.quantize,
+                                 kernels=cfg.kernels)
     translator.to(task_device(cfg.trainer))
     with ProgressBar(f"job {job.number}: translating", len(items), "segments", cfg.get("progress")) as bar:
         nbests = translate_lines(translator, [s.source for s in items], cfg.task.max_tokens, first_line=2, bar=bar,

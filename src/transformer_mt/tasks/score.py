@@ -77,7 +77,10 @@ def run(cfg: DictConfig) -> None:
     paths = checkpoint_paths(cfg)
     check_output(options.get("output"))
     pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads
-    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize).to(task_device(cfg.trainer))
+    # teacher-forced: over the whole vocabulary, whatever decoding.shortlist says (docs/decoding.md)
+    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize, shortlist=False,
+                                 kernels=cfg.kernels).to(
+        task_device(cfg.trainer))
     src, tgt = encode_checked(translator, pairs, translator.tokenizer.source_prefix(options.get("tag"), "task.tag"))
     norm = normalizer(translator.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:

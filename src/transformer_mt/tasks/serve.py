@@ -19,9 +19,11 @@ from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.workers import thread_counts
+from transformer_mt.model.kernels import for_cpu
 from transformer_mt.serving.api import Limits
 from transformer_mt.serving.app import Settings, make_app
-from transformer_mt.serving.batcher import decode_thread
+from transformer_mt.serving.batcher import decode_threads
 from transformer_mt.serving.served import ServedModel
 from transformer_mt.stops import Terminated, sigterm_raises, stopped_by
 from transformer_mt.tasks.runs.preflight import served_checkpoints
@@ -65,25 +67,28 @@ def bound_socket(host: str, port: int) -> socket.socket:
 
 def load_models(cfg: DictConfig, device) -> dict[str, ServedModel]:
     """Each served model loaded once, on `device`, decoding with cfg.decoding (by default)."""
-    models = {name: ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"))
+    kernels = for_cpu(cfg.kernels)
+    models = {name: ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"), kernels)
               for name, paths in served_checkpoints(cfg).items()}
     for served in models.values():
-        served.translator.to(device)
+        log.info("%s: %s", served.name, served.translator.to(device).prepared())
     return models
 
 
 def run(cfg: DictConfig) -> dict:
     options = cfg.task
     device = task_device(cfg.trainer)
-    worker = decode_thread()  # the thread that loads the models and decodes: torch runs in no other
+    inter, intra = thread_counts(cfg.inter_threads, cfg.intra_threads, device)
+    worker = decode_threads(inter, intra)  # the threads that load the models and decode: torch runs in no other
     models = worker.submit(load_models, cfg, device).result()
-    app = make_app(models, settings(options), worker)
+    app = make_app(models, settings(options), worker, inter)
     sock = bound_socket(str(options.host), int(options.port))
     host, port = sock.getsockname()[:2]
     if not loopback(str(options.host)):
         log.warning("task.host=%s: the server is open to the network, not only to this machine", options.host)
-    log.info("serving %s on http://%s:%d (%s%s; the page: /, the API: /docs)", ", ".join(models),
-             f"[{host}]" if ":" in host else host, port, device, ", int8" if cfg.quantize == "int8" else "")
+    log.info("serving %s on http://%s:%d (%s, %d decoder%s x %d thread%s%s; the page: /, the API: /docs)",
+             ", ".join(models), f"[{host}]" if ":" in host else host, port, device, inter, "s" * (inter > 1), intra,
+             "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     started = time.monotonic()
     try:

@@ -33,6 +33,7 @@ from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.members import load_translator
 from transformer_mt.inference.pharaoh import Alignments
+from transformer_mt.inference.workers import Workers
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.lines.reading import input_chunks, split_constraints, split_prefixes
 from transformer_mt.tasks.lines.writing import check_output, open_output
@@ -80,26 +81,29 @@ def run(cfg: DictConfig) -> None:
                           "task.engine=ours")
     parts = split_chunks(chunks, name, total is not None, bool(options.get("prefix")), constrained)
     device = task_device(cfg.trainer)
-    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize)
+    workers = Workers.for_device(cfg.inter_threads, cfg.intra_threads, device)  # inter_threads, intra_threads
+    translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize, kernels=cfg.kernels)
     source_prefix = translator.tokenizer.source_prefix(options.get("tag"), "task.tag")
     alignments = Alignments.from_options(options, translator.models[0])  # of the first member
     if options.engine == "ctranslate2":
-        translator = ct2_translator(paths[0], translator, device)
+        translator = ct2_translator(paths[0], translator, device, workers)
     else:
-        translator.to(device)
+        log.info(translator.to(device).prepared())
     members = f", an ensemble of {len(paths)}: {', '.join(map(str, paths))}" if len(paths) > 1 else ""
-    log.info("task.engine=%s decodes on %s (quantize=%s%s)", options.engine, device, cfg.quantize, members)
+    log.info("task.engine=%s decodes on %s, %s (quantize=%s%s)", options.engine, device, workers.describe(),
+             cfg.quantize, members)
     with_scores = bool(options.scores) or int(cfg.decoding.get("nbest", 1)) > 1
     line_no = 0
     # a bar for a known amount of input only: lines typed at a terminal come back as they are translated
     setting = cfg.get("progress") if total is not None else False
     started = time.monotonic()
-    with open_output(options.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar:
+    with open_output(options.get("output")) as out, ProgressBar("translating", total, "lines", setting) as bar, \
+            workers:
         for sources, prefixes, constraints in parts:
             for nbest in translate_lines(translator, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
                                          name=name, prefixes=prefixes, alignments=alignments,
                                          long_lines=long_lines, source_prefix=source_prefix,
-                                         constraints=constraints):
+                                         constraints=constraints, workers=workers):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
             out.flush()

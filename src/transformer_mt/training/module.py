@@ -18,10 +18,12 @@ from hydra.utils import instantiate
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.ensemble import Ensemble
+from transformer_mt.decoding.shortlist import Shortlist
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.inference.members import build_transformer, load_members
 from transformer_mt.inference.translator import Translator
+from transformer_mt.model.kernels import Kernels
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
@@ -51,7 +53,10 @@ class TranslationModule(L.LightningModule):
     same loss and gradients; whole GPU tiles). quantize: int8 decodes test, evaluate, translate and
     score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
     an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
-    model's vocabularies; they evaluate with it, and are never trained or saved."""
+    model's vocabularies; they evaluate with it, and are never trained or saved. shortlist: the
+    vocabulary shortlist test and evaluate decode over (decoding.shortlist; not a hyper-parameter).
+    kernels: the kernels validation, test and evaluate decode on (the key `kernels`, model/kernels.py;
+    None: torch's paths; not a hyper-parameter)."""
 
     def __init__(
         self,
@@ -72,12 +77,15 @@ class TranslationModule(L.LightningModule):
         vocab_multiple: int = 1,
         quantize: str = "none",
         ensemble: list[str] | None = None,
+        shortlist: Shortlist | None = None,
+        kernels: Kernels | None = None,
     ) -> None:
         """Every part built once, from the arguments the class docstring describes."""
         super().__init__()
         tokenizer, optimizer, scheduler, data = plain(tokenizer), plain(optimizer), plain(scheduler), plain(data)
         model, decoding, val_decoding = plain(model), plain(decoding), plain(val_decoding)
-        self.save_hyperparameters(ignore=["initial_weights", "ensemble"], logger=False)  # loggers get the run config
+        # loggers get the run config
+        self.save_hyperparameters(ignore=["initial_weights", "ensemble", "shortlist", "kernels"], logger=False)
         self.tokenizer = Vocabularies.from_dict(tokenizer)
         ids = self.tokenizer.special_ids()
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
@@ -85,7 +93,8 @@ class TranslationModule(L.LightningModule):
         self.search = instantiate(decoding)
         self.val_search = instantiate(val_decoding) if val_decoding else self.search
         self.others = torch.nn.ModuleList(self.ensemble_members(ensemble or []))
-        self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, quantize)
+        self.translator = Translator([self.model, *self.others], self.tokenizer, self.search, quantize, shortlist,
+                                     kernels)
         # the last evaluation of each stage's sets: `val`, `test` (the first set), `val/NAME` (the others)
         self.results: dict[str, EvalResults] = {}
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
@@ -192,6 +201,7 @@ class TranslationModule(L.LightningModule):
         self.translator.forget()  # the weights are about to change
 
     def on_validation_epoch_start(self) -> None:
+        self.translator.forget()  # a copy on the chosen kernels holds the weights of its time
         self.start_evaluation()
 
     def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:

@@ -50,7 +50,8 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
     log.info("%s: %s translates %s into %s%s", stage.name, " + ".join(map(str, models)), what, stage.folder,
              f" on {len(devices)} devices" if len(devices) > 1 else "")
     translation = TranslationSettings(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
-                                      cfg.task.chunk_lines, cfg.seed, cfg.task.engine)
+                                      cfg.task.chunk_lines, cfg.seed, cfg.task.engine, cfg.inter_threads,
+                                      cfg.intra_threads, cfg.kernels)
     try:
         with sigterm_raises():
             lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))

@@ -19,6 +19,7 @@ import torch
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.inference.long_lines import LongLines
+from transformer_mt.inference.workers import Workers
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.pipelines.shards import run_on_devices
 
@@ -42,6 +43,9 @@ class TranslationSettings:
     chunk_lines: int
     seed: int
     engine: str = "ours"  # task.engine: ours | ctranslate2
+    inter_threads: int | None = None  # the keys inter_threads, intra_threads (inference/workers.py)
+    intra_threads: int | None = None
+    kernels: str | None = None  # the key kernels (model/kernels.py)
 
 
 def lines_in_chunks(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
@@ -83,34 +87,47 @@ def translate_chunks(translation: TranslationSettings, sources: Sources, chunks_
     written atomically (`bar`: advanced by every chunk of this rank, done before or now)."""
     from hydra.utils import instantiate
 
-    from transformer_mt.inference.line_translation import translate_lines
     from transformer_mt.inference.members import load_translator
 
     search = instantiate(translation.decoding)
-    translator = load_translator(list(translation.models), search, translation.quantize or "none")
+    translator = load_translator(list(translation.models), search, translation.quantize or "none",
+                                 kernels=translation.kernels)
+    workers = Workers.for_device(translation.inter_threads, translation.intra_threads, device,
+                                 torch.get_num_threads())  # this process's share of the cores
     if translation.engine == "ctranslate2":
         from transformer_mt.inference.ct2_engine import ct2_translator
 
-        translator = ct2_translator(translation.models[0], translator, device)
+        translator = ct2_translator(translation.models[0], translator, device, workers)
     else:
         translator.to(device)
     prefix = translator.tokenizer.source_prefix(translation.tag, "task.tag")
     long_lines, seen, translated = LongLines("skip"), 0, 0
-    for index, lines in enumerate(lines_in_chunks(sources()[0], translation.chunk_lines)):
-        src_file, tgt_file = chunks_dir / f"{index:05d}.in", chunks_dir / f"{index:05d}.out"
-        if index % world == rank and not tgt_file.is_file():
-            torch.manual_seed(chunk_seed(translation.seed, index))  # sampling's draws (CTranslate2's too)
-            if translation.engine == "ctranslate2":
-                translator.reseed(chunk_seed(translation.seed, index))
-            nbests = translate_lines(translator, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
-                                     name="synthetic sources", long_lines=long_lines, source_prefix=prefix)
-            write_lines(src_file, lines)
-            write_lines(tgt_file, [nbest[0].text for nbest in nbests])
-            translated += len(lines)
-        elif index % world == rank and bar is not None:
-            bar.advance(len(lines))
-        seen += len(lines)
+    with workers:
+        for index, lines in enumerate(lines_in_chunks(sources()[0], translation.chunk_lines)):
+            if index % world == rank and not (chunks_dir / f"{index:05d}.out").is_file():
+                translated += translate_chunk(translator, translation, lines, index, seen, chunks_dir, bar,
+                                              long_lines, prefix, workers)
+            elif index % world == rank and bar is not None:
+                bar.advance(len(lines))
+            seen += len(lines)
     long_lines.report(translated)
+
+
+def translate_chunk(translator, translation: TranslationSettings, lines: list[str], index: int, seen: int,
+                    chunks_dir: Path, bar: ProgressBar | None, long_lines: LongLines, prefix: list[int],
+                    workers: Workers) -> int:
+    """Chunk `index` (its `lines`, after `seen` others) translated into chunks_dir, its sources and
+    translations each written atomically; the lines translated."""
+    from transformer_mt.inference.line_translation import translate_lines
+
+    torch.manual_seed(chunk_seed(translation.seed, index))  # sampling's draws (CTranslate2's too)
+    if translation.engine == "ctranslate2":
+        translator.reseed(chunk_seed(translation.seed, index))
+    nbests = translate_lines(translator, lines, translation.max_tokens, first_line=seen + 1, bar=bar,
+                             name="synthetic sources", long_lines=long_lines, source_prefix=prefix, workers=workers)
+    write_lines(chunks_dir / f"{index:05d}.in", lines)
+    write_lines(chunks_dir / f"{index:05d}.out", [nbest[0].text for nbest in nbests])
+    return len(lines)
 
 
 def advance(bar: ProgressBar, chunks_dir: Path, counted: set[Path]) -> None:

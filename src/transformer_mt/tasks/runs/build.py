@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from transformer_mt.config import plain
 from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.errors import ConfigError, find_user_error
+from transformer_mt.model.kernels import for_cpu
 from transformer_mt.tasks.runs.resume import check_resumed_data, say_fresh_callbacks
 from transformer_mt.tasks.runs.start import Start
 from transformer_mt.tasks.runs.wandb_online import start_online
@@ -134,8 +135,10 @@ def data_record(data: DictConfig, fingerprints: dict) -> dict:
 
 def build_module(start: Start, datamodule: TranslationDataModule) -> TranslationModule:
     """cfg.module, plus what the build step settled: the architecture, the vocabularies (which say
-    the vocabulary sizes and special ids), the data record and the initial weights."""
+    the vocabulary sizes and special ids), the data record, the initial weights and the kernels
+    decoding runs on (the key `kernels`)."""
     vocab, fingerprints = datamodule.vocabularies, datamodule.fingerprints()
     make = instantiate(start.config.module, _partial_=True, _recursive_=False)
     return make(model=start.architecture, tokenizer=vocab.to_dict(),
-                data=data_record(start.config.data, fingerprints), initial_weights=start.weights)
+                data=data_record(start.config.data, fingerprints), initial_weights=start.weights,
+                kernels=for_cpu(start.config.kernels))

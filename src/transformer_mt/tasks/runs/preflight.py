@@ -14,6 +14,7 @@ from transformer_mt.checkpoints.files import (
     finished_run,
     model_checkpoints,
 )
+from transformer_mt.checkpoints.shortlist_file import check_shortlist_exists
 from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import check_file
@@ -21,7 +22,9 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.lines.pairs import check_aligned_files, check_pair_files
 from transformer_mt.tasks.lines.writing import check_output
 
-READS_CKPT_PATH = ("evaluate", "translate", "score", "export")  # the tasks ckpt_path is the model of
+READS_CKPT_PATH = ("evaluate", "translate", "score", "export", "shortlist")  # the tasks ckpt_path is the model of
+SHORTLISTED = ("evaluate", "translate")  # the tasks that decode over a vocabulary shortlist (decoding.shortlist)
+UNSHORTLISTED = ("train", "distill", "backtranslate", "serve", "lengths")  # decode, but not over one
 
 
 def check_paths(cfg: DictConfig) -> None:
@@ -35,6 +38,7 @@ def check_paths(cfg: DictConfig) -> None:
         check_checkpoint_files(checkpoint_paths(cfg), "ckpt_path")
     if task == "train":
         check_training_starts(cfg)
+    check_shortlist(cfg)
     if task in ("translate", "score"):
         check_output(options.get("output"))
     if task == "translate" and options.get("input"):
@@ -48,6 +52,18 @@ def check_paths(cfg: DictConfig) -> None:
     folder_key = {"average": "run_dir", "report": "sweep_dir", "lengths": "sweep_dir"}.get(task)
     if folder_key and options.get(folder_key) and not Path(options[folder_key]).is_dir():
         raise ConfigError(f"task.{folder_key}={options[folder_key]}: no such directory")
+
+
+def check_shortlist(cfg: DictConfig) -> None:
+    """decoding.shortlist=true: the lexical table beside the (first) checkpoint of a task that decodes
+    over it is there; a task that decodes otherwise is refused (task=score, teacher-forced, reads none)."""
+    task = cfg.task.name
+    asked = [key for key in ("decoding", "val_decoding") if (cfg.get(key) or {}).get("shortlist") is True]
+    if asked and task in UNSHORTLISTED:
+        raise ConfigError(f"{asked[0]}.shortlist=true: task={task} does not decode over a vocabulary shortlist "
+                          f"(task={' and task='.join(SHORTLISTED)} do); set {asked[0]}.shortlist=false")
+    if asked and task in SHORTLISTED:
+        check_shortlist_exists(checkpoint_paths(cfg)[0])
 
 
 def check_training_starts(cfg: DictConfig) -> None:

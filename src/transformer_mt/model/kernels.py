@@ -1,0 +1,169 @@
+"""The kernels a decoding copy's linear layers run, chosen per CPU (the key `kernels`).
+
+Per layer shape and precision, the faster of two paths on this CPU: torch's default (fp32: MKL's
+sgemm; int8: fbgemm, torch's x86 quantized engine) and oneDNN's (fp32: torch.utils.mkldnn's Linear,
+its weight packed once; int8: oneDNN's quantized engine), as CTranslate2 picks a GEMM backend per
+CPU. Each shape is timed once, at ROWS input rows with the decoder's threads, and the choice kept in
+a JSON file of the cache folder under a key naming the CPU (model, vector extensions, the
+capability torch computes with, the oneDNN ISA cap, the threads), so later processes on the same
+kind of CPU read it. oneDNN is taken only where it is GAIN times faster: close timings keep
+torch's path, so that noise does not flip choices between processes. kernels=default keeps
+torch's paths everywhere (the same arithmetic on every machine of one ISA)."""
+
+import json
+import logging
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.mkldnn import MkldnnLinear
+
+from transformer_mt.atomic import atomic_file
+from transformer_mt.choices import KERNELS
+
+log = logging.getLogger(__name__)
+
+ROWS = 128  # input rows a shape is timed at: a decoding step's batch (64 sentences x 2 beams)
+GAIN = 1.15  # oneDNN is taken where torch's path takes this many times its time
+FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
+PATHS = ("torch", "onednn")  # torch's default path (fp32: MKL; int8: its quantized engine, x86: fbgemm); oneDNN's
+
+
+def cpu() -> dict:
+    """This CPU: its model name with family and model numbers, and which of FLAGS it has (from
+    /proc/cpuinfo; elsewhere the platform's processor)."""
+    info = Path("/proc/cpuinfo").read_text(encoding="utf-8") if Path("/proc/cpuinfo").is_file() else ""
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)}
+    flags = fields.get("flags", "").split()
+    family = f" (family {fields['cpu family']}, model {fields['model']})" if "cpu family" in fields else ""
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    return {"model": name + family, "flags": [f for f in FLAGS if f in flags]}
+
+
+def cpu_key() -> str:
+    """This CPU as the choices depend on it: its model and vector extensions, the capability torch
+    computes with, oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA), torch's version and threads."""
+    machine = cpu()
+    return " | ".join([machine["model"], ",".join(machine["flags"]) or "no AVX2",
+                       torch.backends.cpu.get_cpu_capability(), os.environ.get("ONEDNN_MAX_CPU_ISA", "any ISA"),
+                       f"torch {torch.__version__}", f"{torch.get_num_threads()} threads"])
+
+
+def default_cache() -> Path:
+    """Where the choices are kept: $TRANSFORMER_MT_CACHE/kernels.json, else the user's cache folder
+    ($XDG_CACHE_HOME or ~/.cache)/transformer_mt/kernels.json: they belong to the CPU, not to a run."""
+    if os.environ.get("TRANSFORMER_MT_CACHE"):
+        return Path(os.environ["TRANSFORMER_MT_CACHE"]) / "kernels.json"
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "transformer_mt" / "kernels.json"
+
+
+@contextmanager
+def quantized_engine(name: str) -> Iterator[None]:
+    """torch's quantized engine `name` while int8 weights are packed (the packing keeps it)."""
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
+
+
+def onednn_linear(linear: nn.Linear) -> nn.Module:
+    """`linear` on oneDNN's fp32 path: its weight packed in oneDNN's layout once."""
+    return MkldnnLinear(linear, torch.float32)
+
+
+def onednn_available(precision: str) -> bool:
+    """Whether this torch has oneDNN's path for `precision` (fp32 | int8)."""
+    if precision == "fp32":
+        return torch.backends.mkldnn.is_available()
+    return "onednn" in torch.backends.quantized.supported_engines
+
+
+def seconds(layer: nn.Module, rows: torch.Tensor, calls: int = 5) -> float:
+    """The median time of a call of `layer` on `rows` (after one warm-up call)."""
+    with torch.no_grad():
+        layer(rows)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            layer(rows)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def for_cpu(mode: str) -> "Kernels":
+    """The kernels of the key `kernels` (auto | default), choices kept in `default_cache()`."""
+    return Kernels(mode, default_cache())
+
+
+class Kernels:
+    """The path of each linear layer shape on this CPU (`choice`), measured once per shape and kept
+    in `cache` (a JSON file; None: in this process only). mode: auto (measured) or default (torch's)."""
+
+    def __init__(self, mode: str = "auto", cache: Path | None = None) -> None:
+        """cache: the JSON file (None: none, the choices kept by this object only)."""
+        if mode not in KERNELS:
+            raise ValueError(f"kernels={mode!r}: one of {', '.join(KERNELS)}")
+        self.mode, self.cache, self.key = mode, cache, cpu_key()
+        self.chosen: dict[str, str] = {}
+        self.measured = 0  # shapes timed in this process
+
+    def choice(self, precision: str, linear: nn.Linear, build: Callable[[nn.Linear, str], nn.Module]) -> str:
+        """The path of layers of `linear`'s shape in `precision` (fp32 | int8); build(linear, path)
+        makes such a layer on a path, for timing."""
+        if self.mode == "default" or not onednn_available(precision):
+            return "torch"
+        name = f"{precision} {linear.in_features}x{linear.out_features}{' +bias' if linear.bias is not None else ''}"
+        if name not in self.chosen:
+            self.chosen[name] = self.stored().get(name) or self.measure(precision, linear, build, name)
+        return self.chosen[name]
+
+    def measure(self, precision: str, linear: nn.Linear, build: Callable[[nn.Linear, str], nn.Module],
+                name: str) -> str:
+        """Time torch's path and oneDNN's on `linear`'s shape; the choice, stored."""
+        rows = torch.randn(ROWS, linear.in_features, generator=torch.Generator().manual_seed(0))  # not torch's RNG
+        default, onednn = (seconds(build(linear, path), rows) for path in PATHS)
+        path = "onednn" if onednn * GAIN < default else "torch"
+        self.measured += 1
+        self.store(name, path)
+        return path
+
+    def stored(self) -> dict[str, str]:
+        """The choices kept for this CPU in the cache file (none where it is missing or unreadable)."""
+        if self.cache is None or not self.cache.is_file():
+            return {}
+        try:
+            return json.loads(self.cache.read_text(encoding="utf-8")).get(self.key, {})
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    def store(self, name: str, path: str) -> None:
+        """One choice added to the cache file, written whole or not at all (a cache that cannot be
+        written is only not kept)."""
+        if self.cache is None:
+            return
+        try:
+            everything = json.loads(self.cache.read_text(encoding="utf-8")) if self.cache.is_file() else {}
+            everything.setdefault(self.key, {})[name] = path
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(self.cache) as tmp:
+                tmp.write_text(json.dumps(everything, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        except (OSError, ValueError, AttributeError) as err:
+            log.warning("kernels: the choices are not kept (%s: %s)", self.cache, err)
+
+    def describe(self) -> str:
+        """The choices so far, in words, for the log."""
+        if self.mode == "default":
+            return "kernels=default: torch's paths"
+        paths = sorted(set(self.chosen.values()))
+        counts = ", ".join(f"{sum(p == path for p in self.chosen.values())} on {path}" for path in paths)
+        origin = f"{self.measured} measured now" if self.measured else "as measured before"
+        return f"kernels for {self.key.split(' | ')[0]}: {len(self.chosen)} layer shapes, {counts} ({origin})"
