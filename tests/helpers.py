@@ -186,6 +186,17 @@ def files_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
                   f"paths.cache_dir={tmp_path}/cache", "trainer.max_epochs=1", *extra)
 
 
+def toy_checkpoint_copy(run_dir: Path, tmp_path: Path) -> Path:
+    """A run's best.ckpt copied into tmp_path/model (what converts or builds beside a checkpoint
+    writes there, not into the shared run), with the toy test set's 300 sources in tmp_path/in.txt."""
+    from transformer_mt.data.toy import ToyCorpus
+
+    (tmp_path / "model").mkdir()
+    shutil.copy(run_dir / "checkpoints" / "best.ckpt", tmp_path / "model" / "best.ckpt")
+    (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
+    return tmp_path / "model" / "best.ckpt"
+
+
 def not_our_checkpoint(path: Path) -> Path:
     """A torch file that is no transformer-mt checkpoint at `path`: it passes the checks made before
     torch is imported (a zip file), and loading it would stop the run with another error than the

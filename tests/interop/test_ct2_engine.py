@@ -5,12 +5,10 @@ limit as ours is; n-best, scores and prefixes as task=translate writes them; wha
 do refused in one line."""
 
 import logging
-import shutil
 
 import pytest
 
-from tests.helpers import compose_config
-from transformer_mt.data.toy import ToyCorpus
+from tests.helpers import compose_config, toy_checkpoint_copy
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
 
@@ -21,11 +19,7 @@ pytest.importorskip("ctranslate2")
 @pytest.fixture
 def checkpoint(toy_run, tmp_path):
     """The default job's best.ckpt, copied (the conversion writes beside it) with 300 test sources."""
-    out, _ = toy_run
-    (tmp_path / "model").mkdir()
-    shutil.copy(out / "checkpoints" / "best.ckpt", tmp_path / "model" / "best.ckpt")
-    (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
-    return tmp_path / "model" / "best.ckpt"
+    return toy_checkpoint_copy(toy_run[0], tmp_path)
 
 
 def translate(tmp_path, checkpoint, name: str, *overrides: str) -> list[str]:

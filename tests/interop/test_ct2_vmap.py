@@ -5,12 +5,10 @@ decoding.shortlist=true translates with use_vmap=True: CTranslate2's restricted 
 ours over the same rows, line for line, and differ from its unrestricted ones."""
 
 import json
-import shutil
 
 import pytest
 
-from tests.helpers import compose_config
-from transformer_mt.data.toy import ToyCorpus
+from tests.helpers import compose_config, toy_checkpoint_copy
 from transformer_mt.inference.members import load_members
 from transformer_mt.interop.ct2_vmap import VMAP
 from transformer_mt.tasks import run
@@ -22,11 +20,7 @@ pytest.importorskip("ctranslate2")
 @pytest.fixture
 def checkpoint(toy_run, tmp_path):
     """The default job's best.ckpt, copied, with a small table beside it, and 300 test sources."""
-    out, _ = toy_run
-    (tmp_path / "model").mkdir()
-    shutil.copy(out / "checkpoints" / "best.ckpt", tmp_path / "model" / "best.ckpt")
-    (tmp_path / "in.txt").write_text("\n".join(ToyCorpus().load("test").src) + "\n")
-    path = tmp_path / "model" / "best.ckpt"
+    path = toy_checkpoint_copy(toy_run[0], tmp_path)
     run(compose_config(tmp_path / "build", ["task=shortlist", f"ckpt_path={path}", "task.candidates=1",
                                             "task.frequent=2"]))
     return path

@@ -1,14 +1,15 @@
 """The kernels a decoding copy's linear layers run, chosen per CPU (the key `kernels`).
 
-Per layer shape and precision, the faster of two paths on this CPU: torch's default (fp32: MKL's
-sgemm; int8: fbgemm, torch's x86 quantized engine) and oneDNN's (fp32: torch.utils.mkldnn's Linear,
-its weight packed once; int8: oneDNN's quantized engine), as CTranslate2 picks a GEMM backend per
-CPU. Each shape is timed once, at ROWS input rows with the decoder's threads, and the choice kept in
-a JSON file of the cache folder under a key naming the CPU (model, vector extensions, the
-capability torch computes with, the oneDNN ISA cap, the threads), so later processes on the same
-kind of CPU read it. oneDNN is taken only where it is GAIN times faster: close timings keep
-torch's path, so that noise does not flip choices between processes. kernels=default keeps
-torch's paths everywhere (the same arithmetic on every machine of one ISA)."""
+Per layer shape and precision, the fastest path on this CPU: torch's default (fp32: MKL's sgemm;
+int8: fbgemm, torch's x86 quantized engine) or oneDNN's (fp32: torch.utils.mkldnn's Linear, its
+weight packed once; int8: oneDNN's quantized engine), as CTranslate2 picks a GEMM backend per CPU;
+an int8 layer may also stay fp32, where int8 is slower at its shape. Each shape is timed once, at
+ROWS input rows with the decoder's threads, and the choice kept in a JSON file of the cache folder
+under a key naming the CPU (model, vector extensions, the capability torch computes with, the
+oneDNN ISA cap, the threads), so later processes on the same kind of CPU read it. Another path
+than torch's default is taken only where it is GAIN times faster: close timings keep torch's path,
+so that noise does not flip choices between processes. kernels=default keeps torch's paths
+everywhere (the same arithmetic on every machine of one ISA)."""
 
 import json
 import logging
@@ -29,10 +30,14 @@ from transformer_mt.choices import KERNELS
 
 log = logging.getLogger(__name__)
 
-ROWS = 128  # input rows a shape is timed at: a decoding step's batch (64 sentences x 2 beams)
-GAIN = 1.15  # oneDNN is taken where torch's path takes this many times its time
+ROWS = 64  # input rows a shape is timed at: a decoding step's (sentences leave the batch as they end)
+GAIN = 1.15  # another path is taken where torch's default takes this many times its time
+VERSION = 2  # of the rule: choices made by another are measured again
 FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
-PATHS = ("torch", "onednn")  # torch's default path (fp32: MKL; int8: its quantized engine, x86: fbgemm); oneDNN's
+# the paths of a layer: torch's default (fp32: MKL; int8: its quantized engine, x86: fbgemm) first, oneDNN's; an
+# int8 layer may also stay fp32 where int8 is slower at its shape (small layers at a decoding step's rows: the int8
+# kernel's per-call work, quantizing the rows and scaling them back, outweighs its smaller products)
+PATHS = {"fp32": ("torch", "onednn"), "int8": ("torch", "onednn", "fp32")}
 
 
 def cpu() -> dict:
@@ -52,7 +57,7 @@ def cpu_key() -> str:
     machine = cpu()
     return " | ".join([machine["model"], ",".join(machine["flags"]) or "no AVX2",
                        torch.backends.cpu.get_cpu_capability(), os.environ.get("ONEDNN_MAX_CPU_ISA", "any ISA"),
-                       f"torch {torch.__version__}", f"{torch.get_num_threads()} threads"])
+                       f"torch {torch.__version__}", f"{torch.get_num_threads()} threads", f"rule {VERSION}"])
 
 
 def default_cache() -> Path:
@@ -119,7 +124,7 @@ class Kernels:
     def choice(self, precision: str, linear: nn.Linear, build: Callable[[nn.Linear, str], nn.Module]) -> str:
         """The path of layers of `linear`'s shape in `precision` (fp32 | int8); build(linear, path)
         makes such a layer on a path, for timing."""
-        if self.mode == "default" or not onednn_available(precision):
+        if self.mode == "default":
             return "torch"
         name = f"{precision} {linear.in_features}x{linear.out_features}{' +bias' if linear.bias is not None else ''}"
         if name not in self.chosen:
@@ -128,42 +133,55 @@ class Kernels:
 
     def measure(self, precision: str, linear: nn.Linear, build: Callable[[nn.Linear, str], nn.Module],
                 name: str) -> str:
-        """Time torch's path and oneDNN's on `linear`'s shape; the choice, stored."""
+        """Time each path of `precision` on `linear`'s shape; the fastest if it is GAIN times faster than
+        torch's default path, else that one; stored."""
         rows = torch.randn(ROWS, linear.in_features, generator=torch.Generator().manual_seed(0))  # not torch's RNG
-        default, onednn = (seconds(build(linear, path), rows) for path in PATHS)
-        path = "onednn" if onednn * GAIN < default else "torch"
+        paths = [p for p in PATHS[precision] if p != "onednn" or onednn_available(precision)]
+        times = {path: seconds(build(linear, path), rows) for path in paths}
+        fastest = min(times, key=times.get)
+        path = fastest if times[fastest] * GAIN < times["torch"] else "torch"
         self.measured += 1
         self.store(name, path)
         return path
 
-    def stored(self) -> dict[str, str]:
-        """The choices kept for this CPU in the cache file (none where it is missing or unreadable)."""
+    def everything(self) -> dict:
+        """The cache file's choices for every CPU (none where it is missing or unreadable)."""
         if self.cache is None or not self.cache.is_file():
             return {}
         try:
-            return json.loads(self.cache.read_text(encoding="utf-8")).get(self.key, {})
-        except (OSError, ValueError, AttributeError):
+            kept = json.loads(self.cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             return {}
+        return kept if isinstance(kept, dict) else {}
+
+    def stored(self) -> dict[str, str]:
+        """The choices kept for this CPU."""
+        kept = self.everything().get(self.key)
+        return kept if isinstance(kept, dict) else {}
 
     def store(self, name: str, path: str) -> None:
-        """One choice added to the cache file, written whole or not at all (a cache that cannot be
-        written is only not kept)."""
+        """One choice added to the cache file, written whole or not at all (an unreadable one is
+        written anew; one that cannot be written is only not kept)."""
         if self.cache is None:
             return
+        everything = self.everything()
+        everything[self.key] = {**self.stored(), name: path}
         try:
-            everything = json.loads(self.cache.read_text(encoding="utf-8")) if self.cache.is_file() else {}
-            everything.setdefault(self.key, {})[name] = path
             self.cache.parent.mkdir(parents=True, exist_ok=True)
             with atomic_file(self.cache) as tmp:
                 tmp.write_text(json.dumps(everything, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        except (OSError, ValueError, AttributeError) as err:
+        except OSError as err:
             log.warning("kernels: the choices are not kept (%s: %s)", self.cache, err)
 
     def describe(self) -> str:
         """The choices so far, in words, for the log."""
         if self.mode == "default":
             return "kernels=default: torch's paths"
-        paths = sorted(set(self.chosen.values()))
-        counts = ", ".join(f"{sum(p == path for p in self.chosen.values())} on {path}" for path in paths)
+        parts = []
+        for precision in PATHS:
+            paths = [path for name, path in self.chosen.items() if name.startswith(precision + " ")]
+            if paths:
+                counts = ", ".join(f"{paths.count(p)} on {p}" for p in sorted(set(paths)))
+                parts.append(f"{precision} layer shapes: {counts}")
         origin = f"{self.measured} measured now" if self.measured else "as measured before"
-        return f"kernels for {self.key.split(' | ')[0]}: {len(self.chosen)} layer shapes, {counts} ({origin})"
+        return f"kernels for {self.key.split(' | ')[0]}: {'; '.join(parts) or 'none yet'} ({origin})"

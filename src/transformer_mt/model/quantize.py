@@ -77,8 +77,11 @@ class RowScaledInt8Linear(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-def int8_layer(linear: nn.Linear, path: str = "torch", nonnegative: bool = False) -> RowScaledInt8Linear:
-    """`linear` in int8, its weights packed for `path` (kernels.py: torch's quantized engine, or oneDNN's)."""
+def int8_layer(linear: nn.Linear, path: str = "torch", nonnegative: bool = False) -> nn.Module:
+    """`linear` in int8, its weights packed for `path` (kernels.py: torch's quantized engine, or oneDNN's),
+    or itself (path fp32: where int8 is slower at its shape)."""
+    if path == "fp32":
+        return linear
     if path == "onednn":
         with quantized_engine("onednn"):
             return RowScaledInt8Linear.from_linear(linear, nonnegative)
@@ -93,8 +96,9 @@ def fp32_layer(linear: nn.Linear, path: str = "torch") -> nn.Module:
 def quantize_int8(model: nn.Module, kernels: Kernels | None = None) -> nn.Module:
     """A copy of `model` (in eval mode) whose nn.Linear layers, the output layer included, are
     RowScaledInt8Linear (an FFN's second layer after a ReLU takes nonnegative inputs), each on the
-    kernels `kernels` chose for its shape (None: torch's). Embeddings, LayerNorms and attention stay
-    fp32; `model` is untouched (a tied output layer gets its own int8 copy of the embedding). CPU only."""
+    kernels `kernels` chose for its shape (None: torch's; kernels=auto keeps a layer fp32 where int8
+    is slower at its shape on this CPU). Embeddings, LayerNorms and attention stay fp32; `model` is
+    untouched (a tied output layer gets its own int8 copy of the embedding). CPU only."""
     if any(p.device.type != "cpu" for p in model.parameters()):
         raise ConfigError("quantize=int8 runs on the CPU only; use quantize=none on a GPU")
     copied = copy.deepcopy(model).eval()
