@@ -16,6 +16,7 @@ from transformer_mt.multirun import child_argv
 from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
 from transformer_mt.schema.store import TASKS, register
+from transformer_mt.stops import STOPS, exit_stopped, stop_signals
 from transformer_mt.task_help import asked_task, task_help
 from transformer_mt.tasks import main as run_job  # no torch nor Lightning: a task imports them once checked
 
@@ -45,8 +46,11 @@ if __name__ == "__main__":
         sys.exit(0)
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises its errors here, not its own report
     try:
-        main()
+        with stop_signals():  # Ctrl-C and SIGTERM: one line and 130 / 143, wherever they land (stops.py)
+            main()
     except ConfigCompositionException as err:  # a key or a group option that does not exist: one line
         from transformer_mt.composition import composition_error
 
         sys.exit(f"error: {composition_error(err, sys.argv[1:])}")
+    except STOPS as stop:  # before the task started (composing the config)
+        exit_stopped(stop, "before the task started")

@@ -263,6 +263,39 @@ class Interrupt(L.Callback):
             os.kill(os.getpid(), self.signal)
 
 
+class SignalAt(L.Callback):
+    """Sends `signal_name` to its own process at `point` of a training run: `built` (as the run is
+    built, before fitting), `fit_end` (fitting done, before testing), `test_start` or `test_end`
+    (while testing). A run's callback: `signal_at`."""
+
+    def __init__(self, point: str, signal_name: str) -> None:
+        assert point in ("built", "fit_end", "test_start", "test_end"), point
+        self.point, self.signal = point, getattr(signal, signal_name)
+        if point == "built":
+            self.send()
+
+    def send(self) -> None:
+        os.kill(os.getpid(), self.signal)
+
+    def on_fit_end(self, trainer, module) -> None:
+        if self.point == "fit_end":
+            self.send()
+
+    def on_test_start(self, trainer, module) -> None:
+        if self.point == "test_start":
+            self.send()
+
+    def on_test_end(self, trainer, module) -> None:
+        if self.point == "test_end":
+            self.send()
+
+
+def signal_at(point: str, signal_name: str) -> list[str]:
+    """The overrides that make a training run send itself `signal_name` at `point` (SignalAt)."""
+    return [f"+callbacks.signal_at._target_={__name__}.SignalAt", f"+callbacks.signal_at.point={point}",
+            f"+callbacks.signal_at.signal_name={signal_name}"]
+
+
 class Mark(L.Callback):
     """Rank 0 writes `mark: step N` to stderr when the batch that makes optimizer step `step` ends."""
 

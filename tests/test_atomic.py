@@ -103,3 +103,29 @@ def test_atomic_dir_renames_into_place(tmp_path):
         (tmp / "data").write_text("x")
     assert (tmp_path / "a" / "ids" / "data").read_text() == "x"
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["ids"]
+
+
+def test_a_live_writers_temporary_output_is_never_removed_and_a_dead_ones_is(tmp_path, caplog):
+    """open_output (task.output) removes a temporary output only holding the output's lock: a second
+    writer is refused and the first one's file stays; once the lock is free, the left file goes."""
+    from transformer_mt.errors import ConfigError
+    from transformer_mt.tasks.lines.writing import open_output
+
+    output = tmp_path / "out.txt"
+    other = tmp_path / ".out.txt.abc.def.tmp"  # not a temporary file of out.txt: atomic_file's hold no dot
+    other.write_text("kept\n")
+    with open_output(str(output)) as first:
+        first.write("one\n")
+        live = list(tmp_path.glob(".out.txt.*.tmp"))
+        with pytest.raises(ConfigError, match="another process is writing it"), open_output(str(output)):
+            pass
+        assert set(tmp_path.glob(".out.txt.*.tmp")) == set(live) and len(live) == 2
+    assert output.read_text() == "one\n"
+    dead = tmp_path / ".out.txt.k1ll3d_x.tmp"
+    dead.write_text("half\n")
+    with caplog.at_level("WARNING"), open_output(str(output)) as second:
+        second.write("two\n")
+    assert output.read_text() == "two\n" and not dead.exists() and other.read_text() == "kept\n"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"removed {dead}: the temporary output of task.output={output} that a killed run left (it never became the "
+        "output)"]

@@ -16,11 +16,12 @@ LAYERS = {
     "errors": 0,
     "validate": 1, "atomic": 1, "config": 1, "markdown": 1, "renamed": 1, "choices": 1,  # helpers every layer may use
     "config_keys": 1,  # keys that do not exist: the nearest real one
-    "stops": 1,  # a process stopped by a signal: exit statuses, SIGTERM raised as an exception
+    "stops": 1,  # a process stopped by a signal: one line, exit statuses 130 / 143, the signals raised
     "schema": 2,  # the config's keys (Hydra structured configs), registered before Hydra composes
     "composition": 2,  # Hydra's composition errors as one line (run.py)
     "task_help": 3,  # task=NAME --help, from the schema (run.py)
     "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
+    "user_cache": 1,  # the user's cache folder: what belongs to the machine or a checkpoint, not to a run
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
     "model": 3, "data": 3, "evaluation": 3,  # data knows nothing of the model, nor the model of data
     "decoding": 4, "interop": 4,  # decoding uses the model's public API only

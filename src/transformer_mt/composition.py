@@ -1,12 +1,14 @@
 """Hydra's composition errors as one line: a key that does not exist names the nearest real one
-(`optim.warmup_steps` -> optim.scheduler.warmup_steps), a group option that does not exist lists
-the group's options. run.py lets Hydra raise them (HYDRA_FULL_ERROR) and prints this line."""
+(`optim.warmup_steps` -> optim.scheduler.warmup_steps), or the option of its group that has it
+(`decoding.beam_size` with decoding=greedy -> decoding=beam); a group option that does not exist
+lists the group's options. run.py lets Hydra raise them (HYDRA_FULL_ERROR) and prints this line."""
 
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.config_keys import leaf_keys, nearest
 
@@ -15,8 +17,9 @@ NOT_OVERRIDABLE = re.compile(r"Could not override '([^']+)'")
 ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
-def known_keys(overrides: Sequence[str]) -> list[str]:
-    """Every key of the config the other overrides compose (the bare default config if they fail too)."""
+def composed(overrides: Sequence[str]) -> DictConfig | None:
+    """The config the `overrides` compose (the bare default config if they fail too), Hydra's own
+    keys (its choices: hydra.runtime.choices) included; None if neither composes."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -24,10 +27,38 @@ def known_keys(overrides: Sequence[str]) -> list[str]:
         GlobalHydra.instance().clear()  # what hydra.main left
         try:
             with initialize_config_dir(version_base="1.3", config_dir=str(CONF), job_name="keys"):
-                return leaf_keys(compose(config_name="config", overrides=attempt))
+                return compose(config_name="config", overrides=attempt, return_hydra_config=True)
         except ConfigCompositionException:
             continue
-    return []
+    return None
+
+
+def known_keys(cfg: DictConfig | None) -> list[str]:
+    """Every key of the composed config `cfg`, Hydra's own left out."""
+    return [k for k in leaf_keys(cfg) if k != "hydra" and not k.startswith("hydra.")] if cfg is not None else []
+
+
+def option_keys(group: str, option: str) -> list[str]:
+    """Every key of option `option` of config group `group` (conf/GROUP/OPTION.yaml)."""
+    return leaf_keys(OmegaConf.load(CONF / group / f"{option}.yaml"))
+
+
+def other_option(key: str, cfg: DictConfig | None) -> str | None:
+    """'KEY is a key of GROUP=OPTION, not of GROUP=CHOSEN: add GROUP=OPTION' when `key` is missing only
+    because another option of its group (`decoding.beam_size`: decoding=beam) is not the one chosen."""
+    choices = cfg.hydra.runtime.choices if cfg is not None else {}
+    for choice, chosen in choices.items():
+        group, _, package = choice.partition("@")
+        package = package or group.replace("/", ".")
+        if group.startswith("hydra") or not key.startswith(package + ".") or not (CONF / group).is_dir():
+            continue
+        rest = key[len(package) + 1:]
+        having = [f"{choice}={p.stem}" for p in sorted((CONF / group).glob("*.yaml"))
+                  if p.stem != chosen and rest in option_keys(group, p.stem)]
+        if having:
+            now = f"not of {choice}={chosen}" if chosen else f"and {choice} is not chosen"
+            return f"{key} is a key of {' and '.join(having)}, {now}: add {' or '.join(having)}"
+    return None
 
 
 def composition_error(err: ConfigCompositionException, overrides: Sequence[str]) -> str:
@@ -41,7 +72,8 @@ def composition_error(err: ConfigCompositionException, overrides: Sequence[str])
     if found:
         key = found[1]
         others = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != key and not o.startswith("-")]
-        return f"{key}: no such key{nearest(key, known_keys(others))}"
+        cfg = composed(others)
+        return other_option(key, cfg) or f"{key}: no such key{nearest(key, known_keys(cfg))}"
     there = ALREADY_THERE.search(str(err))
     if there:
         return f"+{there[1]}: the key exists; set it without the + ({there[1]}=VALUE)"

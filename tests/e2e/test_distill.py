@@ -6,6 +6,7 @@ changed is redone with every stage after it."""
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -18,8 +19,10 @@ from tests.helpers import (
     compose_config,
     interrupt_at,
     run_py,
+    signal_at,
     stopped_in_the_third_chunk,
 )
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.errors import ConfigError
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
@@ -141,6 +144,70 @@ def test_a_stop_in_the_synthetic_stage_is_one_line_naming_the_stage_and_the_comm
     for done in (folder / "synthetic" / "chunks").glob("*.out"):  # each chunk written is whole
         assert len(done.read_text().splitlines()) == 10
     assert not list((folder / "synthetic" / "chunks").glob(".*tmp"))
+
+
+def without_student(finished: Path, copy: Path) -> Path:
+    """A copy of a finished pipeline's folder with its synthetic stage done and nothing after it."""
+    shutil.copytree(finished, copy)
+    for stage in ("student", "evaluation"):
+        shutil.rmtree(copy / stage)
+    return copy
+
+
+def go_on(teacher: Path) -> str:
+    return f"go on with the pipeline's command again: python run.py task=distill task.teacher={teacher}"
+
+
+def distill_stopped_on_its_output(folder: Path, teacher: Path, cache: Path, event: str, tmp_path: Path):
+    """The pipeline sent SIGTERM when a line of its standard output contains `event`: its exit status
+    and standard error."""
+    import signal
+    import subprocess
+
+    from tests.helpers import ROOT, python
+
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    command = [python(env), str(ROOT / "run.py"), "task=distill", f"task.teacher={teacher}", f"task.baseline={teacher}",
+               "task.chunk_lines=100", *DECODING, *STUDENT, f"hydra.run.dir={folder}", f"paths.cache_dir={cache}"]
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        for line in process.stdout:
+            if event in line:
+                process.send_signal(signal.SIGTERM)
+                break
+        process.communicate(timeout=300)
+        stderr.seek(0)
+        return process.returncode, stderr.read()
+
+
+def test_stops_in_and_after_the_students_run_name_the_steps_and_the_pipelines_command(distilled, tmp_path):
+    """Ctrl-C as the student's run is built, then while it tests after training, then SIGTERM when
+    its test table appears (its run writing its results, the pipeline between stages, or comparing:
+    wherever it lands): each one line (the steps trained, the checkpoint) with the pipeline's command
+    to go on with, exit 130 / 143, no traceback; that command then ends as the uninterrupted pipeline."""
+    folder, teacher, cache = distilled
+    copy = without_student(folder, tmp_path / "stopped")
+    built = distill(copy, teacher, cache, *signal_at("built", "SIGINT"))
+    assert built.returncode == 130, built.stderr[-3000:]
+    last = built.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"stopped by Ctrl-C before training started; {go_on(teacher)}")
+    assert last.endswith("(stage student resumes)") and "Traceback" not in built.stderr
+    testing = distill(copy, teacher, cache, *signal_at("test_start", "SIGINT"))
+    assert testing.returncode == 130, testing.stderr[-3000:]
+    checkpoint = copy / "student" / "checkpoints" / "last.ckpt"
+    steps = read_checkpoint(checkpoint)["global_step"]
+    last = testing.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"stopped by Ctrl-C after training to step {steps}, before the test was done; "
+                           f"{checkpoint} holds step {steps}; {go_on(teacher)}") and "Traceback" not in testing.stderr
+    assert last.endswith("(stage student resumes)")
+    status, err = distill_stopped_on_its_output(copy, teacher, cache, "test (test split)", tmp_path)
+    assert status == 143, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("stopped by SIGTERM ") and go_on(teacher) in last and "Traceback" not in err, err[-3000:]
+    resumed = distill(copy, teacher, cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((copy / "evaluation" / "comparison.json").read_text()) == \
+        json.loads((folder / "evaluation" / "comparison.json").read_text())
 
 
 def test_a_second_student_takes_the_first_ones_translations_as_they_are(distilled, tmp_path):

@@ -30,6 +30,38 @@ def test_a_key_that_does_not_exist_is_one_line_naming_the_nearest(tmp_path, over
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+SHIPPED = "ckpt_path=experiments/multi30k/multi30k_en_de.ckpt"
+OTHER_DECODING = [
+    ([], "decoding.constraints=true", "error: decoding.constraints is a key of decoding=beam, not of decoding=greedy: "
+                                      "add decoding=beam"),
+    (["decoding=greedy"], "decoding.beam_size=5",
+     "error: decoding.beam_size is a key of decoding=beam, not of decoding=greedy: add decoding=beam"),
+    (["decoding=beam"], "decoding.temperature=0.7",
+     "error: decoding.temperature is a key of decoding=sample, not of decoding=beam: add decoding=sample"),
+    ([], "decoding.nbest=2", "error: decoding.nbest is a key of decoding=beam and decoding=sample, not of "
+                             "decoding=greedy: add decoding=beam or decoding=sample"),
+    (["decoding=beam"], "decoding.beam_sise=5", "error: decoding.beam_sise: no such key (did you mean "
+                                                "decoding.beam_size?)"),
+]
+
+
+@pytest.mark.parametrize("choice, override, line", OTHER_DECODING,
+                         ids=["greedy-constraints", "greedy-beam_size", "beam-temperature", "greedy-nbest", "typo"])
+def test_a_key_of_another_decoding_names_the_decoding_that_has_it(tmp_path, choice, override, line):
+    """A key of one decoding option set (conf/decoding/*.yaml) given with another is one line naming the
+    set that has it and the choice to add; a misspelt key still names the nearest real one."""
+    result = run_py("task=translate", SHIPPED, *choice, override, f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == line, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_key_of_another_validation_decoding_names_its_choice(tmp_path):
+    result = run_py("val_decoding.beam_size=3", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+        "error: val_decoding.beam_size is a key of decoding@val_decoding=beam, and decoding@val_decoding is not "
+        "chosen: add decoding@val_decoding=beam"), result.stderr[-2000:]
+
+
 def test_plus_keys_that_a_constructor_or_an_open_node_takes_still_run(tmp_path):
     result = run_py("++trainer.max_steps=2", "+trainer.inference_mode=true", "++module.num_samples=1",
                     "trainer.max_epochs=1", "data.corpus.num_train=60", "data.corpus.num_val=4",

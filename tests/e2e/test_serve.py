@@ -5,7 +5,10 @@ goes on; an API key guards every route but /health; SIGTERM finishes the request
 143; a model that cannot load stops the server at start in one line; the page translates in a real
 headless browser."""
 
+import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -160,6 +163,30 @@ def test_a_bad_request_is_a_4xx_naming_the_field_and_the_server_goes_on(server, 
     assert server.post({"text": "A dog runs."}).status_code == 200
 
 
+JSON = "application/json"
+SEND = 'send a JSON object, {"text": ...}'
+
+
+@pytest.mark.parametrize(("body", "kind", "status", "error"), [
+    (b'{"text": "Ein Caf\xe9."}', JSON, 400, "the body is not UTF-8: byte 0xe9 at offset 17"),  # Latin-1
+    (b'{"text": "A dog."}\xff', JSON, 400, "the body is not UTF-8: byte 0xff at offset 18"),
+    (b'{"text": "A dog." "beam_size": 4}', JSON, 400,
+     "invalid JSON: Expecting ',' delimiter at line 1, column 19 (character 18)"),
+    (b'{\n  "text": "A dog.",\n}', JSON, 400,
+     "invalid JSON: Expecting property name enclosed in double quotes at line 3, column 1 (character 22)"),
+    (b'["A dog."]', JSON, 422, f"the body is an array, not a JSON object: {SEND}"),
+    (b'"A dog."', JSON, 422, f"the body is a string, not a JSON object: {SEND}"),
+    (b"", JSON, 422, f"the body is empty: {SEND}"),
+    (b'{"text": "A dog."}', "application/x-www-form-urlencoded", 415, "the body is not sent as JSON (Content-Type: "
+     "application/x-www-form-urlencoded): send it as Content-Type: application/json"),  # curl -d without -H
+], ids=["latin-1", "trailing-byte", "json", "json-lines", "array", "string", "empty", "form"])
+def test_a_bad_body_is_the_documented_error_and_the_server_goes_on(server, body, kind, status, error):
+    answer = httpx.post(f"{server.url}/translate", content=body, headers={"Content-Type": kind}, timeout=60)
+    assert (answer.status_code, answer.json()) == (status, {"error": error, "field": "body"})
+    good = server.post({"text": "A dog runs."})
+    assert good.status_code == 200 and good.json()["translations"][0]["text"].startswith("Ein Hund")
+
+
 def test_invalid_json_is_a_400_and_the_models_and_schema_are_listed(server):
     answer = httpx.post(f"{server.url}/translate", content=b"{not json", headers={"Content-Type": "application/json"})
     assert answer.status_code == 400 and answer.json()["error"].startswith("invalid JSON")
@@ -167,6 +194,42 @@ def test_invalid_json_is_a_400_and_the_models_and_schema_are_listed(server):
     assert [m["name"] for m in info] == ["default"] and info[0]["vocabulary"]["source"] == 10000
     assert info[0]["decoding"] == {"search": "BeamSearch", "beam_size": 4, "nbest": 1, "length_penalty": 0.6}
     assert "/translate" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
+
+
+SERVING_DOC = ROOT / "docs" / "serving.md"
+DOCUMENTED_SERVER = "python run.py task=serve ckpt_path=experiments/multi30k/multi30k_en_de.ckpt decoding=beam"
+EXAMPLE = re.compile(r"```bash\n(curl [^\n]*/translate[^\n]*)\n```\s*```json\n(.*?)\n```", re.DOTALL)
+
+
+def documented_examples() -> list[tuple[dict, object]]:
+    """docs/serving.md's example requests to POST /translate (a curl command's -d) and the answer
+    shown after each, its numbers kept as the page writes them (strings)."""
+    found = []
+    for command, answer in EXAMPLE.findall(SERVING_DOC.read_text(encoding="utf-8")):
+        words = shlex.split(command)
+        found.append((json.loads(words[words.index("-d") + 1]), json.loads(answer, parse_float=str)))
+    return found
+
+
+def as_shown(got: object, shown: object) -> object:
+    """`got` with each number rounded to the decimals `shown` writes it with (where `shown` has one)."""
+    if isinstance(shown, str) and isinstance(got, float):
+        return f"{got:.{len(shown.partition('.')[2])}f}"
+    if isinstance(shown, dict) and isinstance(got, dict):
+        return {k: as_shown(v, shown.get(k)) for k, v in got.items()}
+    if isinstance(shown, list) and isinstance(got, list) and len(got) == len(shown):
+        return [as_shown(g, w) for g, w in zip(got, shown, strict=True)]
+    return got
+
+
+def test_the_documented_example_answers_are_the_shipped_models(server):
+    """The server of this module is the page's (the shipped model, decoding=beam): each example
+    request of docs/serving.md gets exactly the answer shown, its scores to the decimals shown."""
+    examples = documented_examples()
+    assert examples and DOCUMENTED_SERVER in SERVING_DOC.read_text(encoding="utf-8")
+    for request, shown in examples:
+        answer = server.post(request)
+        assert answer.status_code == 200 and as_shown(answer.json(), shown) == shown, (request, answer.text)
 
 
 def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_request_in_flight(tmp_path):

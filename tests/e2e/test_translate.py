@@ -3,7 +3,11 @@
 import os
 import re
 import select
+import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +97,49 @@ def test_the_compiled_static_step_translates_as_the_default_path(toy_run, tmp_pa
     assert len(texts["true"]) == 80
     assert [(r[0], r[2]) for r in texts["true"]] == [(r[0], r[2]) for r in texts["false"]]
     assert [float(r[1]) for r in texts["true"]] == pytest.approx([float(r[1]) for r in texts["false"]], abs=1e-4)
+
+
+def killed_while_translating(args: list[str], output: Path) -> Path:
+    """Start `python run.py ARGS`, SIGKILL it once it says it decodes and its temporary output is
+    there (atomic_file's `.NAME.XXXXXXXX.tmp`), and give that temporary file's path."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, stderr=subprocess.PIPE,
+                               text=True)
+    said = []
+    try:
+        for line in process.stderr:  # the run's log, line by line: kill it while it translates
+            said.append(line)
+            if "decodes on" in line:
+                break
+        deadline = time.monotonic() + 30
+        while not (left := list(output.parent.glob(f".{output.name}.*.tmp"))) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process.poll() is None and len(left) == 1, "".join(said)[-2000:]
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    return left[0]
+
+
+def test_the_temporary_output_of_a_killed_translate_is_removed_by_the_next_run(tmp_path):
+    """kill -9 while task=translate writes task.output leaves its temporary file (the output never
+    appears half-written); the next run writing that output removes it, says so in one line, and
+    writes the output whole."""
+    shipped = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+    lines = [f"A man in a blue shirt is riding a bicycle down street number {i}." for i in range(1500)]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.txt"
+    args = ["task=translate", f"ckpt_path={shipped}", f"task.input={tmp_path}/in.txt", f"task.output={output}"]
+    left = killed_while_translating([*args, f"hydra.run.dir={tmp_path}/a"], output)
+    assert left.is_file() and not output.exists()  # the killed run's: nothing else would ever remove it
+    again = run_py(*args, f"hydra.run.dir={tmp_path}/b")
+    assert again.returncode == 0, again.stderr[-2000:]
+    removed = [line for line in again.stderr.splitlines() if "killed run" in line]
+    assert len(removed) == 1 and removed[0].endswith(
+        f"[WARNING] - removed {left}: the temporary output of task.output={output} that a killed run left (it never "
+        "became the output)"), again.stderr[-2000:]
+    assert not list(tmp_path.glob(".out.txt*")) and len(output.read_text().splitlines()) == len(lines)
 
 
 def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(toy_run, tmp_path):

@@ -3,18 +3,22 @@ interface translate_lines takes of a Translator (the tokenizer, the special ids,
 `search.nbest`, `hypotheses`), so that reading, long lines, tags, target prefixes, batching and
 writing stay ours.
 
-The checkpoint is converted once (interop/ctranslate2.py), into a folder beside it named by the
-checkpoint's digest and the quantization (`ct2/<stem>-<digest>-<float32|int8>/`), written whole
-or not at all, and found there by the next run. The decoding config maps onto CTranslate2's
-options: greedy search; beam search with `length_norm` PowerLength (CTranslate2's exponential
-length penalty), `nbest`; sampling with temperature, top-k, top-p and seed; `options.min_len`,
-`no_repeat_ngram_size`; each output cut at its own length limit (max_len_a * src_len + max_len_b,
-CTranslate2 taking one limit per batch). What it cannot do (an ensemble, alignments, GNMT's length
-penalty) is refused in one line. The scores are CTranslate2's. The checkpoint's lexical table
-(task=shortlist), where it has one, is the folder's vmap.txt (interop/ct2_vmap.py), which
-decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
+The checkpoint is converted once (interop/ctranslate2.py), into a folder named by the checkpoint's
+digest and the quantization (`<stem>-<digest>-<float32|int8>/`), written whole or not at all, and
+found there by the next run. It lies in task.ct2_dir where that is set (refused in one line where it
+cannot be written), else in ct2/ beside the checkpoint, unless the checkpoint's folder cannot be
+written or lies inside a git work tree (a shared model folder, a read-only mount, a repository's
+shipped model): then in the user cache's ct2/ (user_cache.py). The decoding config maps onto
+CTranslate2's options: greedy search; beam search with `length_norm` PowerLength (CTranslate2's
+exponential length penalty), `nbest`; sampling with temperature, top-k, top-p and seed;
+`options.min_len`, `no_repeat_ngram_size`; each output cut at its own length limit (max_len_a *
+src_len + max_len_b, CTranslate2 taking one limit per batch). What it cannot do (an ensemble,
+alignments, GNMT's length penalty) is refused in one line. The scores are CTranslate2's. The
+checkpoint's lexical table (task=shortlist), where it has one, is the folder's vmap.txt
+(interop/ct2_vmap.py), which decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
 
 import logging
+import tempfile
 from pathlib import Path
 
 import torch
@@ -30,17 +34,65 @@ from transformer_mt.inference.shortlist_loading import table_beside
 from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.interop.ct2_vmap import write_vmap
 from transformer_mt.interop.ctranslate2 import export_ct2
+from transformer_mt.user_cache import user_cache
 
 log = logging.getLogger(__name__)
 
 WEIGHTS = {"none": "float32", "int8": "int8"}  # quantize -> the converted model's weights
 
 
-def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str) -> Path:
-    """The CTranslate2 model folder of `checkpoint` (converted now unless a run did it before), with
-    the checkpoint's lexical table as its vmap.txt where it has one (written again if it changed)."""
+def cannot_write(folder: Path) -> str | None:
+    """Why `folder` (made where missing) cannot take new files, e.g. "Permission denied"; None where it can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        Path(tempfile.mkdtemp(dir=folder, prefix=".probe.")).rmdir()
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
+
+
+def inside_git_work_tree(folder: Path) -> bool:
+    """Whether `folder` or a folder above it holds .git (a folder; a file for a worktree or a submodule)."""
+    folder = folder.resolve()
+    return any((above / ".git").exists() for above in (folder, *folder.parents))
+
+
+def given_root(ct2_dir: str) -> Path:
+    """The folder task.ct2_dir names, a ConfigError naming the key and the cause where it cannot be written."""
+    root = Path(ct2_dir).expanduser()
+    if (cause := cannot_write(root)) is not None:
+        raise ConfigError(f"task.ct2_dir={ct2_dir}: cannot write the converted model there ({cause})")
+    return root
+
+
+def ct2_root(checkpoint: Path, ct2_dir: str | None = None) -> Path:
+    """The folder the conversions of `checkpoint` lie in: task.ct2_dir where given; else ct2/ beside the
+    checkpoint where its folder can be written and lies outside any git work tree; else the user cache's ct2/."""
+    if ct2_dir is not None:
+        return given_root(ct2_dir)
+    beside = checkpoint.parent / "ct2"
+    if inside_git_work_tree(checkpoint.parent):
+        why = "lies inside a git work tree"
+    elif (cause := cannot_write(beside)) is not None:
+        why = f"cannot be written ({cause})"
+    else:
+        return beside
+    cache = user_cache() / "ct2"
+    if (cause := cannot_write(cache)) is not None:
+        raise ConfigError(f"task.engine=ctranslate2: the checkpoint's folder {checkpoint.parent} {why}, and the "
+                          f"user cache {cache} cannot be written ({cause}): give the conversion a folder with "
+                          "task.ct2_dir=DIR")
+    log.info("task.engine=ctranslate2: the checkpoint's folder %s %s: the conversion goes into the user cache %s "
+             "(task.ct2_dir=DIR gives it another folder)", checkpoint.parent, why, cache)
+    return cache
+
+
+def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str, ct2_dir: str | None = None) -> Path:
+    """The CTranslate2 model folder of `checkpoint` under ct2_root (converted now unless a run did it
+    before), with the checkpoint's lexical table as its vmap.txt where it has one (written again if it
+    changed)."""
     weights = WEIGHTS[quantize]
-    folder = checkpoint.parent / "ct2" / f"{checkpoint.stem}-{file_digest(checkpoint)[:16]}-{weights}"
+    folder = ct2_root(checkpoint, ct2_dir) / f"{checkpoint.stem}-{file_digest(checkpoint)[:16]}-{weights}"
     if (folder / "model.bin").is_file():
         log.info("task.engine=ctranslate2: %s, converted before", folder)
     else:
@@ -128,12 +180,16 @@ def check_engine(cfg, paths: list[Path]) -> None:
                           "(task.engine=ours)")
     if cfg.task.get("alignment"):
         raise ConfigError("task.alignment=true reads our model's cross-attention: it needs task.engine=ours")
+    if cfg.task.get("ct2_dir") is not None:
+        given_root(cfg.task.ct2_dir)
 
 
-def ct2_translator(path: Path, translator, device: torch.device, workers: Workers = SERIAL) -> Ct2Translator:
+def ct2_translator(path: Path, translator, device: torch.device, workers: Workers = SERIAL,
+                   ct2_dir: str | None = None) -> Ct2Translator:
     """The Translator `translator` (its model, tokenizer, search, int8 rule and shortlist) decoded by
-    CTranslate2, with as many decoders (inter_threads) and threads each (intra_threads) as `workers`."""
-    folder = converted(path, translator.models[0].cpu(), translator.tokenizer, translator.quantize)
+    CTranslate2, with as many decoders (inter_threads) and threads each (intra_threads) as `workers`;
+    the conversion under task.ct2_dir (`ct2_dir`; None: ct2_root's rule)."""
+    folder = converted(path, translator.models[0].cpu(), translator.tokenizer, translator.quantize, ct2_dir)
     return Ct2Translator(folder, translator.tokenizer, translator.search, translator.max_positions, device,
                          workers.inter, workers.intra or torch.get_num_threads(), translator.shortlist is not None)
 

@@ -27,6 +27,7 @@ from torch.utils.mkldnn import MkldnnLinear
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.choices import KERNELS
+from transformer_mt.user_cache import user_cache
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,7 @@ def cpu_key() -> str:
 def default_cache() -> Path:
     """Where the choices are kept: $TRANSFORMER_MT_CACHE/kernels.json, else the user's cache folder
     ($XDG_CACHE_HOME or ~/.cache)/transformer_mt/kernels.json: they belong to the CPU, not to a run."""
-    if os.environ.get("TRANSFORMER_MT_CACHE"):
-        return Path(os.environ["TRANSFORMER_MT_CACHE"]) / "kernels.json"
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return home / "transformer_mt" / "kernels.json"
+    return user_cache() / "kernels.json"
 
 
 @contextmanager

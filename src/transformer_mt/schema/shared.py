@@ -6,7 +6,7 @@ from typing import Any
 
 from transformer_mt.choices import ENGINES, TOKENIZED_BLEU
 from transformer_mt.schema.keys import key
-from transformer_mt.validate import integer, listing, one_of, text
+from transformer_mt.validate import PATH, integer, listing, one_of, text
 
 TOKENIZED_BLEU_RULE = (one_of(*TOKENIZED_BLEU),
                        "false, true (13a-tokenized, lowercased) or compound (the paper's: tokenized, hyphenated "
@@ -52,9 +52,13 @@ class Engined(Batched):
     """A task whose model translates: by our searches or by CTranslate2."""
 
     engine: Any = key("ours", "ours: transformer_mt's searches | ctranslate2: CTranslate2 decodes the checkpoint, "
-                              "converted once into ct2/ beside it (one checkpoint, not an ensemble; no "
-                              "task.alignment; decoding's PowerLength only); with quantize=int8 its int8 weights",
+                              "converted once into the folder task.ct2_dir says (one checkpoint, not an ensemble; "
+                              "no task.alignment; decoding's PowerLength only); with quantize=int8 its int8 weights",
                       (one_of(*ENGINES), listing(ENGINES)))
+    ct2_dir: Any = key(None, "where task.engine=ctranslate2 keeps the converted model (a folder per checkpoint digest "
+                             "and quantization) | null: ct2/ beside the checkpoint when that folder is writable and "
+                             "not inside a git work tree, else the user cache $TRANSFORMER_MT_CACHE/ct2 or "
+                             "~/.cache/transformer_mt/ct2", PATH, nullable=True)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
 
 from transformer_mt.serving.api import (
     Limits,
@@ -21,6 +22,7 @@ from transformer_mt.serving.api import (
     lines_of,
 )
 from transformer_mt.serving.batcher import Batcher, Pending
+from transformer_mt.serving.bodies import body_error, invalid_json, not_an_object, unreadable_body
 from transformer_mt.serving.decode import Work, decode_jobs, response
 from transformer_mt.serving.served import ServedModel
 
@@ -39,11 +41,14 @@ class Settings:
 
 
 def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
-    """Pydantic's first complaint as one line naming the field: invalid JSON is a 400, the rest 422."""
+    """Pydantic's first complaint as one line naming the field: a body that is no JSON object is
+    `body`'s (invalid JSON a 400, bodies.py), the rest 422."""
     first = err.errors()[0]
     where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
     if first.get("type") == "json_invalid":
-        return JSONResponse({"error": f"invalid JSON: {first.get('msg')}", "field": "body"}, status_code=400)
+        return body_error(invalid_json(str(err.body), first["loc"][-1], first.get("ctx", {}).get("error", "")), 400)
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in ("missing", "model_attributes_type"):
+        return not_an_object(request, err.body, missing=first.get("type") == "missing")
     if first.get("type") == "extra_forbidden":
         message = f"{where}: no such field (the fields: {', '.join(TranslateRequest.model_fields)})"
     elif first.get("type") == "missing":
@@ -68,6 +73,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     app = FastAPI(title="transformer-mt", summary="Translation with transformer-mt models", lifespan=lifespan)
     app.state.batcher = batcher
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, unreadable_body)
     app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
 
     if settings.api_key is not None:

@@ -15,6 +15,7 @@ from transformer_mt.config_keys import refuse_stray_additions
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.multirun import announce_job, isolated_job, report_failure
 from transformer_mt.schema.keys import check_keys
+from transformer_mt.stops import STOPS, exit_stopped, raise_requested
 from transformer_mt.tasks.runs.preflight import check_paths
 
 log = logging.getLogger(__name__)
@@ -28,13 +29,20 @@ def main(cfg: DictConfig) -> float | None:
     failed job says why (one line `error: job N (...): ...`, or a traceback for what is no user's
     mistake) and in `error.txt` in its run directory, and the error is raised to Hydra, which records
     the job as failed and goes on with the sweep; the sweep ends with one line counting the failed
-    jobs and exit status 1 (Optuna marks the trial failed and goes on)."""
+    jobs and exit status 1 (Optuna marks the trial failed and goes on).
+
+    Ctrl-C or SIGTERM (stops.py) end the job with one line and exit status 130 / 143: the task's own
+    where it says how far it got (training, a pipeline's stages, translate, the server), else one
+    naming the task."""
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     if multirun:
         announce_job(HydraConfig.get().overrides.task, str(cfg.paths.output_dir))
     try:
         with isolated_job() if multirun else nullcontext():
             metrics = run(cfg)
+            raise_requested()  # a stop whose exception was swallowed on the way: never a clean exit 0
+    except STOPS as stop:  # a task that says no more of how far it got
+        exit_stopped(stop, f"in task={cfg.task.get('name')}, before it finished: run the same command again")
     except Exception as err:
         user_error = find_user_error(err)
         if multirun:

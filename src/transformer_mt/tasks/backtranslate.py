@@ -33,6 +33,7 @@ from transformer_mt.tasks.pipelines.stage_work import (
     engine_input,
     file_sources,
     pipeline_corpus,
+    pipeline_stops,
     synthetic_corpus,
     train_in,
     translate_in,
@@ -62,6 +63,15 @@ def run(cfg: DictConfig) -> dict:
         "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
     if not stages["synthetic"].done() or stages["synthetic"].changed():  # else its text was read when made
         check_monolingual(monolingual)
+    with pipeline_stops(list(stages.values())):
+        return backtranslate_stages(cfg, stages, corpus, names, given)
+
+
+def backtranslate_stages(cfg: DictConfig, stages: dict[str, Stage], corpus, names: tuple[str, str],
+               given: list[Path] | None) -> dict:
+    """The five stages, each skipped when done (a changed one redone, with those after it)."""
+    options = cfg.task
+    monolingual = Path(str(options.monolingual))
     redo_changed(list(stages.values()))
     baseline = (finished_run(Path(options.baseline), "task.baseline") if options.get("baseline")
                 else train_in(stages["baseline"], cfg, {}))

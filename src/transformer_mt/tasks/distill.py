@@ -32,6 +32,7 @@ from transformer_mt.tasks.pipelines.stage_work import (
     corpus_sources,
     engine_input,
     pipeline_corpus,
+    pipeline_stops,
     synthetic_corpus,
     train_in,
     translate_in,
@@ -57,7 +58,16 @@ def run(cfg: DictConfig) -> dict:
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
         "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
-    redo_changed([synthetic, student, evaluation])
+    with pipeline_stops([synthetic, student, evaluation]):
+        return distill_stages(cfg, teacher, baseline_run, names, (synthetic, student, evaluation))
+
+
+def distill_stages(cfg: DictConfig, teacher: list[Path], baseline_run: dict | None, names: tuple[str, str],
+               stages: tuple[Stage, Stage, Stage]) -> dict:
+    """The three stages, each skipped when done (a changed one redone, with those after it)."""
+    options = cfg.task
+    synthetic, student, evaluation = stages
+    redo_changed(list(stages))
     if options.translations is not None:
         take_finished(synthetic, Path(options.translations), "task.translations")
     translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",

@@ -10,7 +10,6 @@ import ipaddress
 import logging
 import os
 import socket
-import sys
 import time
 
 import uvicorn
@@ -25,7 +24,7 @@ from transformer_mt.serving.api import Limits
 from transformer_mt.serving.app import Settings, make_app
 from transformer_mt.serving.batcher import decode_threads
 from transformer_mt.serving.served import ServedModel
-from transformer_mt.stops import Terminated, sigterm_raises, stopped_by
+from transformer_mt.stops import STOPS, exit_stopped, raise_requested
 from transformer_mt.tasks.runs.preflight import served_checkpoints
 
 log = logging.getLogger(__name__)
@@ -91,14 +90,11 @@ def run(cfg: DictConfig) -> dict:
              "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     started = time.monotonic()
-    try:
-        with sigterm_raises():  # uvicorn finishes the requests in flight, then raises the signal again here
-            server.run(sockets=[sock])
-    except (KeyboardInterrupt, Terminated) as stop:
+    try:  # uvicorn finishes the requests in flight, then raises the signal again here (stops.py: CtrlC, Terminated)
+        server.run(sockets=[sock])
+        raise_requested()
+    except STOPS as stop:
         log.info("served %s", app.state.batcher.report(time.monotonic() - started))
-        by, status = stopped_by(stop)
-        print(f"stopped by {by}: translation requests answered: {app.state.batcher.answered}, the last in flight "
-              "included",
-              file=sys.stderr)
-        sys.exit(status)
+        exit_stopped(stop, f": translation requests answered: {app.state.batcher.answered}, the last in flight "
+                           "included")
     return {"answered": app.state.batcher.answered}

@@ -6,7 +6,8 @@ checkpoint that cannot be resumed stops the run at once; then the parts are buil
 (tasks/runs/build.py). Every split the run will
 read is then prepared and checked, so a bad test sentence stops it before training, not after.
 SIGTERM or Ctrl-C stop training after the running batch, with checkpoints/last.ckpt written and one
-line saying what to resume from (exit status 143 or 130).
+line saying what to resume from (exit status 143 or 130); before training, or after it (between
+fitting and testing, while testing), they stop at once, the line saying so (stops.py).
 """
 
 import logging
@@ -25,29 +26,20 @@ from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_averag
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
-from transformer_mt.stops import CTRL_C_EXIT_STATUS, SIGTERM_EXIT_STATUS
+from transformer_mt.stops import STOPS, Terminated, say, stopped_by, stops_say
 from transformer_mt.tasks.runs.build import RunCallbacks, build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.tasks.runs.rerun import finished_metrics, own_last
 from transformer_mt.tasks.runs.start import Start, checked_start
 from transformer_mt.training import TranslationModule
-from transformer_mt.training.last_checkpoint import (
-    CtrlC,
-    LastCheckpoint,
-    ctrl_c_stops,
-    exit_status,
-    resume_hint,
-)
+from transformer_mt.training.last_checkpoint import LastCheckpoint, exit_status, resume_hint
 
 log = logging.getLogger(__name__)
 
 def run(cfg: DictConfig) -> dict:
-    with ctrl_c_stops():
-        try:
-            return train(cfg)
-        except CtrlC:  # while the run was being built: nothing to save yet
-            print("stopped by Ctrl-C before training started", file=sys.stderr)
-            sys.exit(CTRL_C_EXIT_STATUS)
+    rerun = OmegaConf.select(cfg, "callbacks.last_checkpoint.rerun", default=None)  # a pipeline's stage
+    with stops_say(lambda: "before training started" + (f"; go on with {rerun}" if rerun else "")):
+        return train(cfg)
 
 
 def train(cfg: DictConfig) -> dict:
@@ -66,10 +58,7 @@ def train(cfg: DictConfig) -> dict:
     module = build_module(start, datamodule)
     say_the_sets(config, datamodule)
     log_config(trainer, config, module, datamodule.mixture.composition())  # check_splits made it
-    outcome = fit_and_test(trainer, callbacks, module, datamodule, start)
-    if not trainer.is_global_zero:
-        return {}
-    return write_metrics(config, trainer, module, datamodule, outcome)
+    return fit_and_test(trainer, callbacks, module, datamodule, start)
 
 
 @dataclass(frozen=True)
@@ -84,9 +73,10 @@ class Outcome:
 
 
 def fit_and_test(trainer: L.Trainer, callbacks: RunCallbacks, module: TranslationModule, datamodule,
-                 start: Start) -> Outcome:
+                 start: Start) -> dict:
     """trainer.fit (resumed from start.resume), the average of the last epochs with task.last_n,
-    trainer.test of the tested checkpoint; SIGTERM or Ctrl-C stop the run in one line and exit."""
+    trainer.test of the tested checkpoint, metrics.json; SIGTERM or Ctrl-C stop the run in one line
+    saying how far it got (training, or testing after it) and exit."""
     try:
         fit(trainer, module, datamodule, start.resume)
         # read before testing: loading the tested checkpoint restores its Timer, whose seconds would count twice
@@ -95,13 +85,16 @@ def fit_and_test(trainer: L.Trainer, callbacks: RunCallbacks, module: Translatio
         tested = average_at_end(start.config, trainer) or (best.best_model_path if best else None)
         trainer.test(module, datamodule=datamodule, ckpt_path=tested, weights_only=True if tested else None,
                      verbose=False)
+        if not trainer.is_global_zero:
+            return {}
+        outcome = Outcome(best, tested, callbacks.meter.tokens_per_sec(), seconds)
+        return write_metrics(start.config, trainer, module, datamodule, outcome)
     except SIGTERMException:
-        stopped(trainer, callbacks.last, "SIGTERM", SIGTERM_EXIT_STATUS)
-    except CtrlC:
-        stopped(trainer, callbacks.last, "Ctrl-C", CTRL_C_EXIT_STATUS)
+        stopped(trainer, callbacks.last, Terminated())
+    except STOPS as stop:
+        stopped(trainer, callbacks.last, stop)
     finally:
         finish_wandb()
-    return Outcome(best, tested, callbacks.meter.tokens_per_sec(), seconds)
 
 
 def write_metrics(config: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule,
@@ -170,13 +163,15 @@ def best_checkpoint(trainer: L.Trainer, best: ModelCheckpoint) -> ModelCheckpoin
     return best
 
 
-def stopped(trainer: L.Trainer, last: LastCheckpoint, by: str, status: int) -> NoReturn:
-    """One line saying where training stopped (by SIGTERM or Ctrl-C) and what to resume from; exit
-    with `status`."""
+def stopped(trainer: L.Trainer, last: LastCheckpoint, stop: BaseException) -> NoReturn:
+    """One line saying where the run stopped (by SIGTERM or Ctrl-C: training at step N, or after
+    training to step N, before the test was done) and what to resume from; exit with the stop's status."""
+    by, status = stopped_by(stop)
     if trainer.is_global_zero:
         step = read_checkpoint(last.path)["global_step"] if last.path.is_file() else None
-        print(f"stopped by {by} at step {trainer.global_step}; {resume_hint(last.path, step, last.rerun)}",
-              file=sys.stderr)
+        where = (f"after training to step {trainer.global_step}, before the test was done" if last.trained
+                 else f"at step {trainer.global_step}")
+        say(f"stopped by {by} {where}; {resume_hint(last.path, step, last.rerun)}")
     sys.exit(exit_status(trainer, status))
 
 

@@ -14,12 +14,13 @@ terminal, or with an explicit `task.buffer_size`, lines are translated `task.buf
 a time as they arrive. Batches are made by `task.max_tokens`. The translating is
 transformer_mt.inference's (a Translator, `translate_lines`); this task reads, writes and reports.
 task.engine=ctranslate2 decodes with CTranslate2 instead (inference/ct2_engine.py: the checkpoint
-converted once, beside it), the rest as it is.
+converted once, beside it or in the user cache, or into task.ct2_dir), the rest as it is.
 """
 
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
 from hydra.utils import instantiate
@@ -35,6 +36,7 @@ from transformer_mt.inference.members import load_translator
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.workers import Workers
 from transformer_mt.progress import ProgressBar
+from transformer_mt.stops import stops_say
 from transformer_mt.tasks.lines.reading import input_chunks, split_constraints, split_prefixes
 from transformer_mt.tasks.lines.writing import check_output, open_output
 
@@ -66,7 +68,29 @@ def write(out: TextIO, line_no: int, nbest: NBest, with_scores: bool) -> None:
         out.write("\t".join(fields if t.alignment is None else [*fields, t.alignment]) + "\n")
 
 
+@dataclass
+class Done:
+    """How far task=translate got, for the line a stop (Ctrl-C, SIGTERM) ends it with."""
+
+    output: str | None
+    total: int | None = None  # the input's lines, when read whole
+    lines: int = 0  # translated and written
+
+    def say(self) -> str:
+        lines = f"after {self.lines}{f' of {self.total}' if self.total is not None else ''} lines translated"
+        if self.output:  # never half-written
+            return f"{lines}; task.output={self.output} not written (it appears only whole): run it again"
+        return f"{lines} (written to stdout)"
+
+
 def run(cfg: DictConfig) -> None:
+    done = Done(cfg.task.get("output"))
+    with stops_say(done.say):
+        translate(cfg, done)
+
+
+def translate(cfg: DictConfig, done: Done) -> None:
+    """Read, load, translate, write; `done` kept up to date."""
     options = cfg.task
     paths = checkpoint_paths(cfg)
     if options.engine == "ctranslate2":
@@ -74,6 +98,7 @@ def run(cfg: DictConfig) -> None:
     check_output(options.get("output"))
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
+    done.total = total
     name = str(options.input) if options.get("input") else "stdin"
     constrained = bool(cfg.decoding.get("constraints", False))
     if constrained and options.engine == "ctranslate2":
@@ -86,7 +111,7 @@ def run(cfg: DictConfig) -> None:
     source_prefix = translator.tokenizer.source_prefix(options.get("tag"), "task.tag")
     alignments = Alignments.from_options(options, translator.models[0])  # of the first member
     if options.engine == "ctranslate2":
-        translator = ct2_translator(paths[0], translator, device, workers)
+        translator = ct2_translator(paths[0], translator, device, workers, options.get("ct2_dir"))
     else:
         log.info(translator.to(device).prepared())
     members = f", an ensemble of {len(paths)}: {', '.join(map(str, paths))}" if len(paths) > 1 else ""
@@ -106,6 +131,7 @@ def run(cfg: DictConfig) -> None:
                                          constraints=constraints, workers=workers):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
+                done.lines = line_no
             out.flush()
     long_lines.report(line_no)
     if getattr(translator.search, "unmet", 0):

@@ -3,8 +3,8 @@
 LastCheckpoint writes checkpoints/last.ckpt on a step and time schedule, and owns how a training
 run stops when asked to. Python turns Ctrl-C (SIGINT) into a KeyboardInterrupt wherever the program
 is; Lightning reports it and exits with status 1, without a checkpoint. Instead:
-- outside training (building the run, preparing data, testing), Ctrl-C raises CtrlC at once
-  (`ctrl_c_stops()`, around the whole task): nothing to save;
+- outside training (building the run, preparing data, testing), Ctrl-C raises CtrlC and SIGTERM
+  Terminated at once (stops.py's `stop_signals()`, around the whole process): nothing to save;
 - while Lightning trains (from LastCheckpoint's on_train_start to its on_train_end), Ctrl-C and
   SIGTERM only mark themselves (`StopSignals`, the callback's state), and rank 0 says at once when
   training will stop (`StopNotice`):
@@ -27,8 +27,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -37,7 +35,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from transformer_mt.stops import CTRL_C_EXIT_STATUS
+from transformer_mt.stops import CTRL_C_EXIT_STATUS, CtrlC, say
 from transformer_mt.training.steps import logged_step
 from transformer_mt.validate import check, integer, number
 
@@ -52,11 +50,6 @@ def exit_status(trainer: L.Trainer, status: int) -> int:
 AGAIN = "(Ctrl-C again to stop now, losing the steps since the last checkpoint)"
 
 
-class CtrlC(BaseException):
-    """Ctrl-C was pressed: stop. (Not an Exception, so that no `except Exception` on the way takes it
-    for an error; not a KeyboardInterrupt, which Lightning reports and turns into exit status 1.)"""
-
-
 def resume_hint(path: Path | None, step: int | None = None, rerun: str | None = None) -> str:
     """What a stopped run says of its last checkpoint: `PATH holds step N: resume with
     ckpt_path=PATH`, or that none was written; `rerun` (a pipeline's stage: the command that goes
@@ -68,33 +61,6 @@ def resume_hint(path: Path | None, step: int | None = None, rerun: str | None = 
         return "no checkpoint was written"
     held = f"{path} holds step {step}: " if step is not None else ""
     return f"{held}resume with ckpt_path={path}"
-
-
-def say(line: str) -> None:
-    """Write `line` to stderr from a signal handler: through sys.stderr, which a rich live display
-    prints above itself, or straight to the file descriptor when the signal interrupted a write to
-    stderr (a buffered stream refuses a reentrant write)."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except RuntimeError:
-        os.write(2, (line + "\n").encode())
-
-
-def raise_ctrl_c(signum: int, frame: FrameType | None) -> NoReturn:
-    raise CtrlC
-
-
-@contextmanager
-def ctrl_c_stops() -> Iterator[None]:
-    """Within the block, Ctrl-C raises CtrlC (LastCheckpoint takes it over while training)."""
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, raise_ctrl_c)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class StopNotice:
@@ -187,6 +153,7 @@ class LastCheckpoint(Checkpoint):
         self.every_n_steps, self.every_n_minutes = every_n_steps, every_n_minutes
         self._saved_step, self._saved_at = -1, time.monotonic()
         self.signals: StopSignals | None = None  # while training
+        self.trained = False  # training ended (on_train_end): a stop now comes after it
 
     @property
     def state_key(self) -> str:
@@ -206,6 +173,7 @@ class LastCheckpoint(Checkpoint):
         Ctrl-C raises CtrlC at once again."""
         asked = self.asked()
         self.uninstall()
+        self.trained = True
         self.stop_on_signal(trainer, asked)
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:

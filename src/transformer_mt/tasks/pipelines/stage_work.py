@@ -6,8 +6,8 @@ sacreBLEU's paired tests."""
 import json
 import logging
 import shlex
-import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -19,7 +19,7 @@ from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import Corpus, count_lines, file_lines
 from transformer_mt.errors import ConfigError
-from transformer_mt.stops import Terminated, sigterm_raises, stopped_by
+from transformer_mt.stops import raise_requested, stops_say
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
 from transformer_mt.tasks.pipelines.synthetic import Sources, TranslationSettings, write_synthetic
@@ -51,17 +51,16 @@ def translate_in(stage: Stage, cfg: DictConfig, models: list[Path], decoding: Di
              f" on {len(devices)} devices" if len(devices) > 1 else "")
     translation = TranslationSettings(tuple(models), plain(decoding), cfg.quantize, tag, cfg.task.max_tokens,
                                       cfg.task.chunk_lines, cfg.seed, cfg.task.engine, cfg.inter_threads,
-                                      cfg.intra_threads, cfg.kernels)
-    try:
-        with sigterm_raises():
-            lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
-    except (KeyboardInterrupt, Terminated) as stop:
-        by, status = stopped_by(stop)
+                                      cfg.intra_threads, cfg.kernels, cfg.task.get("ct2_dir"))
+    def written() -> str:
         chunks = stage.folder / "chunks"
         done = len(list(chunks.glob("*.out"))) if chunks.is_dir() else 0
-        print(f"stopped by {by} in stage {stage.name}: {done} chunks of {cfg.task.chunk_lines} lines translated "
-              f"({chunks}); go on with {pipeline_command()}", file=sys.stderr)
-        sys.exit(status)
+        return (f"in stage {stage.name}: {done} chunks of {cfg.task.chunk_lines} lines translated ({chunks}); "
+                f"go on with {pipeline_command()}")
+
+    with stops_say(written):
+        lines = write_synthetic(translation, sources, stage.folder, names, devices, cfg.get("progress"))
+        raise_requested()  # a stop swallowed on the way (a decoder's thread, a finalizer) stops here all the same
     stage.finish()
     log.info("%s: %d pairs in %s", stage.name, lines, stage.folder)
 
@@ -94,6 +93,20 @@ def synthetic_corpus(folder: Path, names: tuple[str, str], tag: str | None, weig
     """The corpus node of a synthetic corpus's folder (its train split), for a stage's data.corpora."""
     return {"_target_": "transformer_mt.data.TextFileCorpus", "data_dir": str(folder), "src_lang": names[0],
             "tgt_lang": names[1], "splits": {"train": "train"}, "weight": weight, "tag": tag or None}
+
+
+@contextmanager
+def pipeline_stops(stages: list[Stage]) -> Iterator[None]:
+    """A stop between a pipeline's stages (or in one that says no more itself): one line naming the
+    stages done and the pipeline's command that goes on, and the stop's exit status."""
+    def done() -> str:
+        finished = [stage.name for stage in stages if stage.done()]
+        return (f"between stages, {len(finished)} of {len(stages)} done ({', '.join(finished)})" if finished
+                else f"before any of its {len(stages)} stages was done") + f"; go on with {pipeline_command()}"
+
+    with stops_say(done):
+        yield
+        raise_requested()
 
 
 def pipeline_command() -> str:

@@ -46,6 +46,7 @@ class TranslationSettings:
     inter_threads: int | None = None  # the keys inter_threads, intra_threads (inference/workers.py)
     intra_threads: int | None = None
     kernels: str | None = None  # the key kernels (model/kernels.py)
+    ct2_dir: str | None = None  # task.ct2_dir: where task.engine=ctranslate2 converts (not in the fingerprint)
 
 
 def lines_in_chunks(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
@@ -97,7 +98,7 @@ def translate_chunks(translation: TranslationSettings, sources: Sources, chunks_
     if translation.engine == "ctranslate2":
         from transformer_mt.inference.ct2_engine import ct2_translator
 
-        translator = ct2_translator(translation.models[0], translator, device, workers)
+        translator = ct2_translator(translation.models[0], translator, device, workers, translation.ct2_dir)
     else:
         translator.to(device)
     prefix = translator.tokenizer.source_prefix(translation.tag, "task.tag")
