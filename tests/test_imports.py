@@ -1,4 +1,4 @@
-"""The import structure (../shared/DESIGN.md, "layers that only look down"): a module imports only
+"""The import structure (docs/layout.md, "Layers that only look down"): a module imports only
 from lower layers or from its own package, and no two modules import each other at load time."""
 
 import ast

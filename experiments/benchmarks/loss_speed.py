@@ -35,12 +35,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from output import emit, machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from output import emit, machine  # noqa: E402
-
-from transformer_mt.markdown import markdown_table  # noqa: E402
-from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss  # noqa: E402
+from transformer_mt.markdown import markdown_table
+from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
 
 PAD, EPSILON = 0, 0.1
 SYSTEMS = ("previous", "fused", "fused, vocab /128", "fused+compile", "fused+compile, vocab /128", "liger")
