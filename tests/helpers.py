@@ -29,15 +29,16 @@ from transformer_mt.training.last_checkpoint import LastCheckpoint
 ROOT = Path(__file__).resolve().parents[1]
 
 # debug=fast (one batch of each stage) on 400 toy pairs, 20 validation and 20 test sentences
-FAST = ["debug=fast", "data.corpus.num_train=400", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+FAST = ["debug=fast", "data.corpora.toy.num_train=400", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 # one epoch on 300 toy pairs, tested on 7 sentences: a checkpoint for the tests that need any
-SMALL_RUN = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+SMALL_RUN = ["trainer.max_epochs=1", "data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10",
+             "data.corpora.toy.num_test=7"]
 # two processes (trainer=ddp_cpu) for 2 epochs of 10 batches each on 600 toy pairs, 2 batches an
 # optimizer step (2 processes x 512 tokens x accumulation 2), last.ckpt every 4 steps: the run of
 # conftest's `ddp_run`, which the DDP tests compare theirs with
-DDP_RUN = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-           "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer=ddp_cpu",
-           "trainer.max_epochs=2", "tokens_per_update=2048"]
+DDP_RUN = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+           "data.max_tokens=512", "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4",
+           "trainer=ddp_cpu", "trainer.max_epochs=2", "tokens_per_update=2048"]
 
 
 def make_model(**overrides) -> Transformer:
@@ -182,7 +183,7 @@ def assert_nothing_half_written(tmp_path: Path) -> None:
 
 def files_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     """One epoch of `python run.py data=files` on the corpus in tmp_path/corpus."""
-    return run_py("data=files", f"data.corpus.data_dir={tmp_path}/corpus", f"hydra.run.dir={tmp_path}/run",
+    return run_py("data=files", f"data.corpora.files.data_dir={tmp_path}/corpus", f"hydra.run.dir={tmp_path}/run",
                   f"paths.cache_dir={tmp_path}/cache", "trainer.max_epochs=1", *extra)
 
 
@@ -232,23 +233,6 @@ def ragged_batch(src_lengths: list[int], tgt_lengths: list[int], seed: int = 0, 
     rows = pa.table({"src_ids": pa.array(src, pa.list_(pa.int32())), "tgt_ids": pa.array(tgt, pa.list_(pa.int32())),
                      "id": pa.array(range(len(src)), pa.int64())})
     return Collator(0, 1, 2, packed=packed)(rows)
-
-
-def load_script(path: str):
-    """A script of the project (not a package, e.g. experiments/benchmarks/train_speed.py) as a module,
-    loaded as `python PATH` would run it: with its own folder first on sys.path while it loads, so
-    that it imports its sibling modules (peer_models, machine, ...) as it does when run."""
-    import importlib.util
-
-    folder = str((ROOT / path).parent)
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(folder)
-    return module
 
 
 class Interrupt(L.Callback):

@@ -88,8 +88,9 @@ def test_metrics_and_translations_on_a_full_disk_are_named_and_the_previous_ones
 
 
 def test_token_ids_on_a_full_disk_name_the_cache_entry_and_leave_no_half_entry(tmp_path, monkeypatch):
-    dm = TranslationDataModule(ToyCorpus(num_train=300, num_val=10, num_test=10), TokenizerOptions(vocab_size=120),
-                               cache_dir=str(tmp_path))
+    dm = TranslationDataModule({"toy": ToyCorpus(num_train=300, num_val=10, num_test=10)},
+                               TokenizerOptions(vocab_size=120), cache_dir=str(tmp_path))
+    dm.vocabularies()  # made and cached while there is room: the token ids are what fills the disk
     fill_disk(monkeypatch)
     with pytest.raises(DiskFull) as err:
         dm.prepare_data()

@@ -10,11 +10,12 @@ import time
 
 from tests.helpers import ROOT, mark_at, python, run_py, warm_server
 
-TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "trainer.max_epochs=50"]
+TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+       "trainer.max_epochs=50"]
 
 
 def test_a_warm_run_exits_and_prints_as_a_plain_process(tmp_path):
-    args = ["data=files", f"data.corpus.data_dir={tmp_path}/missing", f"hydra.run.dir={tmp_path}/run"]
+    args = ["data=files", f"data.corpora.files.data_dir={tmp_path}/missing", f"hydra.run.dir={tmp_path}/run"]
     plain = run_py(*args, warm=False)
     warm = run_py(*args, input="ignored\n")
     assert warm_server({**os.environ, "PYTHONWARNINGS": "ignore"}) is not None  # it ran there

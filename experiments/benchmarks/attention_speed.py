@@ -1,47 +1,39 @@
-"""Attention on padded batches against packed ones (issue 34): the three kinds of attention of the
-base model, forward + backward, on the batches a training run gets.
+"""Attention, forward + backward, on the batches a training run gets (lengths as train_speed.py draws
+them: synthetic.py), each kind of the base model's (encoder self, decoder self, cross):
 
     python experiments/benchmarks/attention_speed.py [--device cuda|cpu] [--tokens 25000] [--batches 8]
-        [--reps 5] [--heads 8] [--d-k 64] [--dtype bf16|fp32] [--smoke] [--json PATH]
+        [--backends [--grid 16]] [--reps 5] [--heads 8] [--d-k 64] [--dtype bf16|fp32] [--smoke] [--json PATH]
 
-Sentence lengths as loop_speed.py draws them (synthetic.py's `synthetic_pairs`: lognormal, median 25
-tokens, the target's correlated with the source's), cut into --tokens batches by
-`TokenBudgetBatchSampler` and collated by `Collator` twice, padded and packed (`data.packed`). For
-each batch and kind (encoder self-attention, decoder self-attention, cross-attention), the same Q, K,
-V, laid out as the model lays them out (heads split from a fused projection):
-- padded: `model.attention.sdpa` on (B, H, L, d_k) with the source's key-padding mask, or
-  is_causal=True for decoder self-attention, then the heads merged, as the model does now;
-- packed: `model.attention.packed_attention` on (tokens, H, d_k) streams: torch's varlen kernel on
-  CUDA in bf16 / fp16, the reference path (unpack, SDPA, pack back) otherwise.
-A round runs one path over every batch back to back, timed as a whole (CUDA events and one
-synchronize at its end on a GPU); the two paths take turns going first for --reps rounds, and the
-median round counts.
-Reports milliseconds per batch for each, padded / packed, the padding (the share of the score
-entries that padding adds: (B x L x S) against the sentences' own), the kernel each ran, and the
-largest difference between the packed outputs and gradients and the padded ones at real positions.
-Prints a Markdown table; --json writes every figure. --smoke: 2,000-token batches, 3 of them, fp32.
+Default (issue 34): padded SDPA (the key mask; decoder self-attention is_causal) against
+`packed_attention` on the same batches packed: ms per batch each way, the padding of the score
+entries, each one's kernel, the packed outputs' and gradients' largest difference to the padded
+ones. --backends (issue 67): one batch of each shape of data.shape_grid=--grid, each SDPA backend
+forced alone: the first round (plans built), then the median; "cannot run" with torch's reason. The
+paths (backends) take turns each round (harness.py). --smoke: 3 batches (a grid of 3) of 2,000
+tokens, fp32, 3 rounds.
 """
 
-import argparse
 import itertools
 import math
 import statistics
 import sys
-import time
 from dataclasses import replace
-from pathlib import Path
 
+import harness
 import torch
-from output import emit, machine
-from sdpa_backends import SdpaCall, backend_of
+import torch.nn.functional as F
 from synthetic import BOS, EOS, PAD, synthetic_pairs
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel
+from transformer_mt.model.sdpa_backends import SdpaCall, backend_of
 from transformer_mt.packing import Packed, Varlen
 
 KINDS = ("encoder_self", "decoder_self", "cross")
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
 
 
 def on(packed: Packed, device: torch.device) -> Packed:
@@ -52,15 +44,22 @@ def on(packed: Packed, device: torch.device) -> Packed:
 def batches(tokens: int, count: int, seed: int = 0) -> list[tuple[dict, dict]]:
     """`count` training batches of `tokens` padded tokens, each collated padded and packed."""
     mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
-    table = synthetic_pairs(int(1.3 * count * tokens / mean) + 200, vocab=1000, seed=seed)
-    dataset = TranslationDataset(table)
+    dataset = TranslationDataset(synthetic_pairs(int(1.3 * count * tokens / mean) + 200, vocab=1000, seed=seed))
     sampler = TokenBudgetBatchSampler(dataset.sizes(), tokens, shuffle=True, seed=seed)
     padded, packed = Collator(PAD, BOS, EOS), Collator(PAD, BOS, EOS, packed=True)
-    out = []
-    for indices in itertools.islice(iter(sampler), count):
-        rows = dataset.__getitems__(indices)
-        out.append((padded(rows), packed(rows)))
-    return out
+    return [(padded(rows), packed(rows)) for rows in map(dataset.__getitems__, itertools.islice(sampler, count))]
+
+
+def grid_batches(tokens: int, grid: int) -> list[dict]:
+    """One collated batch of each shape of the grid fitted to synthetic lengths (the fullest one)."""
+    dataset = TranslationDataset(synthetic_pairs(max(20_000, 40 * tokens // 30), vocab=1000))
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), tokens, shuffle=True, seed=0, shape_grid=grid)
+    collate, sizes, chosen = Collator(PAD, BOS, EOS, grid=sampler.grid), sampler.sizes, {}
+    for batch in sampler.all_batches():
+        shape = sampler.grid.shape(int(sizes[batch].max()))
+        if len(batch) > len(chosen.get(shape, [])):
+            chosen[shape] = batch
+    return [collate(dataset.__getitems__(chosen[shape])) for shape in sorted(chosen)]
 
 
 class Case:
@@ -69,29 +68,21 @@ class Case:
 
     def __init__(self, kind: str, padded: dict, packed: dict, heads: int, d_k: int, dtype: torch.dtype,
                  device: torch.device, generator: torch.Generator) -> None:
-        packing = packed["packing"]
-        src, tgt = on(packing.src, device), on(packing.tgt, device)
-        self.kind, self.heads, self.d_k = kind, heads, d_k
-        self.causal = kind == "decoder_self"
+        src, tgt = (on(packed["packing"].src, device), on(packed["packing"].tgt, device))
+        self.kind, self.heads, self.d_k, self.causal = kind, heads, d_k, kind == "decoder_self"
         queries, keys = (src, src) if kind == "encoder_self" else (tgt, tgt) if self.causal else (tgt, src)
         self.layout = Varlen(queries, keys)
-        key_tokens = padded["src"] if kind != "decoder_self" else padded["tgt_in"]
-        self.mask = None if self.causal else (key_tokens != PAD).to(device)[:, None, None, :]
-        width = heads * d_k
+        self.mask = None if self.causal else (padded["src"] != PAD).to(device)[:, None, None, :]
 
         def leaf(rows: int, parts: int) -> torch.Tensor:
-            return torch.randn(rows, parts * width, generator=generator, device=device).to(dtype)
+            return torch.randn(rows, parts * heads * d_k, generator=generator, device=device).to(dtype)
 
-        if kind == "cross":
-            fused = [leaf(tgt.segments.numel(), 1), leaf(src.segments.numel(), 2)]
-            streams = [tgt, src]
-        else:
-            fused = [leaf(queries.segments.numel(), 3)]
-            streams = [queries]
+        self.streams = [tgt, src] if kind == "cross" else [queries]
+        fused = [leaf(tgt.segments.numel(), 1), leaf(src.segments.numel(), 2)] if kind == "cross" else [
+            leaf(queries.segments.numel(), 3)]
         self.packed_inputs = [x.requires_grad_() for x in fused]
-        self.padded_inputs = [s.unpack(x.detach()).requires_grad_() for s, x in zip(streams, fused)]
-        self.streams = streams
-        self.grad = torch.randn(queries.segments.numel(), width, generator=generator, device=device).to(dtype)
+        self.padded_inputs = [s.unpack(x.detach()).requires_grad_() for s, x in zip(self.streams, fused)]
+        self.grad = torch.randn(queries.segments.numel(), heads * d_k, generator=generator, device=device).to(dtype)
         self.padded_grad = queries.unpack(self.grad)
         lengths_q, lengths_k = queries.lengths().double().cpu(), keys.lengths().double().cpu()
         rows, lq, lk = queries.count, queries.max_length, keys.max_length
@@ -111,8 +102,7 @@ class Case:
         """Padded attention forward + backward; its output (B, L, H x d_k)."""
         for x in self.padded_inputs:
             x.grad = None
-        q, k, v = self.split(self.padded_inputs, padded=True)
-        out = sdpa(q, k, v, self.mask, 0.0, self.causal)
+        out = sdpa(*self.split(self.padded_inputs, padded=True), self.mask, 0.0, self.causal)
         out = out.transpose(1, 2).reshape(out.size(0), out.size(2), -1)
         out.backward(self.padded_grad)
         return out
@@ -121,85 +111,43 @@ class Case:
         """Packed attention forward + backward; its output (N, H x d_k)."""
         for x in self.packed_inputs:
             x.grad = None
-        q, k, v = self.split(self.packed_inputs, padded=False)
-        out = packed_attention(q, k, v, self.layout, self.causal, 0.0).flatten(1)
+        out = packed_attention(*self.split(self.packed_inputs, padded=False), self.layout, self.causal, 0.0).flatten(1)
         out.backward(self.grad)
         return out
 
-    def kernels(self) -> tuple[str, str]:
-        """The SDPA backend of the padded call, and the packed path's kernel (varlen or reference)."""
-        q, k, v = self.split(self.padded_inputs, padded=True)
-        backend = backend_of(SdpaCall(q.detach(), k.detach(), v.detach(), self.mask, 0.0, self.causal))
-        q = self.split(self.packed_inputs, padded=False)[0]
-        return backend, "varlen" if uses_varlen_kernel(q, 0.0) else "reference"
-
-    def differences(self) -> dict:
-        """The packed output and input gradients against the padded ones, at real positions."""
+    def figures(self) -> dict:
+        """The kernel of each path, and the packed output and input gradients against the padded
+        ones at real positions."""
+        q, k, v = (x.detach() for x in self.split(self.padded_inputs, padded=True))
+        kernel = "varlen" if uses_varlen_kernel(self.split(self.packed_inputs, padded=False)[0], 0.0) else "reference"
         padded, packed = self.padded_pass(), self.packed_pass()
-        queries = self.layout.queries
-        out = {"out_max_abs_diff": (queries.pack(padded) - packed).float().abs().max().item()}
         grads = [(s.pack(p.grad) - x.grad).float().abs().max().item()
                  for s, p, x in zip(self.streams, self.padded_inputs, self.packed_inputs)]
-        return {**out, "grad_max_abs_diff": max(grads)}
+        return {"padded_backend": backend_of(SdpaCall(q, k, v, self.mask, 0.0, self.causal)), "packed_kernel": kernel,
+                "out_max_abs_diff": (self.layout.queries.pack(padded) - packed).float().abs().max().item(),
+                "grad_max_abs_diff": max(grads)}
 
 
-class Clock:
-    """Times a whole round of passes without waiting for the device in between: CUDA events around
-    it and one synchronize at its end on a GPU (a synchronize per pass would add each launch's
-    latency to the time), the host clock on a CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def start(self):
-        if not self.cuda:
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def seconds_since(self, start) -> float:
-        if not self.cuda:
-            return time.perf_counter() - start
-        end = torch.cuda.Event(enable_timing=True)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000
+def round_ms(passes: list, device: torch.device) -> float:
+    """ms per pass of one round of `passes` run back to back."""
+    return 1000 * harness.timed(lambda: [run() for run in passes], device)[0] / len(passes)
 
 
-def timed_round(passes: list, clock: Clock) -> float:
-    """Seconds for `passes` (callables) run back to back."""
-    start = clock.start()
-    for fn in passes:
-        fn()
-    return clock.seconds_since(start)
-
-
-def measure(args, device: torch.device, dtype: torch.dtype) -> dict:
+def padded_against_packed(args, device: torch.device, dtype: torch.dtype) -> dict:
     data = batches(args.tokens, args.batches)
     generator = torch.Generator(device).manual_seed(0)
-    cases = {kind: [Case(kind, padded, packed, args.heads, args.d_k, dtype, device, generator)
-                    for padded, packed in data] for kind in KINDS}
     kinds = {}
-    for kind, runs in cases.items():
-        backend, kernel = runs[0].kernels()
-        diffs = [case.differences() for case in runs]  # also the warm-up
-        kinds[kind] = {"padded_backend": backend, "packed_kernel": kernel,
-                       "padding": statistics.fmean(case.padding for case in runs),
-                       "out_max_abs_diff": max(d["out_max_abs_diff"] for d in diffs),
-                       "grad_max_abs_diff": max(d["grad_max_abs_diff"] for d in diffs)}
-    rounds = {kind: {"padded": [], "packed": []} for kind in KINDS}
-    clock = Clock(device)
-    for rep in range(args.reps):
-        for kind, runs in cases.items():
-            paths = {"padded": [case.padded_pass for case in runs], "packed": [case.packed_pass for case in runs]}
-            for path in paths if rep % 2 == 0 else reversed(paths):  # each first in turn
-                rounds[kind][path].append(1000 * timed_round(paths[path], clock) / len(runs))
-    for kind, figures in kinds.items():
-        for path in ("padded", "packed"):
-            figures[f"{path}_ms"] = statistics.median(rounds[kind][path])
-            figures[f"{path}_ms_all"] = [round(ms, 3) for ms in rounds[kind][path]]
-        figures["padded_over_packed"] = figures["padded_ms"] / figures["packed_ms"]
+    for kind in KINDS:
+        cases = [Case(kind, padded, packed, args.heads, args.d_k, dtype, device, generator) for padded, packed in data]
+        diffs = [case.figures() for case in cases]  # also the warm-up
+        figures = {**diffs[0], "padding": statistics.fmean(case.padding for case in cases),
+                   **{key: max(d[key] for d in diffs) for key in ("out_max_abs_diff", "grad_max_abs_diff")}}
+        paths = {path: [getattr(case, f"{path}_pass") for case in cases] for path in ("padded", "packed")}
+        measured = harness.rounds({path: lambda p=p: round_ms(p, device) for path, p in paths.items()}, args.reps)
+        for path in paths:
+            figures[f"{path}_ms_all"] = [round(m[path], 3) for m in measured]
+            figures[f"{path}_ms"] = statistics.median(m[path] for m in measured)
+        kinds[kind] = {**figures, "padded_over_packed": figures["padded_ms"] / figures["packed_ms"]}
     padded_ms, packed_ms = (sum(kinds[k][f"{p}_ms"] for k in KINDS) for p in ("padded", "packed"))
     shapes = [{"sentences": len(p["id"]), "src_padded": list(p["src"].shape), "tgt_padded": list(p["tgt_in"].shape),
                "src_tokens": int(p["num_src_tokens"]), "tgt_tokens": int(q["tgt_in"].numel())} for p, q in data]
@@ -207,14 +155,54 @@ def measure(args, device: torch.device, dtype: torch.dtype) -> dict:
                                       "padded_over_packed": padded_ms / packed_ms}, "batches": shapes}
 
 
+def backend_pass(case: tuple, backend: SDPBackend) -> None:
+    q, k, v, mask, causal = case
+    with sdpa_kernel([backend]):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    out.backward(torch.ones_like(out))
+
+
+def each_backend(args, device: torch.device, dtype: torch.dtype) -> dict:
+    """Per kind and backend: the first round's ms per batch and the median of --reps (or why not)."""
+    data, kinds = grid_batches(args.tokens, args.grid), {}
+    for kind in KINDS:
+        cases = []
+        for batch in data:  # Q, K, V (B, H, L, d_k) leaves, the mask and is_causal of the kind on the batch
+            rows, length = batch["src"].shape
+            q, k, v = (torch.randn(rows, args.heads, length, args.d_k, device=device, dtype=dtype, requires_grad=True)
+                       for _ in range(3))
+            mask = None if kind == "decoder_self" else (batch["src"] != PAD).to(device)[:, None, None, :]
+            cases.append((q, k, v, mask, kind == "decoder_self"))
+        passes = {name: [lambda c=c, b=b: backend_pass(c, b) for c in cases] for name, b in BACKENDS.items()}
+        kinds[kind] = {}
+        for name in BACKENDS:
+            try:
+                kinds[kind][name] = {"first_ms": round_ms(passes[name], device)}
+            except RuntimeError as error:  # the backend refuses these calls
+                kinds[kind][name] = {"error": str(error).splitlines()[0][:200]}
+        running = {name: passes[name] for name, f in kinds[kind].items() if "error" not in f}
+        measured = harness.rounds({name: lambda p=p: round_ms(p, device) for name, p in running.items()}, args.reps)
+        for name in running:
+            kinds[kind][name]["ms"] = statistics.median(m[name] for m in measured)
+    return {"shapes": [list(b["src"].shape) for b in data], "kinds": kinds}
+
+
 def markdown(result: dict) -> str:
+    head = f"{result['heads']} heads x {result['d_k']}, {result['dtype']}, {harness.described(result)}"
+    if result["benchmark"] == "attention_backends":
+        lines = [f"{len(result['shapes'])} shapes (rows x length) of {result['max_tokens']:,}-token batches: "
+                 + ", ".join(f"{r} x {n}" for r, n in result["shapes"]) + f"; {head}; ms per batch", ""]
+        rows = [[kind, name, *(["cannot run", "", f["error"]] if "error" in f else
+                               [f"{f['first_ms']:.2f}", f"{f['ms']:.2f}", ""])]
+                for kind, backends in result["kinds"].items() for name, f in backends.items()]
+        return "\n".join([*lines, markdown_table(["attention", "backend", "first pass ms", "ms", "why not"], rows,
+                                                 right=[2, 3])])
     shapes = result["batches"]
     slots = sum(math.prod(b["src_padded"]) + math.prod(b["tgt_padded"]) for b in shapes)
     tokens = sum(b["src_tokens"] + b["tgt_tokens"] for b in shapes)
     lines = [f"{len(shapes)} batches of {result['max_tokens']:,} padded tokens (on average "
              f"{statistics.fmean(b['sentences'] for b in shapes):.0f} sentences, {1 - tokens / slots:.1%} of the "
-             f"padded tokens padding), {result['heads']} heads x {result['d_k']}, {result['dtype']}, "
-             f"{result['device_name']}, torch {result['torch']}; median of {result['reps']} rounds", ""]
+             f"padded tokens padding), {head}; median of {result['reps']} rounds", ""]
     rows = [[kind, f["padded_backend"], f["packed_kernel"], f"{f['padded_ms']:.2f}", f"{f['packed_ms']:.2f}",
              f"{f['padded_over_packed']:.2f}", f"{f['padding']:.1%}",
              f"{f['out_max_abs_diff']:.1e} / {f['grad_max_abs_diff']:.1e}"] for kind, f in result["kinds"].items()]
@@ -227,28 +215,29 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser = harness.parser(__doc__, device="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tokens", type=int, default=25_000, help="max padded tokens per batch")
     parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--backends", action="store_true", help="each SDPA backend on the shapes of a grid")
+    parser.add_argument("--grid", type=int, default=16, help="data.shape_grid of --backends")
     parser.add_argument("--reps", type=int, default=5, help="timed rounds over the batches")
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--d-k", type=int, default=64)
     parser.add_argument("--dtype", choices=["bf16", "fp32"], help="default: bf16 on cuda, fp32 on cpu")
-    parser.add_argument("--smoke", action="store_true", help="3 batches of 2,000 tokens, fp32: seconds on a CPU")
-    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--smoke", action="store_true", help="3 batches (a grid of 3) of 2,000 tokens, fp32")
     args = parser.parse_args()
     if args.smoke:
-        args.tokens, args.batches, args.reps = 2000, 3, 3
-        args.dtype = args.dtype or "fp32"
+        args.tokens, args.batches, args.grid, args.reps, args.dtype = 2000, 3, 3, 3, args.dtype or "fp32"
     device = torch.device(args.device)
     args.dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    print(f"[attention_speed] {args.batches} batches of {args.tokens} tokens, {args.dtype}, {device}", file=sys.stderr)
-    result = {"benchmark": "attention_speed", "device": args.device, **machine(device), "dtype": args.dtype,
-              "max_tokens": args.tokens, "heads": args.heads, "d_k": args.d_k, "reps": args.reps,
-              **measure(args, device, dtype)}
-    emit(result, markdown(result), args.json)
+    name = "attention_backends" if args.backends else "attention_speed"
+    print(f"[{name}] {args.tokens} tokens a batch, {args.dtype}, {device}", file=sys.stderr)
+    measure = each_backend if args.backends else padded_against_packed
+    result = {"benchmark": name, "device": args.device, **harness.machine(args.device), "dtype": args.dtype,
+              "max_tokens": args.tokens, **({"grid": args.grid} if args.backends else {}), "heads": args.heads,
+              "d_k": args.d_k, "reps": args.reps, **measure(args, device, dtype)}
+    harness.emit(result, markdown(result), args.json)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,10 @@
-"""What the dashboards cost: the same training run with the dashboard callbacks (translation
-tables, attention heatmaps, learning curves; logger=many) and without them (logger=csv, those
-callbacks removed; the step meter is in every run), in one process, one after the other.
+"""What the dashboards cost: the same training run with the dashboard callbacks (logger=many, tables,
+heatmaps, curves) and without them (logger=csv, those callbacks removed), one after the other.
 
-    python experiments/benchmarks/dashboard_overhead.py                      # the toy default job
-    DATA_DIR=/path/to/data python experiments/benchmarks/dashboard_overhead.py \\
-        experiment=multi30k_small trainer.max_time=null trainer.max_epochs=2 trainer.limit_train_batches=100
+    python experiments/benchmarks/dashboard_overhead.py [OVERRIDE ...]    # default: the toy job
 
-Extra arguments are Hydra overrides for both runs. Prints the time the callbacks spent per
-validation, the validation and training time, and the ratio of the two runs' fit times.
+OVERRIDEs go to both runs. Prints the callbacks' time per validation, the validation and training
+time, and the ratio of the two runs' fit times.
 """
 
 import os
@@ -16,13 +13,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import lightning as L
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = harness.ROOT
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -89,7 +87,8 @@ def main(overrides: list[str]) -> None:
         off = timed_run(Path(tmp) / "off", [*OFF, *overrides])
     n = on["validations"]
     dash, curves = sum(on["dashboard"]), sum(on["curves"])
-    print(f"overrides: {' '.join(overrides) or '(none: the toy default job)'}; {on['steps']} steps, {n} validations")
+    print(f"overrides: {' '.join(overrides) or '(none: the toy default job)'}; {on['steps']} steps, {n} validations; "
+          f"{harness.described(harness.machine())}")
     names = (("train", "fit (train + validation), s"), ("validate", "validation loops (with their callbacks), s"),
              ("total", "whole run incl. test, s"))
     rows = [[name, f"{on[key]:.1f}", f"{off[key]:.1f}", f"{on[key] / off[key]:.3f}"] for key, name in names]

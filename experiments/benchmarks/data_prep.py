@@ -1,18 +1,16 @@
-"""Data preparation: cold vs warm (cache hit), encoding throughput, padding of token-budget batches.
+"""Data preparation of Multi30k: cold against warm (a cache hit), encoding throughput, and the
+padding of token-budget batches against random ones.
 
     DATA_DIR=/path/to/data python experiments/benchmarks/data_prep.py [--num-proc 2]
-
-Reads ${DATA_DIR}/multi30k/{train,val,test2016}.{en,de}. Every figure comes from one run on one
-machine; the peers are the same code with a warm cache, with one encoding process, and
-fixed-size sentence batches.
 """
 
-import argparse
 import os
 import random
 import tempfile
 import time
 from pathlib import Path
+
+import harness
 
 from transformer_mt.data.batching import TokenBudgetBatchSampler
 from transformer_mt.data.corpus import TextFileCorpus
@@ -22,27 +20,27 @@ from transformer_mt.markdown import markdown_table
 
 
 def prepare(corpus, cache: Path, num_proc: int) -> tuple[float, TranslationDataModule]:
-    start = time.perf_counter()  # the vocabularies are trained (or found) as the datamodule is built
-    dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=8000), cache_dir=str(cache), num_proc=num_proc,
-                               max_tokens=4096)
+    start = time.perf_counter()  # the vocabularies are trained (or found) by prepare_data
+    dm = TranslationDataModule({"multi30k": corpus}, TokenizerOptions(vocab_size=8000), cache_dir=str(cache),
+                               num_proc=num_proc, max_tokens=4096)
     dm.prepare_data()
     dm.setup("fit")
     return time.perf_counter() - start, dm
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, with_json=False)
     parser.add_argument("--data-dir", default=os.environ.get("DATA_DIR", "data"))
     parser.add_argument("--num-proc", type=int, default=2)
     args = parser.parse_args()
     corpus = TextFileCorpus(f"{args.data_dir}/multi30k", "en", "de",
                             {"train": "train", "val": "val", "test": "test2016"})
     train = corpus.load("train")
-    print(f"Multi30k en-de: {len(train)} training pairs; {os.cpu_count()} CPUs\n")
+    print(f"Multi30k en-de: {len(train)} training pairs; {harness.described(harness.machine())}\n")
     with tempfile.TemporaryDirectory() as tmp:
         cold, _ = prepare(corpus, Path(tmp) / "a", num_proc=1)
         warm, dm = prepare(corpus, Path(tmp) / "a", num_proc=1)
-        vocab = dm.vocabularies
+        vocab = dm.vocabularies()
         print(markdown_table(["step", "seconds"], [
             ["prepare train + val, cold (BPE training + encoding + Arrow cache)", f"{cold:.2f}"],
             ["prepare train + val, warm (cache hit)", f"{warm:.2f}"], ["warm / cold", f"{warm / cold:.3f}"]],
@@ -51,7 +49,7 @@ def main() -> None:
         rows = []
         sentences = 2 * sum(len(corpus.load(split)) for split in ("train", "val", "test"))
         for num_proc in sorted({1, args.num_proc}):
-            dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=8000),
+            dm = TranslationDataModule({"multi30k": corpus}, TokenizerOptions(vocab_size=8000),
                                        cache_dir=str(Path(tmp) / f"b{num_proc}"), num_proc=num_proc, vocabularies=vocab)
             start = time.perf_counter()
             dm.prepare_data()

@@ -3,28 +3,24 @@
     python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1] [--news]
         [--train-sample PAIRS] [--corpora K]
 
-Writes a synthetic corpus of WMT14 en-de's shape (about 25 words a side, a Zipf vocabulary of 60k
-made-up words per language; --news: 5M, type-rich as news text is) once, of the largest size;
-smaller ones are its first lines. For each size, a fresh process prepares it as a training run
-does, with a cold cache and a 37k joint BPE trained on the default sample
-(data.tokenizer.train_sample): the streaming check and sample pass, tokenizer training, encoding of
-train / val / test into the Arrow cache, and the first training batch. Peak resident memory is
-that process's (and, with --num-proc > 1, its largest worker's). --corpora K: the size as K corpora
-of equal size (data.corpus and data.corpora, the second tagged), each sampled, then mixed into one
-sample by their weights. --train-sample: another data.tokenizer.train_sample.
+A synthetic corpus of WMT14 en-de's shape (a Zipf vocabulary of 60k made-up words a language; --news:
+5M, type-rich as news text is), written once; each size (its first lines) prepared in a fresh
+process as a run does, cold cache, a 37k joint BPE: the check and sample pass, the tokenizer,
+encoding, the first batch; peak RSS and RssAnon. --corpora K: the size as K corpora (the second
+tagged); --train-sample: data.tokenizer.train_sample.
 """
 
 import argparse
 import json
 import logging
 import resource
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 
 from transformer_mt.markdown import markdown_table
@@ -121,7 +117,7 @@ def copy_corpus(corpus_dir: str, folder: Path, first: int, last: int) -> None:
 
 def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None = None, corpora: int = 1) -> dict:
     """In this process: prepare the first `pairs` training pairs as a run does, as one corpus or as
-    `corpora` corpora of equal size (data.corpus and data.corpora, the second tagged); phase times
+    `corpora` corpora of equal size (data.corpora, the second tagged); phase times
     and memory."""
     from transformer_mt.data.corpus import TextFileCorpus
     from transformer_mt.data.datamodule import TranslationDataModule
@@ -147,10 +143,10 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None
         anon = AnonPeak()
         anon.start()
         start = time.perf_counter()
-        dm = TranslationDataModule(TextFileCorpus(str(folders[0]), "en", "de"), TokenizerOptions(
+        dm = TranslationDataModule({"c0": TextFileCorpus(str(folders[0]), "en", "de"), **extra}, TokenizerOptions(
                                        vocab_size=37000, **({"train_sample": train_sample} if train_sample else {})),
-                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc,
-                                   corpora=extra or None)
+                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc)
+        dm.vocabularies()  # trained (or found) on the first call
         built = time.perf_counter()
         result["check_s"] = marks["tokenizer"] - start
         result["tokenizer_s"] = built - marks["tokenizer"]
@@ -172,7 +168,7 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, with_json=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000])
     parser.add_argument("--num-proc", type=int, default=1)
     parser.add_argument("--train-sample", type=int, help="data.tokenizer.train_sample (default: its default)")
@@ -194,15 +190,13 @@ def main() -> None:
             print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         columns = ["pairs", "text (MB)", "check + sample (s)", "tokenizer (s)", "encode (s)", "first batch (s)",
                    "total (s)", "peak RSS (MB)", "peak RssAnon (MB)"]
+        print(harness.described(harness.machine()) + "\n")
         print(markdown_table(columns, [], right=range(9)), flush=True)  # then a row per size as it comes
         for size in args.sizes:
-            out = subprocess.run([sys.executable, __file__, "--num-proc", str(args.num_proc),
-                                  *(["--train-sample", str(args.train_sample)] if args.train_sample else []),
-                                  "--corpora", str(args.corpora),
-                                  "--child", str(corpus), str(size)], capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(f"{size:,} pairs: the child process failed:\n{out.stderr[-3000:]}")
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r = harness.last_json(harness.in_process([
+                sys.executable, __file__, "--num-proc", str(args.num_proc), "--corpora", str(args.corpora),
+                *(["--train-sample", str(args.train_sample)] if args.train_sample else []),
+                "--child", str(corpus), str(size)]))
             cells = [f"{r['pairs']:,}", f"{r['text_mb']:,.0f}", f"{r['check_s']:.0f}", f"{r['tokenizer_s']:.0f}",
                      f"{r['encode_s']:.0f}", f"{r['first_batch_s']:.0f}", f"{r['total_s']:.0f}",
                      f"{r['peak_mb']:,.0f}", f"{r['peak_anon_mb']:,.0f}"]

@@ -1,42 +1,33 @@
 """Decoding speed and BLEU of one checkpoint, ours against Hugging Face `generate` and CTranslate2.
 
-    python experiments/benchmarks/decode_speed.py --ckpt outputs/train/<run>/checkpoints/best.ckpt \\
-        --source $DATA_DIR/multi30k/test2016.en --reference $DATA_DIR/multi30k/test2016.de [--repeat 3]
-    python experiments/benchmarks/decode_speed.py --ckpt ... --cache     # the KV cache against none
-    python experiments/benchmarks/decode_speed.py --ckpt ... --device cuda --dtype bf16 --json out.json
+    python experiments/benchmarks/decode_speed.py --ckpt CKPT --source SRC --reference REF [--repeat 3]
+        [--rounds 5 [--load N]] [--limit N] [--batch 64] [--length-penalty 0.6] [--inter N] [--intra N]
+        [--kernels auto] [--ct2-inter 1] [--ct2-intra 2] [--only SYSTEM ...] [--json PATH]
+    python experiments/benchmarks/decode_speed.py --ckpt ... --source SRC --cache   # the KV cache against none
+    python experiments/benchmarks/decode_speed.py --ckpt ... --device cuda --dtype bf16 [--static]
 
-Systems, on the same weights: ours (fp32, and `quantize=int8`), the checkpoint's Hugging
-Face export (`MarianMTModel.generate`) and its CTranslate2 exports (float32, int8). Greedy and
-beam 4 (length penalty 0.6, --length-penalty); every system gets the same sentences in the same
-batches (sorted by length, 64 sentences each, --batch) and 2 cores: ours as the decoders of
---inter / --intra (inter_threads / intra_threads; default one one-thread decoder per core) on the
-kernels of --kernels (auto: chosen for this CPU, model/kernels.py), CTranslate2 with --ct2-inter /
---ct2-intra (default 1 x 2; with several, the batches are given from as many threads at once, as
-ours); each system's best time of --repeat rounds (the systems take turns), its BLEU (sacreBLEU 13a,
-cased, detokenized), target tokens/s (EOS included), and how many outputs equal ours in fp32. Our searches end a
-sentence at 1.2 x source tokens + 10; the peers have one limit per batch, so their outputs are cut
-where ours would have stopped. With --cache: greedy and beam 4 with and without the KV cache, and
-every output forced to exactly 50 tokens.
-
---device cuda --dtype bf16 | fp16: ours (the model cast to the dtype; and on the compiled static step
-with CUDA graphs, "ours ... static": model/static_step.py), HF generate (the same, with
-our SDPA kernels: no cuDNN) and
-CTranslate2 (compute_type bfloat16 / float16) on the GPU; the int8 systems are CPU-only. CUDA clocks
-are read after a synchronize. --limit N: the first N sentences. --json PATH: every figure of the
-tables as JSON. --static: "ours ... static" on the CPU too (inductor, no CUDA graphs).
+Ours (fp32, int8), the checkpoint's HF export (`MarianMTModel.generate`) and its CTranslate2 exports
+(float32, int8), greedy and beam 4, on the same length-sorted batches and 2 cores (ours: --inter x
+--intra decoders on --kernels; CTranslate2: --ct2-inter x --ct2-intra); each system's best of
+--repeat rounds in one process (the systems take turns), its BLEU, target tokens/s, outputs equal to
+ours in fp32. Our searches end a sentence at 1.2 x source tokens + 10; the peers' outputs are cut
+there. --rounds N: each system alone in a fresh process (this script with --only) instead, the order
+rotated every round; per pair the median of the per-round ratios; --load N: each again beside N busy
+processes. --cache: with and without the KV cache. --device cuda: ours cast to --dtype (and on the
+compiled static step with CUDA graphs), HF and CTranslate2 on the GPU. README.md says more.
 """
 
-import argparse
 import copy
 import importlib.util
 import json
+import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import harness
 import torch
 
 from transformer_mt.choices import KERNELS
@@ -78,19 +69,18 @@ class Setup:
             return "CUDA"
         return (f"ours {self.workers(device).describe()}, kernels={self.kernels}; CTranslate2 inter_threads="
                 f"{self.ct2_inter}, intra_threads={self.ct2_intra}")
+
+
+SETUP = ("batch", "length_penalty", "inter", "intra", "kernels", "ct2_inter", "ct2_intra")  # Setup's fields
+SYSTEMS = ("ours float32", "ours int8", "CTranslate2 float32", "CTranslate2 int8")  # of --rounds, and their pairs
+PAIRS = (("ours float32", "CTranslate2 float32"), ("ours int8", "CTranslate2 int8"), ("ours int8", "ours float32"))
+SEARCHES = ("greedy", "beam 4")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # also CTranslate2's compute_type
 
 
 def installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
-
-
-def clock(device: str) -> float:
-    """perf_counter, after the GPU's queue has drained."""
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 def batches(items: list, size: int = BATCH) -> list[list]:
@@ -178,33 +168,20 @@ def working(peers: list[tuple[str, object]], lines: list[str]) -> tuple[list, di
     return kept, skipped
 
 
-def best_time(repeat: int, run, *args, device: str = "cpu") -> tuple[float, list]:
-    """The shortest of `repeat` calls run(*args), and its output."""
-    return race({"": partial(run, *args)}, repeat, device)[""]
-
-
 def race(runs: dict, repeat: int, device: str = "cpu") -> dict[str, tuple[float, list]]:
-    """Each run's shortest time of `repeat` rounds, and its output; the runs take turns in every
-    round, so a slower spell of a shared machine hits them all alike."""
-    best: dict[str, tuple[float, list]] = {}
-    for _ in range(repeat):
-        for name, run in runs.items():
-            start = clock(device)
-            out = run()
-            seconds = clock(device) - start
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, out)
-    return best
+    """Each run's shortest time of `repeat` rounds and its output (the runs take turns: harness.py)."""
+    measured = harness.rounds({name: partial(harness.timed, run, device) for name, run in runs.items()}, repeat)
+    return {name: min((m[name] for m in measured), key=lambda timed: timed[0]) for name in runs}
 
 
-def peer_translators(module, folder: Path, device: str, dtype: str, only: str | None = None, setup: Setup = Setup()
+def peer_translators(module, folder: Path, device: str, dtype: str, only: list | None = None, setup: Setup = Setup()
                      ) -> list[tuple[str, Callable]]:
-    """(name, translate) of each installed peer (`only`: that one, if it is a peer), the module
+    """(name, translate) of each installed peer (`only`: those of them), the module
     exported into `folder` for it: HF generate, CTranslate2, and on a CPU CTranslate2 int8."""
     ct2_name = f"CTranslate2 {NAMES[dtype] if device == 'cuda' else 'float32'}"
 
     def wanted(name: str) -> bool:
-        return only is None or only == name
+        return only is None or name in only
 
     peers = []
     if installed("transformers") and wanted("HF generate"):
@@ -225,11 +202,23 @@ def peer_translators(module, folder: Path, device: str, dtype: str, only: str | 
     return peers
 
 
+def our_systems(model, mine: str, device: str, dtype: str, chosen: Kernels | None, static: bool) -> dict:
+    """Our decoders by name: the model in `dtype` (on the chosen kernels in fp32 on the CPU), int8
+    on the CPU, and on the compiled static step with --static or on a GPU (CUDA graphs)."""
+    systems = {mine: cast(model, device, dtype)}
+    if device == "cpu":
+        systems[mine] = on_kernels(systems[mine], chosen) if dtype == "fp32" else systems[mine]
+        systems["ours int8"] = quantize_int8(model, chosen)
+    if static or device == "cuda":
+        systems[f"{mine} static"] = StaticDecoder(systems[mine], mode="reduce-overhead" if device == "cuda" else None)
+    return systems
+
+
 def compare(module, lines: list[str], refs: list[str], repeat: int, device: str = "cpu",
-            dtype: str = "fp32", only: str | None = None, static: bool = False, setup: Setup = Setup()) -> dict:
+            dtype: str = "fp32", only: list | None = None, static: bool = False, setup: Setup = Setup()) -> dict:
     """The systems table: seconds, sentences/s, BLEU and outputs equal to ours, per search; printed,
-    and returned (rows and ratios) for --json. `only`: that one system (decode_rounds.py runs each
-    in a process of its own; outputs equal: not counted). static (always on a GPU): ours on the
+    and returned (rows and ratios) for --json. `only`: those systems (--rounds runs each in a
+    process of its own; outputs equal: not counted). static (always on a GPU): ours on the
     compiled static step too (model/static_step.py; CUDA graphs on a GPU)."""
     src = module.tokenizer.encode_sources(lines)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))  # the same length-sorted batches for all
@@ -239,18 +228,11 @@ def compare(module, lines: list[str], refs: list[str], repeat: int, device: str 
     limits = SearchOptions(max_len_a=1.2, max_len_b=10).limits(module.models[0], collate.pad(src)).tolist()
     mine = f"ours {NAMES[dtype]}"
     chosen = Kernels(setup.kernels, default_cache()) if device == "cpu" else None
-    systems = {mine: cast(module.models[0], device, dtype)}
-    if device == "cpu":
-        systems[mine] = on_kernels(systems[mine], chosen) if dtype == "fp32" else systems[mine]
-        systems["ours int8"] = quantize_int8(module.models[0], chosen)
-    if static or device == "cuda":
-        mode = "reduce-overhead" if device == "cuda" else None
-        systems[f"{mine} static"] = StaticDecoder(systems[mine], mode=mode)
-    rows = []
+    systems, rows = our_systems(module.models[0], mine, device, dtype, chosen, static), []
     with tempfile.TemporaryDirectory() as tmp:
         peers, skipped = working(peer_translators(module, Path(tmp), device, dtype, only, setup), lines[:2])
         if only is not None:
-            systems = {name: model for name, model in systems.items() if name == only}
+            systems = {name: model for name, model in systems.items() if name in only}
         limited = SearchOptions(max_len_a=1.2, max_len_b=10)
         beam4 = BeamSearch(4, PowerLength(setup.length_penalty), options=limited)
         workers = setup.workers(device)
@@ -313,7 +295,7 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
                                                        options=SearchOptions(use_cache=c)))):
         cached_out = None
         for use_cache in (True, False):
-            seconds, out = best_time(1, ours, module, model, src, make(use_cache), device=device)
+            seconds, out = harness.timed(partial(ours, module, model, src, make(use_cache), device), device)
             tokens = sum(len(o) + 1 for o in out)
             cached_out = out if use_cache else cached_out
             same = None if use_cache else out == cached_out
@@ -328,8 +310,8 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     limits = dict(max_len_a=0, max_len_b=50, min_len=50)
     for name, make in (("greedy", lambda c: GreedySearch(SearchOptions(use_cache=c, **limits))),
                        ("beam 4", lambda c: BeamSearch(beam_size=4, options=SearchOptions(use_cache=c, **limits)))):
-        with_cache, out = best_time(1, ours, module, model, forced, make(True), device=device)
-        without, _ = best_time(1, ours, module, model, forced, make(False), device=device)
+        with_cache, out = harness.timed(partial(ours, module, model, forced, make(True), device), device)
+        without, _ = harness.timed(partial(ours, module, model, forced, make(False), device), device)
         tokens = sum(len(o) + 1 for o in out)
         forced_rows.append({"search": name, "tokens_per_s_cache": tokens / with_cache,
                             "tokens_per_s_no_cache": tokens / without, "speed_up": without / with_cache})
@@ -339,31 +321,75 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     return {"cache": rows, "forced_50_tokens": forced_rows}
 
 
+def in_rounds(args) -> None:
+    """--rounds: each system alone in a fresh process (--script: this one, --only SYSTEM), the order
+    rotated every round, with --load again beside busy processes right after; per pair and search
+    each round's ratio of seconds (peer / ours: x > 1, ours is faster) and their median; with --load
+    the same beside the busy processes, and each system's loaded / quiet time."""
+    given = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SETUP if getattr(args, name) is not None]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "one.json"
+
+        def one(system: str, load: int = 0) -> dict:
+            harness.in_process([sys.executable, str(args.script), "--ckpt", args.ckpt, "--source", args.source,
+                                "--reference", args.reference, "--repeat", "1", "--only", system, "--json", str(out),
+                                *given, *(["--limit", str(args.limit)] if args.limit else [])], load)
+            return {row["search"]: row for row in json.loads(out.read_text())["systems"]}
+
+        measured = harness.rounds({s: lambda s=s: {"quiet": one(s), **({"loaded": one(s, args.load)} if args.load
+                                                                       else {})} for s in SYSTEMS}, args.rounds,
+                                  "decode_speed")
+    quiet, loaded = ([{s: m[s][key] for s in SYSTEMS} for m in measured] if args.load or key == "quiet" else []
+                     for key in ("quiet", "loaded"))
+    result = {**harness.machine(), "setup": " ".join(given), "rounds": quiet,
+              **({"loaded": loaded} if args.load else {})}
+    text = [f"{harness.described(result)}; {args.rounds} rounds, one engine per process; {' '.join(given)}"]
+    for name, rounds in (("ratios", quiet), *((("loaded_ratios", loaded),) if args.load else ())):
+        result[name] = [{**r, "ours": a, "peer": b, "bleu": (rounds[0][a][k]["bleu"], rounds[0][b][k]["bleu"])}
+                        for a, b in PAIRS for k in SEARCHES for r in harness.ratios(
+                            rounds, [(a, b)], lambda m, k=k: m[k]["seconds"], search=k)]
+        text += ["", *([f"Beside {args.load} busy processes:", ""] if name == "loaded_ratios" else []), markdown_table(
+            ["search", "ours", "peer", "median (x > 1: ours is faster)", "rounds", "BLEU ours / peer"],
+            [[r["search"], r["ours"], r["peer"], f"{r['median']:.2f}x", " / ".join(f"{x:.2f}" for x in r["rounds"]),
+              "{:.2f} / {:.2f}".format(*r["bleu"])] for r in result[name]], right=(3,))]
+    if args.load:
+        result["slowdowns"] = [{"system": s, **r} for s in SYSTEMS for search in SEARCHES for r in harness.ratios(
+            [{"quiet": q[s], "loaded": b[s]} for q, b in zip(quiet, loaded)], [("quiet", "loaded")],
+            lambda m, k=search: m[k]["seconds"], search=search)]
+        text += ["", "Loaded / quiet time, each system (medians of the rounds):", "", markdown_table(
+            ["search", *SYSTEMS], [[k, *(f"{r['median']:.2f}x" for r in result["slowdowns"] if r["search"] == k)]
+                                   for k in SEARCHES], right=range(1, 1 + len(SYSTEMS)))]
+    harness.emit(result, "\n".join(text), args.json)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ckpt", required=True)
-    parser.add_argument("--source", required=True, help="source sentences, one per line")
-    parser.add_argument("--reference", help="references, one per line (for the systems table)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per system; the best time counts")
-    parser.add_argument("--cache", action="store_true", help="the KV-cache tables instead of the systems table")
-    parser.add_argument("--forced-limit", type=int, default=200, help="sentences for the 50-token comparison")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="ours (cast), HF and CTranslate2")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
-    parser.add_argument("--json", type=Path, help="write every figure of the tables here as JSON")
-    parser.add_argument("--static", action="store_true",
-                        help="ours on the compiled static step too (always with --device cuda)")
-    parser.add_argument("--only", help="measure this system alone (e.g. 'ours int8', 'CTranslate2 int8')")
-    parser.add_argument("--batch", type=int, default=BATCH, help="sentences a batch")
-    parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search's (CTranslate2's setup: 0)")
-    parser.add_argument("--inter", type=int, help="ours: decoders at once (inter_threads; default: one per core)")
-    parser.add_argument("--intra", type=int, help="ours: threads a decoder (intra_threads; default: the rest)")
-    parser.add_argument("--kernels", choices=KERNELS, default="auto", help="ours: model/kernels.py")
-    parser.add_argument("--ct2-inter", type=int, default=1, help="CTranslate2's inter_threads")
-    parser.add_argument("--ct2-intra", type=int, default=THREADS, help="CTranslate2's intra_threads")
+    parser = harness.parser(__doc__, device="cpu")
+    add = parser.add_argument
+    add("--ckpt", required=True)
+    add("--source", required=True, help="source sentences, one per line")
+    add("--reference", help="references, one per line (for the systems table)")
+    add("--repeat", type=int, default=3, help="runs per system; the best time counts")
+    add("--rounds", type=int, help="each system alone in a fresh process, this many rounds")
+    add("--load", type=int, default=0, help="--rounds: each system again beside N busy processes")
+    add("--script", type=Path, default=Path(__file__), help="--rounds: the script each process runs (default: this)")
+    add("--cache", action="store_true", help="the KV-cache tables instead of the systems table")
+    add("--forced-limit", type=int, default=200, help="sentences for the 50-token comparison")
+    add("--dtype", choices=tuple(DTYPES), default="fp32", help="ours (cast), HF and CTranslate2")
+    add("--limit", type=int, help="only the first N sentences")
+    add("--static", action="store_true", help="ours on the compiled static step too (always with --device cuda)")
+    add("--only", nargs="+", help="measure these systems alone (e.g. 'ours int8', 'CTranslate2 int8')")
+    add("--batch", type=int, help=f"sentences a batch (default {BATCH})")
+    add("--length-penalty", type=float, help="beam search's (default 0.6; CTranslate2's setup: 0)")
+    add("--inter", type=int, help="ours: decoders at once (inter_threads; default: one per core)")
+    add("--intra", type=int, help="ours: threads a decoder (intra_threads; default: the rest)")
+    add("--kernels", choices=KERNELS, help="ours: model/kernels.py (default auto)")
+    add("--ct2-inter", type=int, help="CTranslate2's inter_threads (default 1)")
+    add("--ct2-intra", type=int, help=f"CTranslate2's intra_threads (default {THREADS})")
     args = parser.parse_args()
-    setup = Setup(args.batch, args.length_penalty, args.inter, args.intra, args.kernels, args.ct2_inter,
-                  args.ct2_intra)
+    if args.rounds:
+        in_rounds(args)
+        return
+    setup = Setup(**{name: getattr(args, name) for name in SETUP if getattr(args, name) is not None})
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no GPU")
     torch.set_num_threads(THREADS)
@@ -379,10 +405,11 @@ def main() -> None:
         refs = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
         tables = compare(module, lines, refs, args.repeat, args.device, args.dtype, args.only, args.static, setup)
     if args.json:
-        setup = {"checkpoint": args.ckpt, "source": args.source, "sentences": len(lines), "device": args.device,
-                 "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None, "repeat": args.repeat,
-                 "setup": setup.describe(args.device), "batch": setup.batch, "length_penalty": setup.length_penalty}
-        args.json.write_text(json.dumps({**setup, **tables}, indent=1))
+        args.json.write_text(json.dumps({
+            **harness.machine(args.device), "checkpoint": args.ckpt, "source": args.source, "sentences": len(lines),
+            "device": args.device, "dtype": args.dtype, "threads": THREADS if args.device == "cpu" else None,
+            "repeat": args.repeat, "setup": setup.describe(args.device), "batch": setup.batch,
+            "length_penalty": setup.length_penalty, **tables}, indent=1))
 
 
 if __name__ == "__main__":

@@ -4,44 +4,34 @@ WMT14 size.
     DATA_DIR=../shared/data python experiments/benchmarks/dropout_speed.py [--pairs 29000 4500000] [--p 0.1]
         [--tokenizer bpe|sentencepiece]
 
---tokenizer bpe (BPE-dropout): the shipped Multi30k model's BPE vocabulary (10k merges) segments the
-training sentences (Multi30k's from $DATA_DIR, else made-up ones); --tokenizer sentencepiece
-(sentencepiece's sampling, alpha = --p): a joint unigram vocabulary of 10k pieces trained on them.
-The corpus is repeated up to each --pairs size as an Arrow table like the cache's. Per size: the
-once-per-epoch pass that gives the batch sampler every pair's size in the epoch's segmentation
-(EpochDropout.sizes, chunked), and the per-batch re-segmentation a DataLoader worker does
-(EpochDropout.rows, on batches of 128 pairs), in seconds and per pair; peak memory (RSS) after each
-size. One thread, one process.
+The shipped model's BPE (or a 10k unigram sentencepiece vocabulary, alpha --p) on Multi30k's
+training sentences (made-up ones without $DATA_DIR), repeated to each size: the once-an-epoch pass
+of every pair's size (EpochDropout.sizes), a batch of 128 re-segmented (EpochDropout.rows), peak RSS.
 """
 
-import argparse
 import os
-import random
 import resource
 import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow as pa
+from synthetic import sentences
 
-from transformer_mt.data.dropout import EpochDropout
+from transformer_mt.data.dropout import EpochDropout, resegmenter
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies
 from transformer_mt.data.vocabulary_training import train_sentencepiece
 from transformer_mt.inference.members import load_translator
 from transformer_mt.markdown import markdown_table
 
-ROOT = Path(__file__).resolve().parents[2]
-WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
 
-
-def sentences() -> tuple[list[str], list[str]]:
-    folder = Path(os.environ.get("DATA_DIR", ROOT / "data")) / "multi30k"
+def corpus() -> tuple[list[str], list[str]]:
+    folder = Path(os.environ.get("DATA_DIR", harness.ROOT / "data")) / "multi30k"
     if (folder / "train.en").is_file():
         return ((folder / "train.en").read_text().splitlines(), (folder / "train.de").read_text().splitlines())
-    rng = random.Random(0)
-    made = [" ".join(rng.choices(WORDS, k=rng.randint(6, 20))) + " ." for _ in range(29_000)]
-    return made, made
+    return sentences(29_000, 6, 20), sentences(29_000, 6, 20)
 
 
 def arrow_table(vocab, src: list[str], tgt: list[str], pairs: int) -> pa.Table:
@@ -72,25 +62,28 @@ def measure(dropout: EpochDropout, table: pa.Table) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, with_json=False)
     parser.add_argument("--pairs", type=int, nargs="+", default=[29_000, 4_500_000])
     parser.add_argument("--p", type=float, default=0.1)
     parser.add_argument("--tokenizer", choices=["bpe", "sentencepiece"], default="bpe")
     args = parser.parse_args()
-    src, tgt = sentences()
+    src, tgt = corpus()
     if args.tokenizer == "bpe":
-        vocab = load_translator([ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"], None).tokenizer
+        vocab = load_translator([harness.ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"], None).tokenizer
     else:
         options = TokenizerOptions(type="sentencepiece", vocab_size=10_000)
         vocab = Vocabularies(train_sentencepiece(src + tgt, options))
-    print(f"{args.tokenizer}, p={args.p}, {len(src)} distinct pairs, one thread\n")
+    print(f"{args.tokenizer}, p={args.p}, {len(src)} distinct pairs, one thread; "
+          f"{harness.described(harness.machine())}\n")
     columns = ["pairs", "sizes pass per epoch (s)", "per pair (us)", "a batch of 128 (ms)", "mean size",
                "peak RSS (GB)"]
     print(markdown_table(columns, [], right=range(6)))  # then a row per size as it comes
     for pairs in args.pairs:
         table = arrow_table(vocab, src, tgt, pairs)
         caps = (int(pa.compute.max(table["src_len"]).as_py()), int(pa.compute.max(table["tgt_len"]).as_py()))
-        r = measure(EpochDropout.for_vocabularies(vocab, args.p, seed=1, caps=caps), table)
+        src_side = resegmenter(vocab.src, args.p)
+        tgt_side = src_side if vocab.joint else resegmenter(vocab.tgt, args.p)
+        r = measure(EpochDropout(src_side, tgt_side, 1, caps), table)
         cells = [f"{r['pairs']:,}", f"{r['sizes_s']:.2f}", f"{r['sizes_us_per_pair']:.2f}", f"{r['batch_ms']:.2f}",
                  f"{r['mean_size']:.1f}", f"{r['peak_rss_gb']:.2f}"]
         print(markdown_table(columns, [cells]).splitlines()[-1], flush=True)

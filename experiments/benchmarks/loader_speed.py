@@ -1,63 +1,36 @@
 """Training loader speed: batches of 25,000 padded tokens per second, the vectorized collator
 against the per-sentence Python one it replaced, in the main process and in one worker.
 
-    python experiments/benchmarks/loader_speed.py [--pairs 300000] [--batches 150]
+    python experiments/benchmarks/loader_speed.py [--pairs 300000] [--batches 150] [--rounds 2] [--json PATH]
 
-A synthetic corpus of WMT-like lengths (lognormal, median 25 tokens, at most 250; targets about as
-long as their sources) over a 37k vocabulary is written to an Arrow file of the schema the
-datamodule writes, memory-mapped back, and read through a DataLoader with the token-budget sampler
-(data.max_tokens=25000, shuffled) as training does. The peer is a copy of the former code: Arrow
-rows turned into Python lists, then a tensor and a slice copy per sentence. Each loader runs
-`--rounds` times (the order interleaved); the best round counts. Worker start-up is not timed.
-Target: more than 50 batches/s from one worker (a `model=base` step at 25k target tokens on a GPU).
+WMT-like pairs (synthetic.py; targets about as long as their sources, a 37k vocabulary) in Arrow
+files of the datamodule's schema, memory-mapped, read by a DataLoader with the token-budget sampler;
+the peer is a copy of the former code. The loaders take turns each round (harness.py); the best round
+counts, worker start-up not timed. Target: more than 50 batches/s from one worker.
 """
 
-import argparse
-import os
+import json
 import tempfile
-import time
 from pathlib import Path
 
 import datasets
+import harness
 import numpy as np
-import pyarrow as pa
 import torch
-from datasets.arrow_writer import ArrowWriter
+from synthetic import EOS, synthetic_pairs
 from torch.utils.data import DataLoader
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
-from transformer_mt.data.encoding import TRAIN_FEATURES
 from transformer_mt.markdown import markdown_table
 
-VOCAB, EOS, MAX_TOKENS = 37000, 2, 25000
+VOCAB, MAX_TOKENS = 37000, 25000
 
 
-def lengths(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Lognormal sentence lengths, median 25, between 1 and 250."""
-    return np.clip(np.rint(rng.lognormal(np.log(25), 0.6, n)), 1, 250).astype(np.int64)
-
-
-def id_lists(rng: np.random.Generator, count: np.ndarray, eos: bool) -> pa.ListArray:
-    """Lists of `count` random token ids (the last one EOS with `eos`)."""
-    offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int32)
-    values = rng.integers(4, VOCAB, int(offsets[-1]), dtype=np.int32)
-    if eos:
-        values[offsets[1:] - 1] = EOS
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
-
-
-def write_corpus(path: Path, pairs: int, seed: int = 0) -> datasets.Dataset:
-    """`pairs` synthetic training pairs in an Arrow file of the datamodule's schema, memory-mapped."""
-    rng = np.random.default_rng(seed)
-    src_len = lengths(rng, pairs)  # with EOS
-    tgt_len = np.clip(np.rint(src_len * rng.lognormal(0, 0.15, pairs)), 1, 249).astype(np.int64)  # + EOS <= 250
-    table = pa.table({"src_ids": id_lists(rng, src_len, eos=True), "tgt_ids": id_lists(rng, tgt_len, eos=False),
-                      "src_len": src_len.astype(np.int32), "tgt_len": tgt_len.astype(np.int32)})
-    with ArrowWriter(features=TRAIN_FEATURES, path=str(path)) as writer:
-        for batch in table.to_batches(max_chunksize=100_000):
-            writer.write_table(pa.Table.from_batches([batch]))
-        writer.finalize()
-    return datasets.Dataset.from_file(str(path))
+def write_corpus(path: Path, pairs: int) -> datasets.Dataset:
+    """`pairs` synthetic training pairs (targets about as long as their sources) in Arrow files of the
+    datamodule's schema, memory-mapped."""
+    synthetic_pairs(pairs, VOCAB, min_len=1, target=(0.0, 0.15)).save_to_disk(str(path))
+    return datasets.load_from_disk(str(path))
 
 
 class PythonDataset(TranslationDataset):
@@ -91,28 +64,25 @@ class PythonCollator:
         }
 
 
-def batches_per_second(dataset, collate, sampler: TokenBudgetBatchSampler, workers: int, count: int) -> float:
-    """Batches per second over `count` batches, timed from the first one (worker start-up excluded)."""
-    loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=workers, pin_memory=False)
-    it = iter(loader)
-    next(it)
-    start = time.perf_counter()
-    for _ in range(count):
-        next(it)
-    seconds = time.perf_counter() - start
-    del it
-    return count / seconds
+def seconds_per_batch(dataset, collate, sizes, workers: int, count: int) -> float:
+    """Seconds a batch over `count` batches, timed from the first one (worker start-up excluded)."""
+    multiple = collate.pad_to_multiple if isinstance(collate, Collator) else 1
+    sampler = TokenBudgetBatchSampler(sizes, MAX_TOKENS, shuffle=True, seed=0, pad_to_multiple=multiple)
+    batches = iter(DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=workers))
+    next(batches)
+    seconds, _ = harness.timed(lambda: [next(batches) for _ in range(count)])
+    return seconds / count
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__)
     parser.add_argument("--pairs", type=int, default=300_000)
     parser.add_argument("--batches", type=int, default=150, help="timed batches per round")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        table = write_corpus(Path(tmp) / "ids.arrow", args.pairs)
+        table = write_corpus(Path(tmp) / "ids", args.pairs)
         new, old = TranslationDataset(table), PythonDataset(table)
         sizes = new.sizes()
         sampler = TokenBudgetBatchSampler(sizes, MAX_TOKENS, shuffle=True, seed=0)
@@ -120,7 +90,7 @@ def main() -> None:
         src_len = table.with_format("numpy", columns=["src_len"])[:]["src_len"]
         print(f"{args.pairs:,} pairs, median source length {np.median(src_len):.0f} (with EOS), {len(sampler)} "
               f"batches of {MAX_TOKENS:,} padded tokens ({args.pairs / len(sampler):.0f} pairs on average), "
-              f"{100 * sampler.padding_fraction():.1f}% padding; torch {torch.__version__}, {os.cpu_count()} CPUs\n")
+              f"{100 * sampler.padding_fraction():.1f}% padding; {harness.described(harness.machine())}\n")
         # the same batches from both (equal tensors), before any timing
         a, b = Collator(0, 1, EOS)(new.__getitems__(first)), PythonCollator(0, 1, EOS)(old.__getitems__(first))
         assert all(torch.equal(a[k], b[k]) if torch.is_tensor(b[k]) else a[k] == b[k] for k in b)
@@ -128,23 +98,19 @@ def main() -> None:
         loaders = {"previous (Python lists, per-sentence copies)": (old, PythonCollator(0, 1, EOS)),
                    "vectorized (Arrow + numpy, one copy per tensor)": (new, Collator(0, 1, EOS)),
                    "vectorized, data.pad_to_multiple=8": (new, Collator(0, 1, EOS, pad_to_multiple=8))}
-        best: dict[tuple[str, int], float] = {}
-        for _ in range(args.rounds):
-            for workers in (0, 1):
-                for name, (dataset, collate) in loaders.items():
-                    multiple = collate.pad_to_multiple if isinstance(collate, Collator) else 1
-                    sampler = TokenBudgetBatchSampler(sizes, MAX_TOKENS, shuffle=True, seed=0,
-                                                      pad_to_multiple=multiple)
-                    speed = batches_per_second(dataset, collate, sampler, workers, count)
-                    best[name, workers] = max(best.get((name, workers), 0.0), speed)
-        print(markdown_table(["collator", "main process (batches/s)", "one worker (batches/s)"],
-                             [[name, f"{best[name, 0]:.1f}", f"{best[name, 1]:.1f}"] for name in loaders],
-                             right=(1, 2)))
-        previous, vectorized = list(loaders)[:2]
-        for workers, where in ((0, "main process"), (1, "one worker")):
-            print(f"\nvectorized / previous, {where}: {best[vectorized, workers] / best[previous, workers]:.1f}x")
-        verdict = "met" if best[vectorized, 1] > 50 else "NOT met"
-        print(f"target > 50 batches/s from one worker: {verdict} ({best[vectorized, 1]:.1f})")
+        runs = {(name, workers): lambda d=dataset, c=collate, w=workers: seconds_per_batch(d, c, sizes, w, count)
+                for workers in (0, 1) for name, (dataset, collate) in loaders.items()}
+        rate = {key: 1 / seconds for key, seconds in harness.best(harness.rounds(runs, args.rounds, "loader")).items()}
+    print(markdown_table(["collator", "main process (batches/s)", "one worker (batches/s)"],
+                         [[name, f"{rate[name, 0]:.1f}", f"{rate[name, 1]:.1f}"] for name in loaders], right=(1, 2)))
+    previous, vectorized = list(loaders)[:2]
+    for workers, where in ((0, "main process"), (1, "one worker")):
+        print(f"\nvectorized / previous, {where}: {rate[vectorized, workers] / rate[previous, workers]:.1f}x")
+    print(f"target > 50 batches/s from one worker: {'met' if rate[vectorized, 1] > 50 else 'NOT met'} "
+          f"({rate[vectorized, 1]:.1f})")
+    if args.json:
+        args.json.write_text(json.dumps({**harness.machine(), "pairs": args.pairs, "batches_per_s": [
+            {"collator": name, "workers": workers, "batches_per_s": r} for (name, workers), r in rate.items()]}) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,41 +1,27 @@
-"""The output layer + label-smoothed loss of a training step, forward + backward, side by side
-(issue 34): what `TranslationModule` runs after the decoder's last LayerNorm.
+"""The output layer + label-smoothed loss of a training step, forward + backward (issue 34): what
+`TranslationModule` runs after the decoder's last LayerNorm, on the same (rows x d) states, tied
+(vocab x d) weight without a bias and targets (~5% padding), label smoothing 0.1, per token.
 
     python experiments/benchmarks/loss_speed.py [--device cuda|cpu] [--rows 24800] [--d 512 1024]
         [--vocab 37000] [--precision bf16|fp32] [--padding 0.05] [--reps 10] [--warmup 2] [--compile]
         [--smoke] [--json PATH]
 
-Systems, on the same (rows x d) fp32 states, a tied (vocab x d) fp32 weight without a bias (as
-conf/model/base.yaml) and the same targets, ~5% of them padding (ignored):
-- previous: the chunked loss this one replaced (copied below): fp32 logits per chunk, eager;
-- fused: `training.loss.output_layer_loss`, eager: logits in the activation dtype, one fp32
-  log-sum-exp, the one-hot and smoothing terms analytic;
-- fused, vocab /128: the same over the vocabulary padded to a multiple of 128 (module.vocab_multiple:
-  37,000 -> 37,120, the padded logits masked; whole GPU tiles);
-- fused+compile (and its vocab /128): the same with chunk_fn = torch.compile(chunk_loss, fullgraph=True, dynamic=False),
-  as module.compile runs it (with --compile only: inductor takes minutes on a CPU);
-- liger: Liger-Kernel's LigerFusedLinearCrossEntropyLoss (label_smoothing=0.1, ignore_index=0), where
-  `liger_kernel` imports and the device is CUDA; otherwise listed as skipped, with the reason.
-Label smoothing 0.1, the loss divided by the target-token count, as training does. bf16 is autocast.
-
-The systems take turns in each repetition (each first in turn); the median of --reps timed
-forward + backward passes counts (after --warmup untimed ones, which absorb compilation). On a GPU
-also the peak memory of a pass above the inputs. Accuracy: the loss and the gradients of each
-system's first pass against the plain reference (`label_smoothed_nll_loss` of the whole fp32
-logits, without autocast), where those fit in memory. Prints a Markdown table; --json writes every
-figure. --smoke: CPU sizes that run in seconds (2,000 x 64 x 5,000, fp32, 5 repetitions).
+Systems: previous (the chunked loss it replaced, copied below: fp32 logits per chunk), fused
+(`output_layer_loss`), fused over the vocabulary padded to a multiple of 128 (module.vocab_multiple),
+the two compiled as module.compile compiles them (--compile), and Liger-Kernel's fused linear
+cross-entropy (CUDA, where it imports); one that cannot run is listed with why. Each repetition the
+systems take turns; the median of --reps passes after --warmup counts, with (on a GPU) the peak memory
+of a pass, and the loss's and gradients' differences to the plain fp32 loss of the whole logits of
+each system's first pass. --smoke: 2,000 x 64 x 5,000 in fp32, 5 repetitions (seconds on a CPU).
 """
 
-import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 
+import harness
 import torch
 import torch.nn.functional as F
-from output import emit, machine
 
 from transformer_mt.markdown import markdown_table
 from transformer_mt.training.loss import chunk_loss, label_smoothed_nll_loss, output_layer_loss
@@ -45,80 +31,52 @@ SYSTEMS = ("previous", "fused", "fused, vocab /128", "fused+compile", "fused+com
 VOCAB_MULTIPLE = 128  # module.vocab_multiple of the "vocab /128" systems
 
 
-# ------------------------------------------------------------------ the previous implementation
-def previous_output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                               target: torch.Tensor, epsilon: float, ignore_index: int, chunk_rows: int | None = None,
-                               chunk_fn=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The chunked output layer + loss before issue 34 (our own code, as it was): fp32 logits per chunk."""
-    if chunk_rows is None:
-        chunk_rows = max(1, (1 << 20 if hidden.device.type == "cpu" else 1 << 26) // weight.size(0))
+def previous_output_layer_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: None, target: torch.Tensor,
+                               epsilon: float, ignore_index: int) -> tuple[torch.Tensor, None, torch.Tensor]:
+    """The chunked output layer + loss before issue 34 (our own code as it was, without a bias): fp32
+    logits per chunk, the gradients computed chunk by chunk in the forward pass."""
+    chunk_rows = max(1, (1 << 20 if hidden.device.type == "cpu" else 1 << 26) // weight.size(0))
     hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
     keep = target != ignore_index
     labels = torch.where(keep, target, 0)  # any valid index: these rows are zeroed
-    loss_sum, nll_sum = _PreviousOutputLayerLoss.apply(hidden, weight, bias, labels, keep, epsilon, chunk_rows,
-                                                       torch.is_grad_enabled(), chunk_fn or previous_chunk_loss)
-    return loss_sum, nll_sum, keep.sum()
+    return _Previous.apply(hidden, weight, labels, keep, epsilon, chunk_rows), None, keep.sum()
 
 
-def previous_chunk_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
-                        keep: torch.Tensor, epsilon: float, need_grad: bool) -> tuple[torch.Tensor | None, ...]:
-    """One chunk of `previous_output_layer_loss`: its summed losses and, with need_grad, its gradients."""
-    logits = F.linear(h, weight, bias).float()
+def previous_chunk(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, keep: torch.Tensor,
+                   epsilon: float) -> tuple[torch.Tensor, ...]:
+    """One chunk of `previous_output_layer_loss`: its summed loss and its gradients."""
+    logits = F.linear(h, weight).float()
     lse = logits.logsumexp(dim=-1)
     nll = lse - logits.gather(-1, labels[:, None]).squeeze(-1)
     smooth = lse - logits.mean(dim=-1)  # mean over the vocabulary of -log p
     loss_sum = torch.where(keep, (1.0 - epsilon) * nll + epsilon * smooth, 0.0).sum()
-    nll_sum = torch.where(keep, nll, 0.0).sum()
-    if not need_grad:
-        return loss_sum, nll_sum, None, None, None
     grad = logits.sub_(lse[:, None]).exp_().sub_(epsilon / weight.size(0))  # in place: softmax - eps / V
     grad.scatter_add_(-1, labels[:, None], torch.full_like(grad[:, :1], epsilon - 1.0))
-    kept = keep[:, None]
-    grad_h = torch.where(kept, grad.to(weight.dtype) @ weight, 0.0)
-    grad_w = grad.T @ torch.where(kept, h, 0.0).float()
-    grad_b = keep.to(grad.dtype) @ grad if bias is not None else None
-    return loss_sum, nll_sum, grad_h, grad_w, grad_b
+    return loss_sum, torch.where(keep[:, None], grad.to(weight.dtype) @ weight, 0.0), grad.T @ torch.where(
+        keep[:, None], h, 0.0).float()
 
 
-class _PreviousOutputLayerLoss(torch.autograd.Function):
-    """The previous autograd function: gradients computed chunk by chunk in the forward pass."""
+class _Previous(torch.autograd.Function):
+    """The previous autograd function: the forward pass keeps the gradients, the backward scales them."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, labels, keep, epsilon: float, chunk_rows: int, grad_enabled: bool,
-                chunk_fn):
-        need = ctx.needs_input_grad if grad_enabled else (False,) * 3
+    def forward(ctx, hidden, weight, labels, keep, epsilon: float, chunk_rows: int):
         loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        nll_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        grad_hidden = torch.empty_like(hidden) if need[0] else None
-        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need[1] else None
-        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if bias is not None and need[2] else None
+        grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight, dtype=torch.float32)
         for start in range(0, hidden.size(0), chunk_rows):
             rows = slice(start, start + chunk_rows)
-            loss, nll, grad_h, grad_w, grad_b = chunk_fn(hidden[rows], weight, bias, labels[rows], keep[rows],
-                                                         epsilon, any(need[:3]))
+            loss, grad_hidden[rows], grad_w = previous_chunk(hidden[rows], weight, labels[rows], keep[rows], epsilon)
             loss_sum += loss
-            nll_sum += nll
-            if grad_hidden is not None:
-                grad_hidden[rows] = grad_h
-            if grad_weight is not None:
-                grad_weight += grad_w
-            if grad_bias is not None:
-                grad_bias += grad_b
-        ctx.mark_non_differentiable(nll_sum)
-        ctx.save_for_backward(*(g if g is not None else torch.empty(0) for g in (grad_hidden, grad_weight,
-                                                                                   grad_bias)))
-        ctx.has = (grad_hidden is not None, grad_weight is not None, grad_bias is not None)
-        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return loss_sum, nll_sum
+            grad_weight += grad_w
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.dtypes = (hidden.dtype, weight.dtype)
+        return loss_sum
 
     @staticmethod
-    def backward(ctx, grad_loss, _grad_nll):
-        grads = [(g * grad_loss).to(dtype) if has else None
-                 for g, has, dtype in zip(ctx.saved_tensors, ctx.has, ctx.dtypes)]
-        return grads[0], grads[1], grads[2], None, None, None, None, None, None
+    def backward(ctx, grad_loss):
+        return *((g * grad_loss).to(dtype) for g, dtype in zip(ctx.saved_tensors, ctx.dtypes)), None, None, None, None
 
 
-# ------------------------------------------------------------------------------------ systems
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -170,12 +128,6 @@ def systems_for(device: torch.device, compile_: bool) -> tuple[dict[str, Loss], 
     return run, skipped
 
 
-# -------------------------------------------------------------------------------- measurement
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def inputs(rows: int, d: int, vocab: int, padding: float, device: torch.device, seed: int = 0):
     """Decoder states ~ N(0, 1) (after a LayerNorm), a weight initialized as our embeddings (std d^-1/2),
     targets in [4, vocab) with a `padding` fraction of PAD."""
@@ -221,16 +173,17 @@ def one_pass(fn: Loss, hidden, weight, target, dtype: torch.dtype | None) -> tup
     memory above what was allocated before it (GiB)."""
     device = hidden.device
     hidden.grad = weight.grad = None
-    sync(device)
     if device.type == "cuda":
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        loss = fn(hidden, weight, target)
-    loss.backward()
-    sync(device)
-    seconds = time.perf_counter() - start
+
+    def run() -> torch.Tensor:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = fn(hidden, weight, target)
+        loss.backward()
+        return loss
+
+    seconds, loss = harness.timed(run, device)
     peak = (torch.cuda.max_memory_allocated(device) - base) / 2**30 if device.type == "cuda" else None
     return loss.detach(), seconds, peak
 
@@ -244,9 +197,8 @@ def measure(d: int, args, device: torch.device) -> dict:
     results = {name: {"system": name, "status": "skipped", "note": reason} for name, reason in skipped.items()}
     for name in run:
         results[name] = {"system": name, "status": "ok", "seconds": [], "peak_gb": []}
-    names = list(run)
     for rep in range(args.warmup + args.reps):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:  # each first in turn
+        for name in harness.order(list(run), rep):  # each first in turn
             record = results[name]
             if record["status"] != "ok":
                 continue
@@ -283,8 +235,8 @@ def number(value, fmt: str) -> str:
 
 def markdown(result: dict) -> str:
     lines = [f"{result['rows']:,} rows ({result['padding']:.0%} padding) x vocabulary {result['vocab']:,}, "
-             f"{result['precision']}, {result['device_name']}, torch {result['torch']}, {result['threads']} threads; "
-             f"median of {result['reps']} forward + backward passes", ""]
+             f"{result['precision']}, {harness.described(result)}; median of {result['reps']} forward + backward "
+             "passes", ""]
     rows = [[width["d"], r["system"], number(r.get("ms"), ".2f"), number(r.get("speedup_vs_previous"), ".2f"),
              number(r.get("peak_gb"), ".2f"), number(r.get("loss_diff"), ".1e"), number(r.get("grad_rel_diff"), ".1e"),
              r.get("note", "")] for width in result["widths"] for r in width["systems"]]
@@ -293,8 +245,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser = harness.parser(__doc__, device="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--rows", type=int, default=24_800, help="target positions (a 25k-token batch's)")
     parser.add_argument("--d", type=int, nargs="+", default=[512, 1024], help="model widths")
     parser.add_argument("--vocab", type=int, default=37_000)
@@ -305,7 +256,6 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also fused+compile (inductor)")
     parser.add_argument("--cpu-reference-gb", type=float, default=4.0, help="the most the CPU reference may take")
     parser.add_argument("--smoke", action="store_true", help="2,000 x 64 x 5,000 in fp32: seconds on a CPU")
-    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.d, args.vocab, args.reps, args.warmup = 2000, [64], 5000, 5, 1
@@ -314,10 +264,10 @@ def main() -> None:
     args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
     print(f"[loss_speed] {args.rows} x {args.d} x {args.vocab}, {args.precision}, {device}", file=sys.stderr)
     widths = [measure(d, args, device) for d in args.d]
-    result = {"benchmark": "loss_speed", "device": args.device, **machine(device), "precision": args.precision,
-              "rows": args.rows, "vocab": args.vocab, "padding": args.padding, "reps": args.reps,
-              "warmup": args.warmup, "compile": args.compile, "widths": widths}
-    emit(result, markdown(result), args.json)
+    result = {"benchmark": "loss_speed", "device": args.device, **harness.machine(args.device),
+              **{k: getattr(args, k) for k in ("precision", "rows", "vocab", "padding", "reps", "warmup", "compile")},
+              "widths": widths}
+    harness.emit(result, markdown(result), args.json)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
-"""Where a training step's time goes, by torch.profiler (loop_speed.py --profile-steps): each
-profiled op, or each kernel it launched, sorted into matmul, attention, loss, elementwise,
-optimizer, other and idle; on a GPU CUDA kernel time, on a CPU CPU op self time."""
+"""Where a training step's time goes, by torch.profiler (train_speed.py --profile-steps): each
+profiled op, or each kernel it launched, in matmul, attention, loss, elementwise, optimizer, other
+or idle; on a GPU CUDA kernel time, on a CPU CPU op self time.
+
+    python experiments/benchmarks/profiling.py EVENTS.json
+
+sorts made-up events, a check of the rule: {"events": [[[op, its parent, ...], kernel], ...],
+"intervals": [[start, end], ...]} gives {"categories": [...], "busy_us": the intervals' union,
+"order": CATEGORIES} as JSON.
+"""
 
 import contextlib
+import json
+import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
-
-import torch
-
-from transformer_mt.markdown import markdown_table
 
 CATEGORIES = ("matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle")
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
@@ -95,9 +102,10 @@ def profile_ranges():
     return stack
 
 
-def profile_callback(device: torch.device, first: int, count: int, out: dict):
+def profile_callback(device, first: int, count: int, out: dict):
     """A Lightning callback that runs steps first .. first + count - 1 under torch.profiler and puts
     their time per category into `out`."""
+    import torch
     from lightning.pytorch.callbacks import Callback
     from torch.profiler import ProfilerActivity, profile
 
@@ -136,8 +144,27 @@ def profile_callback(device: torch.device, first: int, count: int, out: dict):
 
 def profile_markdown(profile: dict) -> str:
     """The profile of --profile-steps as a Markdown table."""
+    from transformer_mt.markdown import markdown_table
+
     steps = f"{profile['steps']} step" + ("s" if profile["steps"] != 1 else "")
     lines = [f"Profile of {steps} ({profile['basis']}): {profile['wall_ms_per_step']:.1f} ms a step, "
              f"{profile['busy_ms_per_step']:.1f} ms busy", ""]
     rows = [[k, f"{v:.2f}", f"{profile['share'][k]:.1%}"] for k, v in profile["ms_per_step"].items()]
     return "\n".join([*lines, markdown_table(["category", "ms per step", "share"], rows, right=(1, 2))])
+
+
+def main(path: Path) -> None:
+    """The categories of made-up events (innermost op first, then its parents) and the busy time of intervals."""
+    given = json.loads(path.read_text())
+    categories = []
+    for chain, kernel in given["events"]:
+        event = None
+        for name in reversed(chain):
+            event = SimpleNamespace(name=name, cpu_parent=event)
+        categories.append(category(event, kernel))
+    busy = busy_us([tuple(i) for i in given["intervals"]])
+    print(json.dumps({"categories": categories, "busy_us": busy, "order": list(CATEGORIES)}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

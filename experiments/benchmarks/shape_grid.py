@@ -1,25 +1,20 @@
 """data.shape_grid against today's batcher: padded positions and distinct batch shapes of an epoch.
 
     python experiments/benchmarks/shape_grid.py [--ckpt experiments/multi30k/multi30k_en_de.ckpt]
-        [--multi30k $DATA_DIR/multi30k] [--pairs 1000000] [--grids 8 16 32] [--json PATH]
+        [--multi30k $DATA_DIR/multi30k] [--pairs 1000000] [--grids 8 16 32] [--lengths FILE --budget N] [--json PATH]
 
-Corpora: Multi30k's training split, segmented by the checkpoint's vocabulary (when --multi30k
-and --ckpt are given), and a WMT-like one: --pairs made-up pairs of synthetic.py (lognormal
-lengths of median 25 subwords, the target's correlated, what loop_speed.py trains on). Each
-with its preset's budget (Multi30k: 4,096 tokens, the recipe's; WMT: 25,000, the paper presets').
-Per batcher, over epoch 0 (seed 0, shuffled): the padded positions (rows x length, the rows a
-grid batch is filled up with included; the budget's measure: both sides at the longer one), the
-share of them that is padding, their ratio to today's (x < 1.15: the issue's target), the
-source + target tensors' positions against today's (today pads each side to its own longest, the
-grid both to the shape's length), the number of batches and of distinct (rows, length) shapes,
-and the seconds the grid took to fit.
+Corpora: Multi30k's training split in the checkpoint's vocabulary (--multi30k) in 4,096-token
+batches, --pairs WMT-like pairs (synthetic.py) in 25,000-token ones, and --lengths FILE's pairs (a
+line: source length with EOS, target length with BOS) in --budget-token ones. Per batcher, epoch 0
+(seed 0, shuffled): padded positions (filling rows included), padding, positions and src + tgt
+tensor positions against today's, batches, distinct shapes, the grid's fitting seconds.
 """
 
-import argparse
 import json
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
 from synthetic import synthetic_pairs
@@ -77,14 +72,18 @@ def table(corpus: str, rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--ckpt", default="experiments/multi30k/multi30k_en_de.ckpt")
     parser.add_argument("--multi30k", default=None, help="the Multi30k folder (train.en, train.de)")
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--grids", type=int, nargs="+", default=[8, 16, 32])
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--lengths", type=Path, help="a corpus of these lengths, a pair a line")
+    parser.add_argument("--budget", type=int, default=25000, help="--lengths' tokens a batch")
     args = parser.parse_args()
     corpora = {}
+    if args.lengths:
+        given = np.loadtxt(args.lengths, dtype=np.int64, ndmin=2)
+        corpora["given"] = (given[:, 0], given[:, 1], args.budget)
     if args.multi30k:
         corpora["Multi30k"] = (*multi30k_lengths(args.ckpt, args.multi30k), 4096)
     corpora["WMT-like"] = (*synthetic_lengths(args.pairs), 25000)
@@ -93,7 +92,7 @@ def main() -> None:
         results[name] = [measured(src, tgt, budget, grid) for grid in [None, *args.grids]]
         print(table(name, results[name]) + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        args.json.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
-"""Made-up training data for the speed benchmarks (loop_speed.py, attention_speed.py): sentence
-pairs of random ids with a realistic spread of lengths, cut into token-budget batches as the
-datamodule cuts them, and a placeholder vocabulary of any size for the module to take its size
-and special ids from."""
+"""Made-up data for the benchmarks: sentence pairs of random ids with a realistic spread of lengths,
+cut into token-budget batches as the datamodule cuts them, a placeholder vocabulary of any size for
+the module to take its size and special ids from, and made-up English sentences."""
 
 import math
+import random
 
 PAD, BOS, EOS = 0, 1, 2  # the special ids of our vocabularies (transformer_mt.data.tokenizer)
+WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
+
+
+def sentences(count: int, fewest: int, most: int, seed: int = 0) -> list[str]:
+    """`count` made-up English sentences of `fewest` to `most` words and a full stop."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(fewest, most))) + " ." for _ in range(count)]
 
 
 def placeholder_vocabularies(size: int):
@@ -20,10 +27,12 @@ def placeholder_vocabularies(size: int):
     return Vocabularies(BpeTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))))
 
 
-def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max_len: int = 250):
+def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max_len: int = 250, min_len: int = 2,
+                    target: tuple[float, float] = (0.05, 0.2)):
     """n random sentence pairs as the datamodule's Arrow table (src_ids ending in EOS, tgt_ids
-    without specials): source lengths lognormal (median `median`), the target's the source's times
-    a lognormal factor (correlated), both at most max_len with their EOS."""
+    without specials): source lengths lognormal (median `median`, at least `min_len`), the target's
+    the source's times a lognormal factor (mean and sigma of its log: `target`; correlated), both at
+    most max_len with their EOS."""
     import datasets
     import numpy as np
     import pyarrow as pa
@@ -31,8 +40,8 @@ def synthetic_pairs(n: int, vocab: int, seed: int = 0, median: float = 25.0, max
     from transformer_mt.data.encoding import TRAIN_FEATURES
 
     rng = np.random.default_rng(seed)
-    src_len = np.clip(np.rint(rng.lognormal(math.log(median), 0.6, n)), 2, max_len).astype(np.int32)
-    tgt_len = np.clip(np.rint(src_len * rng.lognormal(0.05, 0.2, n)), 1, max_len - 1).astype(np.int32)
+    src_len = np.clip(np.rint(rng.lognormal(math.log(median), 0.6, n)), min_len, max_len).astype(np.int32)
+    tgt_len = np.clip(np.rint(src_len * rng.lognormal(*target, n)), 1, max_len - 1).astype(np.int32)
 
     def lists(lengths, ids):
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)

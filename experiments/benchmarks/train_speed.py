@@ -1,104 +1,485 @@
-"""Training speed of our Transformer against Hugging Face's MarianMTModel and torch.nn.Transformer
-at the same dimensions and batches, in one run (systems interleaved step by step, each first in turn).
+"""Training speed three ways: the loop a run trains in (issues 34, 67), the model alone against its
+peers at fixed shapes (issue 11), and this checkout against an earlier one (issue 34).
 
-    python experiments/benchmarks/train_speed.py [--device cpu|cuda] [--precision fp32 bf16] [--steps 8]
-        [--shape base|recipe]
+    python experiments/benchmarks/train_speed.py [--model base] [--tokens 25000] [--precision bf16-mixed]
+        [--compile [BACKEND]] [--compile-mode MODE] [--packed] [--shape-grid K] [--pad-to-multiple N]
+        [--vocab-multiple N] [--profile-steps N] [--peer hf] [--device cuda] [--steps 20] [--warmup 5]
+    python experiments/benchmarks/train_speed.py --shape base recipe [--precision 32-true bf16-mixed] [--steps 8]
+    python experiments/benchmarks/train_speed.py --shape recipe base --previous CLONE [--rounds 5] [--steps 6]
 
---shape base (default): the paper's base model (d_model 512, d_ff 2048, 8 heads, 6 + 6 layers),
-batches of 64 sentence pairs of 24 + 24 tokens; --shape recipe: experiment=multi30k_recipe's
-model (d_model 128, d_ff 256, 4 heads, 4 + 4 layers), batches of 256 pairs of 16 + 16 tokens.
-Both: ReLU, post-norm, tied embeddings, a 10k vocabulary, random ids (no padding), label-smoothed
-loss (the peers: our `label_smoothed_nll_loss` on their logits; ours: its training path,
-`output_layer_loss`, which applies the output layer chunk by chunk), fused Adam. Prints target
-tokens/s, the ratio of ours to each peer, and model FLOPs utilization: our FLOPs estimate
-(transformer_mt.model.flops) over a matmul peak measured in the same run.
-
-What a training run does, step for step (Lightning, token-budget batches, a profile): loop_speed.py.
+The loop: TranslationModule's training step and optimizer through lightning.Trainer.fit on
+token-budget batches of random ids (synthetic.py), conf/model/<model>.yaml; --warmup steps untimed
+(on a --shape-grid, until every shape has come), then --steps timed; tokens/s, MFU (a data-sheet or a
+measured peak), memory, padding, each attention kind's kernel; --peer hf: HF Marian on the same
+batches; --profile-steps: where the time goes (profiling.py). --shape: ours (output_layer_loss), HF
+MarianMTModel and torch.nn.Transformer on one fixed batch, interleaved step by step. --previous:
+ours in this checkout and in CLONE, a fresh process of each a round; the median step and first loss
+of each (README.md says more).
 """
 
 import argparse
+import contextlib
+import gc
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
 import time
+import warnings
+from collections import namedtuple
+from pathlib import Path
 
+import harness
 import torch
-from peer_models import HFMarian, Shape, TorchTransformer, V
-from step_timing import matmul_peak, sync
-from synthetic import BOS, PAD
+from synthetic import BOS, PAD, placeholder_vocabularies, steps_to_cover, synthetic_pairs, token_budget_loader
 from torch import nn
 
-from transformer_mt.markdown import markdown_table
-from transformer_mt.model import Transformer, TransformerConfig
-from transformer_mt.model.flops import training_flops
-from transformer_mt.training.loss import output_layer_loss
-
+DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+Shape = namedtuple("Shape", "d ff heads layers batch length", defaults=(0, 0))
 SHAPES = {"base": Shape(512, 2048, 8, 6, 64, 24), "recipe": Shape(128, 256, 4, 4, 256, 16)}
+V = 10_000  # --shape's vocabulary
 
 
-class Ours(nn.Module):
-    def __init__(self, shape: Shape) -> None:
+def progress(message: str) -> None:
+    print(f"[train_speed] {message}", file=sys.stderr, flush=True)
+
+
+def config_of(shape: Shape, vocab: int = V):
+    """Our TransformerConfig at this shape (only what every checkout's config takes)."""
+    from transformer_mt.model import TransformerConfig
+
+    return TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, pad_id=PAD, num_encoder_layers=shape.layers,
+                             num_decoder_layers=shape.layers, d_model=shape.d, d_ff=shape.ff, heads=shape.heads)
+
+
+class System(nn.Module):
+    """A model at our shape with the loss it trains on: ours (`output_layer_loss`, the output layer
+    chunk by chunk), HF MarianMTModel (`hf`) or torch.nn.Transformer with embeddings, sinusoidal
+    positions and a tied output layer (`torch`), the peers with the label-smoothed loss of their logits."""
+
+    def __init__(self, kind: str, shape: Shape, vocab: int = V, positions: int = 256, dropout: float = 0.1) -> None:
         super().__init__()
-        self.model = Transformer(config_of(shape))
+        self.kind = kind
+        if kind == "ours":
+            from transformer_mt.model import Transformer
+
+            self.model = Transformer(config_of(shape, vocab))
+        elif kind == "hf":
+            import transformers
+
+            self.model = transformers.MarianMTModel(transformers.MarianConfig(
+                vocab_size=vocab, decoder_vocab_size=vocab, d_model=shape.d, encoder_layers=shape.layers,
+                decoder_layers=shape.layers, encoder_attention_heads=shape.heads, decoder_attention_heads=shape.heads,
+                encoder_ffn_dim=shape.ff, decoder_ffn_dim=shape.ff, activation_function="relu", dropout=dropout,
+                max_position_embeddings=positions, scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=BOS))
+        else:
+            from transformer_mt.model.embedding import sinusoid_table
+
+            self.embed = nn.Embedding(vocab, shape.d, padding_idx=PAD)
+            self.register_buffer("pos", sinusoid_table(positions, shape.d), persistent=False)
+            self.core = nn.Transformer(shape.d, shape.heads, shape.layers, shape.layers, shape.ff, dropout=dropout,
+                                       batch_first=True)
+            self.out = nn.Linear(shape.d, vocab, bias=False)
+            self.out.weight = self.embed.weight
+
+    def forward(self, src, tgt_in):
+        if self.kind == "hf":
+            return self.model(input_ids=src, decoder_input_ids=tgt_in).logits
+        s, t = (self.embed(x) * math.sqrt(self.embed.embedding_dim) + self.pos[: x.size(1)] for x in (src, tgt_in))
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=src.device)
+        return self.out(self.core(s, t, tgt_mask=mask, tgt_is_causal=True))
 
     def loss(self, src, tgt_in, tgt_out):
-        """As TranslationModule trains: decoder states, then output layer + loss chunk by chunk."""
+        from transformer_mt.training.loss import label_smoothed_nll_loss, output_layer_loss
+
+        if self.kind != "ours":
+            return label_smoothed_nll_loss(self(src, tgt_in), tgt_out, 0.1, PAD)
         out = self.model.output_proj
         return output_layer_loss(self.model.features(src, tgt_in), out.weight, out.bias, tgt_out, 0.1, PAD)
 
 
-def config_of(shape: Shape) -> TransformerConfig:
-    return TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, pad_id=PAD, num_encoder_layers=shape.layers,
-                             num_decoder_layers=shape.layers, d_model=shape.d, d_ff=shape.ff, heads=shape.heads)
+def matmul_peak(device: str, dtype: torch.dtype | None, n: int = 2048, reps: int = 10) -> float:
+    """FLOP/s of an n x n matmul on this device and dtype, measured now."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype or torch.float32) for _ in range(2))
+    harness.timed(lambda: [a @ b for _ in range(2)], device)
+    return 2 * n**3 * reps / harness.timed(lambda: [a @ b for _ in range(reps)], device)[0]
+
+
+def fixed_steps(systems: dict[str, System], shape: Shape, steps: int, device: str, dtype) -> dict[str, dict]:
+    """2 warm-up and `steps` timed training steps of each system on one fixed batch, the systems
+    taking turns step by step: each one's seconds and its first loss."""
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(4, V, (shape.batch, shape.length), generator=gen).to(device)
+    tgt = torch.randint(4, V, (shape.batch, shape.length + 1), generator=gen).to(device)
+    tgt[:, 0] = BOS
+    out = {name: {"seconds": [], "first_loss": None} for name in systems}
+    optimizers = {name: torch.optim.Adam(model.to(device).train().parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                         fused=True) for name, model in systems.items()}
+
+    def step(name: str) -> float:
+        with torch.autocast(device.split(":")[0], dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss_sum, _, ntokens = systems[name].loss(src, tgt[:, :-1], tgt[:, 1:])
+        (loss_sum / ntokens).backward()
+        optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+        return float(loss_sum / ntokens)
+
+    for number in range(steps + 2):
+        for name in harness.order(list(systems), number):
+            seconds, loss = harness.timed(lambda n=name: step(n), device)
+            out[name]["seconds"] += [seconds] if number >= 2 else []
+            out[name]["first_loss"] = loss if out[name]["first_loss"] is None else out[name]["first_loss"]
+    return out
+
+
+def against_peers(args) -> dict:
+    """--shape: ours, HF and torch.nn.Transformer at each shape and precision."""
+    from transformer_mt.markdown import markdown_table
+    from transformer_mt.model.flops import training_flops
+
+    rows = []
+    for name, precision in ((name, precision) for name in args.shape for precision in args.precision):
+        shape, tokens, peak = SHAPES[name], SHAPES[name].batch * SHAPES[name].length, matmul_peak(
+            args.device, DTYPES[precision])
+        flops = training_flops(config_of(shape), tokens, tokens, shape.length, shape.length)
+        torch.manual_seed(0)
+        systems = {label: System(kind, shape) for label, kind in (("ours", "ours"), ("HF MarianMTModel", "hf"),
+                                                                   ("torch nn.Transformer", "torch"))}
+        rate = {label: tokens * len(s["seconds"]) / sum(s["seconds"])
+                for label, s in fixed_steps(systems, shape, args.steps, args.device, DTYPES[precision]).items()}
+        rows += [{"shape": name, "precision": precision, "system": label, "target_tokens_per_s": r,
+                  "ours_over_this": rate["ours"] / r, "mfu": flops * r / tokens / peak} for label, r in rate.items()]
+        print(f"### {name}, {precision}: {harness.described(harness.machine(args.device))}, measured matmul peak "
+              f"{peak / 1e12:.2f} TFLOP/s, model FLOPs per step {flops / 1e9:.1f} G\n\n" + markdown_table(
+                  ["system", "target tokens/s", "ours / this", "MFU vs measured peak"],
+                  [[r["system"], f"{r['target_tokens_per_s']:.0f}", f"{r['ours_over_this']:.2f}", f"{r['mfu']:.1%}"]
+                   for r in rows[-3:]], right=(1, 2, 3)) + "\n")
+    return {**harness.machine(args.device), "rows": rows}
+
+
+def against_previous(args) -> dict:
+    """--previous: ours at each shape in this checkout and the other, a fresh process of each a
+    round, taking turns: the median step of each, previous / this, each one's first loss."""
+    from transformer_mt.markdown import markdown_table
+
+    checkouts, results = {"this": harness.ROOT, "previous": args.previous.resolve()}, {}
+    columns = ["shape", "this: median step ms", "previous: median step ms", "previous / this", "first loss this",
+               "first loss previous"]
+    print(f"{harness.described(harness.machine())}\n\n{markdown_table(columns, [], right=range(1, 6))}", flush=True)
+    for shape in args.shape:
+        env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
+        command = [sys.executable, __file__, "--child", "--shape", shape, "--steps", str(args.steps)]
+        runs = {name: lambda f=folder, c=command, e=env: harness.last_json(harness.in_process(c, env={
+            **e, "PYTHONPATH": str(f / "src")})) for name, folder in checkouts.items()}
+        measured = harness.rounds(runs, args.rounds, f"train_speed {shape}")
+        ms = {name: 1000 * statistics.median(s for m in measured for s in m[name]["seconds"]) for name in checkouts}
+        first = {name: measured[-1][name]["first_loss"] for name in checkouts}
+        results[shape] = {"this_ms": ms["this"], "previous_ms": ms["previous"], "ratio": ms["previous"] / ms["this"],
+                          "first_loss": first, "steps_per_checkout": args.steps * args.rounds}
+        print(markdown_table(columns, [[shape, f"{ms['this']:.1f}", f"{ms['previous']:.1f}",
+                                        f"{results[shape]['ratio']:.3f}", f"{first['this']:.6f}",
+                                        f"{first['previous']:.6f}"]]).splitlines()[-1], flush=True)
+    return results
+
+
+class StepRecord:
+    """The timed steps (`count` of them after `skip`): a timer each (CUDA events on a GPU), and each
+    batch's rows (sentence pairs), slots (the tensors' sizes), tokens and source tokens."""
+
+    def __init__(self, device: torch.device, skip: int, count: int) -> None:
+        from transformer_mt.training.step_meter import timer_for
+
+        self.device, self.skip, self.count, self.timer_for = device, skip, count, timer_for
+        self.timers, self.batches, self.warmup_seconds, self.wall_seconds = [], [], 0.0, 0.0
+        self.began = self.timed_from = 0.0
+
+    def begin(self, step: int, batch: dict) -> None:
+        self.began = time.perf_counter() if step == 0 else self.began
+        if self.skip <= step < self.skip + self.count:
+            if step == self.skip:  # warm-up (and compilation) done: one sync, then the timed steps
+                harness.sync(self.device)
+                self.timed_from = time.perf_counter()
+                self.warmup_seconds = self.timed_from - self.began
+            self.timers.append(self.timer_for(self.device))
+            self.timers[-1].start()
+            self.batches.append((len(batch["id"]), batch["src"].numel() + batch["tgt_in"].numel(),
+                                 int(batch["num_tokens"]), int(batch["num_src_tokens"])))
+
+    def end(self, step: int) -> None:
+        if self.skip <= step < self.skip + self.count:
+            self.timers[-1].stop()
+            if step == self.skip + self.count - 1:
+                self.finish()
+
+    def finish(self) -> None:
+        """The wall clock of the timed steps stops (once)."""
+        if not self.wall_seconds:
+            harness.sync(self.device)
+            self.wall_seconds = time.perf_counter() - self.timed_from
+
+    def figures(self, config, peak_flops: float) -> dict:
+        """Throughput of the timed steps (device time), FLOP/s and MFU, padding, wall-clock rate."""
+        from transformer_mt.model.flops import training_flops
+
+        seconds, steps = sum(t.seconds() for t in self.timers), len(self.timers)
+        tokens, src_tokens = sum(b[2] for b in self.batches), sum(b[3] for b in self.batches)
+        flops = sum(training_flops(config, s, n - s, s / rows, (n - s) / rows) for rows, _, n, s in self.batches)
+        slots = sum(b[1] for b in self.batches)
+        return {"steps": steps, "target_tokens_per_s": (tokens - src_tokens) / seconds,
+                "tokens_per_s": tokens / seconds, "step_ms": 1000 * seconds / steps,
+                "step_ms_max": 1000 * max(t.seconds() for t in self.timers),  # a recompile shows here
+                "tflops": flops / seconds / 1e12, "mfu": flops / seconds / peak_flops,
+                "wall_tokens_per_s": tokens / self.wall_seconds, "padding": 1 - tokens / slots,
+                "tokens_per_step": tokens / steps, "warmup_s": self.warmup_seconds}
+
+    def callback(self):
+        """A Lightning callback that times each training batch (start to end of its optimizer step)."""
+        from lightning.pytorch.callbacks import Callback
+
+        record = self
+
+        class StepTimer(Callback):
+            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+                record.begin(trainer.global_step, batch)
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+                record.end(trainer.global_step - 1)
+
+            def on_train_end(self, trainer, pl_module) -> None:
+                record.finish()
+
+        return StepTimer()
+
+
+def compose_run_config(args):
+    """The run config of `python run.py model=<model> [module.compile=...] ...` (hydra compose)."""
+    from hydra import compose, initialize_config_dir
+
+    from transformer_mt.schema.store import register
+
+    register()  # as run.py does
+    overrides = [f"model={args.model}", *([f"++module.compile={args.compile}"] if args.compile else []),
+                 f"++module.shape_grid={args.shape_grid or 'null'}", f"++module.vocab_multiple={args.vocab_multiple}",
+                 f"++module.compile_mode={args.compile_mode or 'null'}"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(harness.ROOT / "conf"), job_name="train_speed"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def peak_flops_of(device: torch.device, precision: str) -> tuple[float, str]:
+    """The GPU's data-sheet peak at this precision; else (a CPU, an unknown GPU) a matmul peak measured now."""
+    from transformer_mt.training.step_meter import known_peak_flops
+
+    peak = known_peak_flops(torch.cuda.get_device_name(device), precision) if device.type == "cuda" else None
+    if peak:
+        return peak, "data sheet"
+    return matmul_peak(str(device), DTYPES[precision], n=2048 if device.type == "cuda" else 1024), "measured matmul"
+
+
+def attention_report(args, model: nn.Module, batch: dict, device: torch.device) -> dict:
+    """The SDPA call and backend of each attention kind on the first batch; packed: the kernel
+    `packed_attention` runs (varlen or reference) and its arguments, as the padded report has them."""
+    from transformer_mt.model.attention import MultiHeadAttention, uses_varlen_kernel
+    from transformer_mt.model.sdpa_backends import attention_calls, backend_of, kind_of
+
+    dtype = DTYPES[args.precision[0]]
+    if not args.packed:
+        calls = attention_calls(model, batch["src"].to(device), batch["tgt_in"].to(device), dtype)
+        return {kind: {"backend": backend_of(call), **call.describe()} for kind, call in calls.items()}
+    tokens = {"src": batch["packing"].src.segments.numel(), "tgt": batch["packing"].tgt.segments.numel()}
+    streams, report = {"encoder_self": ("src", "src"), "decoder_self": ("tgt", "tgt"), "cross": ("tgt", "src")}, {}
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention) and kind_of(name, module) not in report:
+            kind, dropout = kind_of(name, module), module.dropout if model.training else 0.0
+            q = torch.empty(0, device=device, dtype=dtype or torch.float32)  # q's dtype under the autocast
+            (queries, keys), heads = streams[kind], [module.heads, module.d_k]
+            report[kind] = {"backend": "varlen" if uses_varlen_kernel(q, dropout) else "reference",
+                            "q": [tokens[queries], *heads], "k": [tokens[keys], *heads],
+                            "dtype": str(q.dtype).removeprefix("torch."), "mask": None,
+                            "is_causal": kind == "decoder_self", "dropout_p": dropout}
+    return report
+
+
+def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dict, dict]:
+    """TranslationModule through lightning.Trainer.fit: its figures (with --profile-steps, the
+    profile), and the attention report of its first batch."""
+    import lightning as L
+    from hydra.utils import instantiate
+    from lightning.pytorch.loggers import CSVLogger
+    from profiling import profile_callback, profile_ranges
+    from torch._dynamo.utils import counters  # the graphs torch.compile made: no public count of them
+
+    from transformer_mt.tasks.runs.start import architecture
+    from transformer_mt.training.step_meter import StepMeter
+
+    L.seed_everything(0, verbose=False)
+    make = instantiate(cfg.module, _partial_=True, _recursive_=False)
+    module = make(model=architecture(cfg.model), tokenizer=placeholder_vocabularies(args.vocab).to_dict())
+    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda",
+                                 args.packed, args.shape_grid)
+    if args.shape_grid:  # every shape comes in the warm-up: the timed steps compile nothing
+        args.warmup = max(args.warmup, steps_to_cover(loader))
+        progress(f"{len(loader.batch_sampler.grid.lengths)} shapes (rows x length): {loader.batch_sampler.grid}")
+    attention = attention_report(args, module.model.to(device).train(), next(iter(loader)), device)
+    record, profile, graphs = StepRecord(device, args.warmup, args.steps), {}, int(counters["stats"]["unique_graphs"])
+    callbacks = [record.callback(), StepMeter(peak_flops=peak)]
+    if args.profile_steps:
+        callbacks.append(profile_callback(device, args.warmup + args.steps, args.profile_steps, profile))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with tempfile.TemporaryDirectory() as logs, profile_ranges() if args.profile_steps else contextlib.nullcontext():
+        trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
+                            precision=args.precision[0], max_steps=args.warmup + args.steps + args.profile_steps,
+                            max_epochs=-1, logger=CSVLogger(logs, name="csv", version=""),
+                            log_every_n_steps=cfg.trainer.log_every_n_steps, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                            num_sanity_val_steps=0, use_distributed_sampler=False, callbacks=callbacks)
+        progress(f"ours: {args.warmup} warm-up + {args.steps} timed + {args.profile_steps} profiled steps")
+        trainer.fit(module, train_dataloaders=loader)
+    figures = {"system": "ours", "compile": args.compile or False, "packed": args.packed,
+               "shape_grid": args.shape_grid, "compile_mode": args.compile_mode, "warmup_steps": args.warmup,
+               "grid_shapes": len(loader.batch_sampler.grid.lengths) if args.shape_grid else None,
+               **record.figures(module.model.config, peak), "graphs": int(counters["stats"]["unique_graphs"]) - graphs,
+               "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters(),
+               **({"profile": profile} if args.profile_steps else {})}
+    return figures, attention
+
+
+def peak_memory_gb(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+
+def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
+    """HF MarianMTModel of the same shape on the same batches: a plain loop, same optimizer,
+    schedule, loss and autocast (with a gradient scaler under 16-mixed), our SDPA kernels."""
+    from hydra.utils import instantiate
+
+    from transformer_mt.model.attention import kernels
+
+    torch.manual_seed(0)
+    m, dtype = cfg.model, DTYPES[args.precision[0]]
+    shape = Shape(m.d_model, m.d_ff, m.heads, m.num_encoder_layers)
+    model = System("hf", shape, args.vocab, m.max_positions, m.dropout).to(device).train()
+    optimizer = instantiate(cfg.optim.optimizer)(params=model.parameters())
+    schedule = instantiate(cfg.optim.scheduler)(optimizer=optimizer)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
+    record = StepRecord(device, args.warmup, args.steps)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    progress(f"HF MarianMTModel: {args.warmup} warm-up + {args.steps} timed steps, plain loop")
+    for step, batch in zip(range(args.warmup + args.steps), loader):
+        record.begin(step, batch)
+        src, tgt_in, tgt_out = (batch[k].to(device, non_blocking=True) for k in ("src", "tgt_in", "tgt_out"))
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None), kernels(device):
+            loss_sum, _, ntokens = model.loss(src, tgt_in, tgt_out)
+        scaler.scale(loss_sum / ntokens).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        record.end(step)
+    record.finish()
+    return {"system": "HF MarianMTModel", "compile": False, "packed": False,
+            **record.figures(config_of(shape, args.vocab), peak), "peak_memory_gb": peak_memory_gb(device),
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def loop_markdown(result: dict) -> str:
+    """The figures of one loop run as a Markdown table (and its profile's)."""
+    from profiling import profile_markdown
+
+    from transformer_mt.markdown import markdown_table
+
+    lines = [f"model={result['model']} ({result['parameters'] / 1e6:.1f}M parameters), {result['max_tokens']} tokens "
+             f"per batch, {result['precision']}, {harness.described(result)}; MFU against "
+             f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
+             + ", ".join(f"{kind}: {a['backend']}" for kind, a in result["attention"].items()), ""]
+    rows = [[r["system"] + (f", {r['shape_grid']} shapes" if r.get("shape_grid") else ""),
+             (r["compile"] or "no") + (f", {r['compile_mode']}" if r.get("compile_mode") else ""),
+             "yes" if r["packed"] else "no", f"{r['target_tokens_per_s']:,.0f}", f"{r['tokens_per_s']:,.0f}",
+             f"{r['step_ms']:.1f}", f"{r['tflops']:.2f}", f"{r['mfu']:.1%}",
+             "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}", f"{r['padding']:.1%}",
+             f"{r['warmup_s']:.1f}"] for r in result["systems"]]
+    columns = ["system", "compile", "packed", "target tokens/s", "src+tgt tokens/s", "step ms", "TFLOP/s", "MFU",
+               "peak GPU GB", "padding", "warm-up s"]
+    profile = result["systems"][0].get("profile")
+    return "\n".join([*lines, markdown_table(columns, rows, right=range(3, 11)),
+                      *(["", profile_markdown(profile)] if profile else [])])
+
+
+def loop(args) -> None:
+    """The training loop (ours, then --peer hf): its figures printed, and written with --json."""
+    device = torch.device(args.device)
+    args.workers = args.workers if args.workers is not None else (4 if device.type == "cuda" else 0)
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no accelerator banners
+    for message in (".*does not have many workers.*", ".*(LeafSpec|isinstance.*treespec).*", ".*no `val_dataloader`.*"):
+        warnings.filterwarnings("ignore", message=message)
+    cfg = compose_run_config(args)
+    mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
+    sentences = int(1.3 * (args.warmup + args.steps + args.profile_steps) * args.tokens / mean) + 1000  # an epoch
+    progress(f"{sentences:,} random sentence pairs, model={args.model}, {args.device}, {args.precision[0]}")
+    table = synthetic_pairs(sentences, args.vocab)
+    peak, peak_source = peak_flops_of(device, args.precision[0])
+    ours, attention = train_ours(args, cfg, table, device, peak)
+    systems = [ours]
+    if args.peer == "hf":
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        systems.append(train_hf(args, cfg, table, device, peak))
+    result = {"benchmark": "loop_speed", "model": args.model, "parameters": ours["parameters"], "vocab": args.vocab,
+              "max_tokens": args.tokens, "precision": args.precision[0], "compile": args.compile or False,
+              "pad_to_multiple": args.pad_to_multiple, "packed": args.packed, "shape_grid": args.shape_grid,
+              "compile_mode": args.compile_mode, "vocab_multiple": args.vocab_multiple, "warmup_steps": args.warmup,
+              "timed_steps": args.steps, "profile_steps": args.profile_steps, "device": args.device,
+              **harness.machine(args.device), "peak_tflops": peak / 1e12, "peak_source": peak_source,
+              "attention": attention, "systems": systems}
+    harness.emit(result, loop_markdown(result), args.json)
+
+
+def arguments() -> argparse.Namespace:
+    parser = harness.parser(__doc__, device="cuda" if torch.cuda.is_available() else "cpu")
+    add = parser.add_argument
+    add("--precision", nargs="+", default=["32-true"], choices=sorted(DTYPES), help="the loop's (its first); --shape's")
+    add("--steps", type=int, help="timed steps (default: the loop 20, --shape 8, --previous 6)")
+    add("--warmup", type=int, default=5, help="the loop's untimed steps first (they absorb compilation)")
+    add("--model", default="base", choices=["tiny", "small", "base", "big"])
+    add("--tokens", type=int, default=25_000, help="max padded tokens per batch")
+    add("--compile", nargs="?", const="inductor", metavar="BACKEND", help="module.compile=BACKEND (default inductor)")
+    add("--compile-mode", default=None, help="module.compile_mode (reduce-overhead: CUDA graphs)")
+    add("--packed", action="store_true", help="ours on packed batches (data.packed=true)")
+    add("--shape-grid", type=int, default=None, help="ours on batches of at most K shapes (data.shape_grid)")
+    add("--pad-to-multiple", type=int, default=1, help="data.pad_to_multiple")
+    add("--vocab-multiple", type=int, default=1, help="module.vocab_multiple")
+    add("--profile-steps", type=int, default=0, help="then N steps of ours under torch.profiler")
+    add("--workers", type=int, default=None, help="DataLoader workers (default: 4 on cuda, 0 on cpu)")
+    add("--vocab", type=int, default=37_000)
+    add("--peer", choices=["hf"], help="also HF MarianMTModel on the same batches")
+    add("--shape", nargs="+", choices=sorted(SHAPES), help="the model alone at these shapes")
+    add("--previous", type=Path, help="a clone at an earlier commit: --shape in both checkouts")
+    add("--rounds", type=int, default=5, help="--previous: a fresh process of each checkout a round")
+    add("--threads", type=int, help="--previous: OMP_NUM_THREADS of the processes")
+    add("--child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per system (after 2 warm-up steps)")
-    parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
-    args = parser.parse_args()
-    shape = SHAPES[args.shape]
-    batch, length = shape.batch, shape.length
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, V, (batch, length), generator=gen).to(args.device)
-    tgt = torch.randint(4, V, (batch, length + 1), generator=gen).to(args.device)
-    tgt[:, 0] = BOS
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    flops = training_flops(config_of(shape), batch * length, batch * length, length, length)
-    print(f"device {args.device}, {torch.get_num_threads()} threads; model FLOPs per step {flops / 1e9:.1f} G\n")
-    for precision in args.precision:
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        peak = matmul_peak(args.device, dtype)
-        systems = {"ours": Ours(shape), "HF MarianMTModel": HFMarian(shape),
-                   "torch nn.Transformer": TorchTransformer(shape)}
-        optimizers = {}
-        for name, model in systems.items():
-            model.to(args.device).train()
-            optimizers[name] = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-        seconds = {name: [] for name in systems}
-        for step in range(args.steps + 2):
-            names = list(systems)
-            names = names[step % len(names):] + names[: step % len(names)]  # interleaved, each first in turn
-            for name in names:
-                model = systems[name]
-                sync(args.device)
-                start = time.perf_counter()
-                with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"):
-                    loss_sum, _, ntokens = model.loss(src, tgt_in, tgt_out)
-                (loss_sum / ntokens).backward()
-                optimizers[name].step()
-                optimizers[name].zero_grad(set_to_none=True)
-                sync(args.device)
-                if step >= 2:
-                    seconds[name].append(time.perf_counter() - start)
-        tokens = batch * length
-        rate = {name: tokens * len(s) / sum(s) for name, s in seconds.items()}
-        print(f"### {precision} (measured matmul peak {peak / 1e12:.2f} TFLOP/s)\n")
-        rows = [[name, f"{r:.0f}", f"{rate['ours'] / r:.2f}", f"{flops * r / tokens / peak:.1%}"]
-                for name, r in rate.items()]
-        print(markdown_table(["system", "target tokens/s", "ours / this", "MFU vs measured peak"], rows,
-                             right=(1, 2, 3)))
-        print()
+    args = arguments()
+    if args.child:  # one checkout's process of --previous: ours at one shape, fp32 on the CPU
+        torch.manual_seed(0)
+        shape = SHAPES[args.shape[0]]
+        print(json.dumps(fixed_steps({"ours": System("ours", shape)}, shape, args.steps, "cpu", None)["ours"]))
+    elif args.shape:
+        args.steps = args.steps or (6 if args.previous else 8)
+        result = against_previous(args) if args.previous else against_peers(args)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1) + "\n")
+    else:
+        args.steps = args.steps or 20
+        loop(args)
 
 
 if __name__ == "__main__":

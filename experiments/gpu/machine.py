@@ -1,11 +1,17 @@
 """What the machine has, for experiments/gpu/run.py: the installed versions and the carried datasets
 wheels that fit them, the environment probe (a script run in a step of its own), Multi30k (or
-made-up sentences in its place) and the CUDA libraries of torch's packages. Only the standard library."""
+made-up sentences in its place) and the CUDA libraries of torch's packages. Only the standard library.
+
+    python experiments/gpu/machine.py
+
+prints what run.py reads of this machine (pyarrow's and huggingface_hub's versions, the datasets
+wheels its install step takes, the LD_LIBRARY_PATH of its decode step) as JSON."""
 
 import glob
+import json
 import os
 import random
-import sysconfig
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -78,8 +84,14 @@ def data_dir(smoke: bool, work: Path) -> Path | None:
 
 
 def cuda_libraries() -> dict:
-    """LD_LIBRARY_PATH with the CUDA libraries that torch's pip packages bring (site-packages/nvidia/*/lib):
-    CTranslate2's wheel loads cuBLAS by name and does not look there."""
-    folders = [f for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-               for f in sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))]
+    """LD_LIBRARY_PATH with the CUDA libraries that torch's pip packages bring (nvidia/*/lib in
+    site-packages, or wherever on the import path they are): CTranslate2's wheel loads cuBLAS by
+    name and does not look there."""
+    found = (sorted(glob.glob(os.path.join(entry or ".", "nvidia", "*", "lib"))) for entry in sys.path)
+    folders = dict.fromkeys(folder for each in found for folder in each)
     return {"LD_LIBRARY_PATH": os.pathsep.join([*folders, *filter(None, [os.environ.get("LD_LIBRARY_PATH")])])}
+
+
+if __name__ == "__main__":
+    print(json.dumps({"pyarrow": version("pyarrow"), "huggingface_hub": version("huggingface_hub"),
+                      "datasets_folder": datasets_folder(), **cuda_libraries()}))

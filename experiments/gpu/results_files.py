@@ -67,7 +67,7 @@ def benchmark_tables(steps: dict) -> list[str]:
                       for kind, f in attention["kinds"].items()])
     backends = steps.get("attention_backends", {}).get("figures")
     if backends:
-        out += ["", "## Attention backends on the shape grid, forward + backward (`attention_backends.py`)", "",
+        out += ["", "## Attention backends on the shape grid, forward + backward (`attention_speed.py --backends`)", "",
                 f"{len(backends['shapes'])} shapes of {backends['max_tokens']:,}-token batches, {backends['heads']} "
                 f"heads x {backends['d_k']}, {backends['dtype']}; ms per batch: the first pass over the shapes "
                 f"(plans built), then the median of {backends['reps']}.", ""]
@@ -93,7 +93,7 @@ def markdown(results: dict) -> str:
     speed = [(n, s["figures"]) for n, s in steps.items()
              if n.startswith("train_speed/") and s["figures"].get("systems")]
     if speed:
-        out += ["", "## Training throughput (`loop_speed.py`)", ""]
+        out += ["", "## Training throughput (`train_speed.py`)", ""]
         out += table([{"model": f["model"], "system": s["system"], "compile": s["compile"],
                        "mode": s.get("compile_mode"), "shapes": s.get("shape_grid"),
                        "packed": s.get("packed", False), "precision": f["precision"],
@@ -157,9 +157,34 @@ def save(out: Path, meta: dict, steps: dict) -> list[str]:
 
 
 
+def recompiles(log_text: str) -> list[str]:
+    """The recompilations torch's `recompiles` log reports: for each, the function and the first
+    guard that failed (`compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]`)."""
+    found, lines = [], log_text.splitlines()
+    for i, line in enumerate(lines):
+        function = re.search(r"Recompiling function (\S+)", line)
+        if function:
+            guards = (re.search(r"\s- (\d+/\d+: .*?)(\s+#.*)?$", later) for later in lines[i + 1:i + 4])
+            reason = next((g.group(1) for g in guards if g), "")
+            found.append(f"{function.group(1)}: {reason}")
+    return found
+
+
+def read_recompiles(step: dict, log: Path) -> None:
+    """A compiled step's recompilations from its log, on its figures (or, without figures, on the step)."""
+    if "--compile" in step.get("command", "") and log.is_file():
+        (step["figures"] if step["figures"] else step)["recompiles"] = recompiles(log.read_text(errors="replace"))
+
+
 def merged(files: list[Path]) -> tuple[dict, dict]:
-    """The meta and steps of several results.json files in one (a later file's step replaces an earlier one's)."""
+    """The meta and steps of several results.json files in one (a later file's step replaces an earlier
+    one's); a compiled step's recompilations read again from its log beside its results.json, where it
+    is (a step cut short from outside never had them read)."""
     parts = [json.loads(f.read_text()) for f in files]
+    for f, part in zip(files, parts):
+        for name, step in part["steps"].items():
+            if name.startswith("train_speed/"):
+                read_recompiles(step, f.parent / "logs" / f"{name.replace('/', '_')}.log")
     steps = {name: step for part in parts for name, step in part["steps"].items()}
     meta = {**parts[0]["meta"], "command": " + ".join(p["meta"]["command"] for p in parts),
             "date": " / ".join(dict.fromkeys(p["meta"]["date"] for p in parts))}

@@ -7,10 +7,10 @@
 Steps, each a process of its own with a time limit, all of them within --budget-minutes: install
 the carried wheels (CUDA only, when the project does not import yet), the environment (GPU,
 torch, triton, the signature of torch's varlen_attn), then the `speed` group, cheapest and most
-important first: `base` (loop_speed.py, model=base, 25k-token batches, bf16, eager, with --peer
+important first: `base` (train_speed.py, model=base, 25k-token batches, bf16, eager, with --peer
 hf and --profile-steps 3: the same-card baseline), `base+grid` (eager on 16 shapes),
 `base+grid+graphs` (compiled on them as CUDA graphs, vocabulary padded to 128s, profiled),
-`attention+grid` (attention_backends.py), `loss` (loss_speed.py), `big`, `big+grid`,
+`attention+grid` (attention_speed.py --backends), `loss` (loss_speed.py), `big`, `big+grid`,
 `big+grid+graphs`, then `base+compile`, `big+compile` (dynamic shapes), `attention`
 (attention_speed.py), `base+packed`, `big+packed`, `base+packed+compile` (recompilations' reasons
 logged, TORCH_LOGS=recompiles) and `base+pad8` (lengths padded to multiples of 8); then the
@@ -45,7 +45,6 @@ import csv
 import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from machine import ENVIRONMENT, cuda_libraries, data_dir, datasets_folder, version
-from results_files import merged, save
+from results_files import merged, read_recompiles, save
 from warm_client import Warm, log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +148,7 @@ def environment(runner: Runner) -> dict:
 
 
 def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tuple[list[str], float]:
-    """loop_speed.py's command line for a step named model[+packed][+compile][+pad8][+grid[+graphs]],
+    """train_speed.py's command line for a step named model[+packed][+compile][+pad8][+grid[+graphs]],
     and its time limit. The eager padded one (the baseline) also with the HF peer and a profile.
     pad8: lengths padded to a multiple of 8; grid: batches of 16 shapes (data.shape_grid); graphs:
     on them, the step compiled on static shapes with CUDA graphs (module.compile_mode=reduce-overhead)
@@ -161,7 +160,7 @@ def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tu
     precision = "32-true" if device == "cpu" else "bf16-mixed"
     sizes = (["--tokens", "1000", "--steps", "2", "--warmup", "1", "--vocab", "8000"] if smoke
              else ["--tokens", "25000", "--steps", "30", "--warmup", "10" if compile_ else "5"])
-    command = [PY, "experiments/benchmarks/loop_speed.py", "--model", "tiny" if smoke else model,
+    command = [PY, "experiments/benchmarks/train_speed.py", "--model", "tiny" if smoke else model,
                "--device", device, "--precision", precision, *sizes, "--json", str(result),
                *(["--compile", "aot_eager" if smoke else "inductor"] if compile_ else []),
                *(["--packed"] if "packed" in options else []),
@@ -174,7 +173,7 @@ def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tu
 
 
 def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
-    """loop_speed.py for a step (train_speed/<short>: `loop_speed_command`). Compiled steps log
+    """train_speed.py for a step (train_speed/<short>: `loop_speed_command`). Compiled steps log
     every recompilation's reason (TORCH_LOGS=recompiles), counted in the figures."""
     result = runner.work / f"train_speed_{short}.json"
     command, limit = loop_speed_command(short, smoke, device, result)
@@ -189,30 +188,17 @@ def train_speed(runner: Runner, short: str, smoke: bool, device: str) -> None:
     record = runner.run(name, command, limit, env={"TORCH_LOGS": "recompiles"} if compile_ else None)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
-    if compile_ and runner.log_of(name).is_file():  # also for a step cut short: why its warm-up ran long
-        found = recompiles(runner.log_of(name).read_text(errors="replace"))
-        (record["figures"] if record["figures"] else record)["recompiles"] = found
-
-
-def recompiles(log_text: str) -> list[str]:
-    """The recompilations torch's `recompiles` log reports: for each, the function and the first
-    guard that failed (`compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]`)."""
-    found, lines = [], log_text.splitlines()
-    for i, line in enumerate(lines):
-        function = re.search(r"Recompiling function (\S+)", line)
-        if function:
-            guards = (re.search(r"\s- (\d+/\d+: .*?)(\s+#.*)?$", later) for later in lines[i + 1:i + 4])
-            reason = next((g.group(1) for g in guards if g), "")
-            found.append(f"{function.group(1)}: {reason}")
-    return found
+    read_recompiles(record, runner.log_of(name))  # also for a step cut short: why its warm-up ran long
 
 
 def benchmark(runner: Runner, name: str, smoke: bool, device: str) -> None:
-    """loss_speed.py, attention_speed.py or attention_backends.py (--smoke sizes with --smoke; the
-    loss with --compile on a GPU)."""
+    """loss_speed.py, attention_speed.py or attention_speed.py --backends (step attention_backends;
+    --smoke sizes with --smoke; the loss with --compile on a GPU)."""
     result = runner.work / f"{name}.json"
     options = ["--smoke"] if smoke else ["--compile"] if name == "loss_speed" and device == "cuda" else []
-    command = [PY, f"experiments/benchmarks/{name}.py", "--device", device, *options, "--json", str(result)]
+    script, backends = ("attention_speed", ["--backends"]) if name == "attention_backends" else (name, [])
+    command = [PY, f"experiments/benchmarks/{script}.py", *backends, "--device", device, *options, "--json",
+               str(result)]
     record = runner.run(name, command, 120 if smoke else 240 if name == "loss_speed" else 150)
     if result.is_file():
         record["figures"] = json.loads(result.read_text())
@@ -328,8 +314,8 @@ def run_step(runner: Runner, name: str, smoke: bool, device: str) -> None:
     trainer = ["trainer=cpu"] if device == "cpu" else ["trainer=gpu", "trainer.precision=bf16-mixed"]
     few = ["trainer.log_every_n_steps=1"] if smoke else []  # the health figures of a few steps
     if name == "toy":
-        toy = ["trainer.max_epochs=1", "data.corpus.num_train=300", "data.corpus.num_val=10",
-               "data.corpus.num_test=7"]
+        toy = ["trainer.max_epochs=1", "data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10",
+               "data.corpora.toy.num_test=7"]
         train_job(runner, "toy", [trainer[0], *(toy + few if smoke else [])], 240 if smoke else 360)
         return
     data = data_dir(smoke, runner.work)

@@ -32,13 +32,14 @@ import logging
 import os
 import runpy
 import select
+import shlex
 import signal
 import socket
 import sys
 import threading
 import types
 
-# what the steps import: loop_speed.py (its HF peer, and torch.compile's aot_eager with --compile),
+# what the steps import: train_speed.py (its HF peer, and torch.compile's aot_eager with --compile),
 # loss_speed.py, attention_speed.py, decode_speed.py and run.py's jobs
 PRELOAD = ("torch", "torch._dynamo", "lightning.pytorch", "hydra.core.plugins", "datasets", "sacrebleu",
            "transformers.models.marian.modeling_marian", "ctranslate2", "torch.profiler",
@@ -69,10 +70,19 @@ def preload() -> None:
         root.removeHandler(quiet)
 
 
+def write_python(path: str) -> None:
+    """PATH.python: the `python` of the processes forked here, warm_client.py's `main` (its docstring)."""
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_client.py")
+    with open(path + ".python", "w") as script:
+        script.write(f"#!/bin/sh\nexec {' '.join(map(shlex.quote, (sys.executable, client, path)))} \"$@\"\n")
+    os.chmod(path + ".python", 0o755)
+
+
 def serve(path: str) -> None:
     """Import, then fork a manager per connection; end when the process that started this one has."""
     parent = os.getppid()
     preload()
+    write_python(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".part")
     server.listen(8)
@@ -194,6 +204,11 @@ def run_step(request: dict, fds: list[int]) -> None:
 def run(argv: list[str]) -> None:
     """`python -c CODE ARGS`, `python -m MODULE ARGS` or `python SCRIPT ARGS` (sys.argv and
     sys.path[0] as they set them)."""
+    # Not a sys.path edit: this is a new process's start, which has run nothing yet, given the first
+    # entry its interpreter's start would give it (`python SCRIPT`: the script's folder; -m: the
+    # working directory; -c: ''). It inherited warm.py's own (experiments/gpu) with the fork, and
+    # runpy does not set it for a script file (run_path inserts an entry only for a folder or a zip,
+    # and run_module never does).
     if argv[0] == "-c":
         sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
         main = types.ModuleType("__main__")

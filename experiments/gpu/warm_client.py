@@ -1,20 +1,20 @@
 """The clients' side of warm.py: run.py's (--smoke on the CPU: start it, hand it a step, close it),
-and a `python` for the processes it forks (`start_python`). Only the standard library, as run.py.
+and the `python` of the processes it forks (`main`). Only the standard library, as run.py.
 
     python experiments/gpu/warm_client.py SOCKET run.py ARGS
 
-is `python run.py ARGS` forked from the warm.py listening on SOCKET: its descriptors 0-2, working
-directory and environment are this process's, the signals this process gets are passed on, and
-its exit status (a signal's included) is this process's; the same for submitit's job processes
-(`python -u -m submitit.core._submit`). Any other command (a compile worker, say) is the plain
-interpreter's. SOCKET.python, written by `start_python`, is an executable that runs it, the
-`sys.executable` of the processes warm.py forks, so that a process they start in turn (Lightning's
-DDP ranks, a submitit job) is forked too."""
+is `python run.py ARGS` forked from the warm.py listening on SOCKET, on this process's CPU cores:
+its descriptors 0-2, working directory and environment are this process's, the signals this process
+gets are passed on, and its exit status (a signal's included) is this process's; the same for
+submitit's job processes (`python -u -m submitit.core._submit`) and the scripts of experiments/. Any
+other command (a compile worker, say) is the plain interpreter's. SOCKET.python, written by warm.py
+as it starts, is an executable that runs it, the `sys.executable` of the processes warm.py forks, so
+that a process they start in turn (Lightning's DDP ranks, a submitit job) is forked too; the tests
+run theirs with it (tests/warm_start.py)."""
 
 import io
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -110,31 +110,28 @@ def start(path: str, argv: list[str], cwd: str, env: dict, fds: list[int], **ext
         raise
 
 
-def start_python(path: str) -> str:
-    """Write PATH.python, the `python` of the processes forked by the warm.py listening on `path`
-    (see the docstring above): its path."""
-    executable = path + ".python"
-    with open(executable, "w") as script:
-        command = " ".join(shlex.quote(word) for word in (sys.executable, os.path.abspath(__file__), path))
-        script.write(f"#!/bin/sh\nexec {command} \"$@\"\n")
-    os.chmod(executable, 0o755)
-    return executable
-
-
 TAKES = ("run.py", "-m submitit.core._submit")  # the commands forked (the others need more than descriptors 0-2)
+EXPERIMENTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # and the scripts of experiments/
+
+
+def taken(command: list[str]) -> bool:
+    """Whether `python COMMAND` is forked: run.py, submitit's job, a script of experiments/."""
+    script = os.path.abspath(command[0]) if command and command[0].endswith(".py") else ""
+    return bool(command) and (os.path.basename(command[0]) == "run.py" or " ".join(command[:2]) in TAKES
+                              or script.startswith(EXPERIMENTS + os.sep))
 
 
 def main(path: str, argv: list[str]) -> None:
-    """`python ARGV`, forked from the warm.py on `path` if it is one that TAKES (after an -u) and
-    warm.py is there."""
+    """`python ARGV`, forked from the warm.py on `path` if it is `taken` (after an -u) and warm.py is
+    there, on this process's cores (as a process it started would be)."""
     unbuffered = argv[:1] == ["-u"]
     command = argv[1:] if unbuffered else argv
-    taken = command and (os.path.basename(command[0]) == "run.py" or " ".join(command[:2]) in TAKES)
-    if not taken:
+    if not taken(command):
         os.execv(sys.executable, [sys.executable, *argv])
     try:
         connection, reader, _ = start(path, command, os.getcwd(), dict(os.environ), [0, 1, 2],
-                                      python=path + ".python", unbuffered=unbuffered)
+                                      python=path + ".python", unbuffered=unbuffered,
+                                      cores=sorted(os.sched_getaffinity(0)))
     except (OSError, ValueError):
         os.execv(sys.executable, [sys.executable, *argv])
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
@@ -142,7 +139,8 @@ def main(path: str, argv: list[str]) -> None:
     line = reader.readline()
     status = int(line) if line.strip() else 1  # warm.py gone before saying it
     if status < 0:  # ended by a signal: so does this process
-        signal.signal(-status, signal.SIG_DFL)
+        if -status != signal.SIGKILL:  # SIGKILL has no handler to reset: it ends this process as it is
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     os._exit(status)
 

@@ -28,9 +28,13 @@ CORPUS = "${oc.env:DATA_DIR,data}/multi30k"
 def portable(data: dict, outputs: Path | None) -> None:
     """The recorded data config with this machine's paths replaced (in place); exit 1 on one left."""
     config = data["config"]
-    config["corpus"]["data_dir"] = CORPUS
+    if "corpus" in config:  # a record from before data.corpora named every corpus: its corpus first, as `main`
+        config["corpora"] = {"main": config.pop("corpus"), **(config.get("corpora") or {})}
+    first, *others = config["corpora"]
+    config["corpora"][first]["data_dir"] = CORPUS
     config["tokenizer"]["file"] = None
-    for name, corpus in (config.get("corpora") or {}).items():
+    for name in others:
+        corpus = config["corpora"][name]
         folder = Path(corpus["data_dir"])
         if outputs is not None and folder.is_relative_to(outputs.resolve()):
             corpus["data_dir"] = str(Path("outputs") / folder.relative_to(outputs.resolve()))

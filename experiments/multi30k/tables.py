@@ -20,6 +20,7 @@ Tables are Markdown (transformer_mt.markdown); a user's mistake stops a subcomma
 """
 
 import argparse
+import csv
 import inspect
 import json
 import sys
@@ -55,8 +56,12 @@ def paired(args: argparse.Namespace) -> None:
     older papers give) both scores, the difference with its 95% confidence interval, and the p-values
     of the paired bootstrap (1,000 resamples) and of approximate randomization (10,000 trials), as
     task=report computes them (transformer_mt/evaluation/significance.py)."""
-    from transformer_mt.evaluation.significance import paired_test
+    from transformer_mt.evaluation.significance import METRICS, paired_test
 
+    unknown = [m for m in args.metric or () if m not in METRICS]
+    if unknown:
+        sys.exit(f"error: --metric {' '.join(unknown)}: the metrics are {', '.join(METRICS)}")
+    args.metric = args.metric or list(METRICS)
     (base, refs), (system, other_refs) = outputs(args.base, args.base_set), outputs(args.system, args.system_set)
     if refs != other_refs:
         sys.exit(f"error: {args.base} and {args.system} were scored on different references")
@@ -214,17 +219,24 @@ def corpus(args: argparse.Namespace) -> None:
 def curves(args: argparse.Namespace) -> None:
     """The learning curves of several training runs in one figure (issue 51: the students against the
     teacher's members): train loss, val loss and val BLEU against the step, as each run's
-    plots/curves.csv recorded them (a pipeline's student: its student/ folder)."""
-    from transformer_mt.training.curves import read_curves
-
-    runs = {}
+    plots/curves.csv recorded them (a pipeline's student: its student/ folder). The figure's title is
+    OUT's name; a line per run says what was drawn of it (each curve's points, its first and last step:value)."""
+    given = {}
     for each in args.runs:
         label, _, folder = each.partition("=")
-        curves_csv = Path(folder) / "plots" / "curves.csv"
-        if not folder or not curves_csv.is_file():
-            sys.exit(f"error: {each}: no {curves_csv} (give LABEL=RUN, RUN a training run's folder)")
-        runs[label] = read_curves(curves_csv)
+        given[label] = Path(folder) / "plots" / "curves.csv"
+        if not folder or not given[label].is_file():
+            sys.exit(f"error: {each}: no {given[label]} (give LABEL=RUN, RUN a training run's folder)")
+    runs = {label: {} for label in given}
+    for label, curves_csv in given.items():  # as training/curves.py writes it (read_curves, without Lightning's import)
+        with open(curves_csv, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                runs[label].setdefault(row["metric"], []).append((int(row["step"]), float(row["value"])))
     plots.save(plots.curves_figure(runs, args.out.stem), args.out)
+    for label, series in runs.items():
+        print(f"{args.out.stem}: {label}: " + "; ".join(f"{name} {len(points)} points {points[0][0]}:{points[0][1]:g}"
+                                                        f" .. {points[-1][0]}:{points[-1][1]:g}"
+                                                        for name, points in series.items()))
 
 
 def about(function) -> dict:
@@ -234,14 +246,12 @@ def about(function) -> dict:
 
 def argument_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from transformer_mt.evaluation.significance import METRICS
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     each = subparsers.add_parser("paired", help="two runs' translations: sacreBLEU's paired tests", **about(paired))
     each.add_argument("base", type=Path)
     each.add_argument("system", type=Path)
-    each.add_argument("--metric", nargs="+", default=list(METRICS), choices=list(METRICS))
+    each.add_argument("--metric", nargs="+", help="bleu, chrf, ter, bleu_tok_lc (default: all four)")
     each.add_argument("--base-set", help="the base run's named test set (default: its first)")
     each.add_argument("--system-set", help="the system run's named test set (default: its first)")
     each = subparsers.add_parser("scores", help="run folders' scores as one table", **about(scores))

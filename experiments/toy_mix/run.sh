@@ -8,7 +8,7 @@ OUT=${1:?usage: run.sh OUT}
 RUN=(python3 run.py experiment=toy_mix ckpt_path=last)
 "${RUN[@]}" '~data.corpora.other' "hydra.run.dir=$OUT/in_domain_alone" > /dev/null
 "${RUN[@]}" "hydra.run.dir=$OUT/mixed" > /dev/null
-"${RUN[@]}" data.corpus.weight=10 "hydra.run.dir=$OUT/in_domain_x10" > /dev/null
+"${RUN[@]}" data.corpora.toy.weight=10 "hydra.run.dir=$OUT/in_domain_x10" > /dev/null
 "${RUN[@]}" data.corpora.other.weight=0.1 "hydra.run.dir=$OUT/other_x0.1" > /dev/null
 "${RUN[@]}" data.corpora.other.tag=null "hydra.run.dir=$OUT/mixed_untagged" > /dev/null
 python3 - "$OUT" <<'PY'

@@ -19,12 +19,12 @@ run task=distill "task.teacher=$OUT/teacher" "task.baseline=$OUT/small" "${SMALL
 python3 -c "from transformer_mt.data.toy import ToyCorpus
 lines = ToyCorpus(num_train=9000, num_val=0, num_test=0, seed=5).load('train').tgt
 open('$OUT/mono.txt', 'w').write(''.join(line + '\n' for line in lines))"
-run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpus.num_train=1000 "hydra.run.dir=$OUT/backtranslate"
+run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpora.toy.num_train=1000 "hydra.run.dir=$OUT/backtranslate"
 STEPS=(trainer.max_epochs=-1 trainer.max_steps=1500 trainer.check_val_every_n_epoch=null trainer.val_check_interval=500)
-run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpus.num_train=1000 "${STEPS[@]}" \
+run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpora.toy.num_train=1000 "${STEPS[@]}" \
   "hydra.run.dir=$OUT/backtranslate_steps"
-run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpus.num_train=300 "${STEPS[@]}" \
+run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpora.toy.num_train=300 "${STEPS[@]}" \
   "hydra.run.dir=$OUT/backtranslate_300"
-run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpus.num_train=300 "${STEPS[@]}" task.weight=0.1 \
+run task=backtranslate "task.monolingual=$OUT/mono.txt" data.corpora.toy.num_train=300 "${STEPS[@]}" task.weight=0.1 \
   "task.reverse=$OUT/backtranslate_300/reverse" "task.baseline=$OUT/backtranslate_300/baseline" \
   "hydra.run.dir=$OUT/backtranslate_300_w01"

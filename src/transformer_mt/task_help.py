@@ -2,9 +2,8 @@
 description, read from the schema (src/transformer_mt/schema) before Hydra or torch is imported."""
 
 import textwrap
-from dataclasses import MISSING as NO_DEFAULT
 
-from transformer_mt.schema.keys import described
+from transformer_mt.schema.keys import described, field_default
 from transformer_mt.schema.store import TASKS
 
 
@@ -16,14 +15,9 @@ def asked_task(argv: list[str]) -> str | None:
     return names[-1] if names else None
 
 
-def default_of(each) -> str:
+def command_line_default(each) -> str:
     """A schema field's default as the command line would write it."""
-    if each.default is not NO_DEFAULT:
-        value = each.default
-    elif each.default_factory is not NO_DEFAULT:
-        value = each.default_factory()
-    else:
-        return "???"
+    value = field_default(each)
     return {None: "null", True: "true", False: "false", "???": "??? (must be given)"}.get(value, value) \
         if isinstance(value, bool | None | str) else str(value)
 
@@ -38,7 +32,7 @@ def task_help(name: str) -> str:
     for each in described(kind):
         if each.name in ("run", "name"):
             continue
-        lines.append(f"task.{each.name} = {default_of(each)}")
+        lines.append(f"task.{each.name} = {command_line_default(each)}")
         lines += textwrap.wrap(each.metadata["help"], 96, initial_indent="    ", subsequent_indent="    ")
     lines += ["", "Every group and key: python run.py --help, and docs/configuration.md (Every key)."]
     return "\n".join(lines)

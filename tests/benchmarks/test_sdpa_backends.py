@@ -1,13 +1,12 @@
-"""experiments/benchmarks/sdpa_backends.py: what each kind of attention passes to SDPA, and which
-kernel runs it."""
+"""transformer_mt.model.sdpa_backends (the benchmarks' and docs/gpus.md's diagnostic): what each kind
+of attention passes to SDPA, and which kernel runs it."""
 
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tests.helpers import load_script, make_model, padded_batch
-from transformer_mt.model import attention
+from tests.helpers import make_model, padded_batch
+from transformer_mt.model import attention, sdpa_backends
 
-sdpa_backends = load_script("experiments/benchmarks/sdpa_backends.py")
 KINDS = ["encoder_self", "decoder_self", "cross"]
 
 

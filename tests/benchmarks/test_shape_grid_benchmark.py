@@ -1,23 +1,34 @@
-"""experiments/benchmarks/shape_grid.py: today's batcher against data.shape_grid, counted by hand
-on a tiny corpus, and the script's table from its command line."""
+"""experiments/benchmarks/shape_grid.py, run as a process: today's batcher against data.shape_grid,
+counted by hand on a tiny corpus (--lengths), and the script's table of the WMT-like corpus with the
+grids it is given."""
 
 import json
 import subprocess
 import sys
 
-import numpy as np
+import pytest
 
-from tests.helpers import ROOT, load_script
-
-grid_script = load_script("experiments/benchmarks/shape_grid.py")
+from tests.helpers import ROOT
 
 
-def test_positions_padding_and_shapes_are_counted_as_the_batches_are_padded():
-    src = np.array([3, 3, 4, 4, 5, 5, 9, 9, 10])
-    tgt = src - 1  # each pair's size is its source's
-    today = grid_script.measured(src, tgt, 20, None)
-    grid = grid_script.measured(src, tgt, 20, 2)
+@pytest.fixture(scope="module")
+def grids(tmp_path_factory) -> tuple[dict, str]:
+    """The script's JSON and stdout: a given corpus in batches of 20 tokens and 5,000 WMT-like pairs,
+    grids of 2, 4 and 8."""
+    folder = tmp_path_factory.mktemp("grid")
+    src = [3, 3, 4, 4, 5, 5, 9, 9, 10]
+    (folder / "lengths.txt").write_text("".join(f"{s} {s - 1}\n" for s in src))  # each pair's size is its source's
+    result = subprocess.run([sys.executable, "experiments/benchmarks/shape_grid.py", "--pairs", "5000", "--grids", "2",
+                             "4", "8", "--lengths", str(folder / "lengths.txt"), "--budget", "20", "--json",
+                             str(folder / "grid.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads((folder / "grid.json").read_text()), result.stdout
+
+
+def test_positions_padding_and_shapes_are_counted_as_the_batches_are_padded(grids):
+    today, grid = grids[0]["given"][:2]
     # today: sorted sizes cut greedily under 20 padded tokens: [3 3 4 4 | 5 5 | 9 9 | 10]
+    assert (today["grid"], grid["grid"]) == (None, 2)
     assert (today["positions"], today["batches"], today["shapes"]) == (16 + 10 + 18 + 10, 4, 4)
     assert today["tensor_positions"] == 4 * (4 + 3) + 2 * (5 + 4) + 2 * (9 + 8) + 1 * (10 + 9)
     assert today["padding"] == 1 - 52 / 54
@@ -27,13 +38,9 @@ def test_positions_padding_and_shapes_are_counted_as_the_batches_are_padded():
     assert grid["tensor_positions"] == 2 * grid["positions"] and grid["padding"] == 1 - 52 / 80
 
 
-def test_the_script_prints_both_corpora_with_the_grids_it_is_given(tmp_path):
-    out = tmp_path / "grid.json"
-    result = subprocess.run([sys.executable, "experiments/benchmarks/shape_grid.py", "--pairs", "5000", "--grids",
-                             "4", "8", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    rows = json.loads(out.read_text())["WMT-like"]
-    assert [r["grid"] for r in rows] == [None, 4, 8]
-    assert rows[1]["shapes"] <= 4 and rows[2]["shapes"] <= 8 and all(r["positions"] >= rows[0]["positions"]
+def test_the_script_prints_both_corpora_with_the_grids_it_is_given(grids):
+    rows = grids[0]["WMT-like"]
+    assert [r["grid"] for r in rows] == [None, 2, 4, 8]
+    assert rows[2]["shapes"] <= 4 and rows[3]["shapes"] <= 8 and all(r["positions"] >= rows[0]["positions"]
                                                                    for r in rows)
-    assert "| WMT-like | shape_grid=8 |" in result.stdout
+    assert "| WMT-like | shape_grid=8 |" in grids[1] and "| given | shape_grid=2 |" in grids[1]

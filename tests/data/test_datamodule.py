@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers import compose_config
-from transformer_mt.data.corpus import CleanPairs, TextFileCorpus
+from transformer_mt.data.corpus import CleanPairs, Corpus, TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule, pin_memory
 from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
@@ -28,7 +28,7 @@ def make_dm(folder, cache, **kwargs):
     options = dict(tokenizer=TokenizerOptions(vocab_size=120, min_frequency=1), cache_dir=str(cache),
                    max_len=64, max_tokens=512)
     options.update(kwargs)
-    return TranslationDataModule(TextFileCorpus(str(folder), "en", "de"), **options)
+    return TranslationDataModule({"files": TextFileCorpus(str(folder), "en", "de")}, **options)
 
 
 def test_second_run_neither_trains_nor_encodes(tmp_path, caplog):
@@ -96,8 +96,8 @@ def test_empty_training_set_after_filtering_is_a_clear_error(tmp_path):
 def test_encoding_with_worker_processes_equals_one_process(tmp_path):
     corpus = ToyCorpus(num_train=10000, num_val=10, num_test=10)
     options = dict(tokenizer=TokenizerOptions(vocab_size=256), max_tokens=1024)
-    one = TranslationDataModule(corpus, cache_dir=str(tmp_path / "a"), num_proc=1, **options)
-    two = TranslationDataModule(corpus, cache_dir=str(tmp_path / "b"), num_proc=2, **options)
+    one = TranslationDataModule({"toy": corpus}, cache_dir=str(tmp_path / "a"), num_proc=1, **options)
+    two = TranslationDataModule({"toy": corpus}, cache_dir=str(tmp_path / "b"), num_proc=2, **options)
     for dm in (one, two):
         dm.prepare_data()
         dm.setup("fit")
@@ -105,7 +105,7 @@ def test_encoding_with_worker_processes_equals_one_process(tmp_path):
     assert one.datasets["train"].table[:]["tgt_ids"] == two.datasets["train"].table[:]["tgt_ids"]
 
 
-class StreamOnly:
+class StreamOnly(Corpus):
     """A corpus that can only be streamed: `load` (the whole split in memory) fails; it records the
     largest chunk it handed out."""
 
@@ -139,15 +139,16 @@ def test_a_corpus_is_streamed_never_held_whole_and_the_vocabulary_trains_on_a_sa
     write_corpus(tmp_path / "corpus", n=pairs)
     corpus = StreamOnly(tmp_path / "corpus")
     with caplog.at_level(logging.INFO, logger="transformer_mt.data.datamodule"):
-        dm = TranslationDataModule(corpus, TokenizerOptions(vocab_size=120, min_frequency=1, train_sample=sample),
+        dm = TranslationDataModule({"stream": corpus},
+                                   TokenizerOptions(vocab_size=120, min_frequency=1, train_sample=sample),
                                    cache_dir=str(tmp_path / "cache"), max_len=64, max_tokens=512)
         dm.prepare_data()
         dm.setup("fit")
     assert f"on {sample} pairs (a sample of {pairs})" in caplog.text
     assert corpus.largest_chunk == CHUNK and len(dm.datasets["train"]) == pairs
     first, last = dm.datasets["train"].table[0], dm.datasets["train"].table[pairs - 1]
-    assert first["src_ids"][-1] == last["src_ids"][-1] == dm.vocabularies.special_ids()["eos_id"]
-    assert dm.vocabularies.src.decode([last["tgt_ids"]]) == [f"die Katze Nummer {pairs - 1} sass auf der Matte"]
+    assert first["src_ids"][-1] == last["src_ids"][-1] == dm.vocabularies().special_ids()["eos_id"]
+    assert dm.vocabularies().src.decode([last["tgt_ids"]]) == [f"die Katze Nummer {pairs - 1} sass auf der Matte"]
 
 
 def test_pin_memory_only_when_the_root_device_is_cuda():
@@ -165,8 +166,9 @@ def test_pad_to_multiple_must_be_a_positive_integer(tmp_path, value):
 
 
 def loader_batches(tmp_path, **options) -> list[dict]:
-    dm = TranslationDataModule(ToyCorpus(num_train=600, num_val=10, num_test=10), TokenizerOptions(vocab_size=256),
-                               cache_dir=str(tmp_path / "cache"), max_tokens=300, **options)
+    dm = TranslationDataModule({"toy": ToyCorpus(num_train=600, num_val=10, num_test=10)},
+                               TokenizerOptions(vocab_size=256), cache_dir=str(tmp_path / "cache"), max_tokens=300,
+                               **options)
     dm.prepare_data()
     dm.setup("fit")
     loader = dm.train_dataloader()

@@ -44,9 +44,10 @@ def test_a_row_is_segmented_by_its_index_and_key_alone():
     assert len(keys) > 1  # another key (epoch), another segmentation
 
 
-def datamodule(tmp_path, dropout: float, seed: int = 1, tokenizer: dict | None = None,
+def datamodule(tmp_path, dropout: float, seed: int = 1, tokenizer: dict | None = None, corpora: dict | None = None,
                **options) -> TranslationDataModule:
-    dm = TranslationDataModule(ToyCorpus(num_train=400, num_val=10, num_test=10),
+    """The toy corpus's datamodule (and `corpora` after it), prepared and set up for fit."""
+    dm = TranslationDataModule({"toy": ToyCorpus(num_train=400, num_val=10, num_test=10), **(corpora or {})},
                                TokenizerOptions(**{"vocab_size": 300, **(tokenizer or {})}, dropout=dropout),
                                cache_dir=str(tmp_path / "cache"), max_tokens=400, seed=seed, **options)
     dm.prepare_data()
@@ -77,7 +78,7 @@ def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(t
     assert first.keys() == second.keys() == set(range(400))
     changed = [i for i in first if first[i] != second[i]]
     assert len(changed) > 40  # most pairs have a merged token to split
-    decode = dm.vocabularies.tgt.decode
+    decode = dm.vocabularies().tgt.decode
     for i in changed[:20]:  # another segmentation of the same text
         assert decode([first[i][1]]) == decode([second[i][1]])
     plain = epoch_rows(datamodule(tmp_path, 0.0, tokenizer=tokenizer), 0)
@@ -92,7 +93,7 @@ def test_training_pairs_are_resegmented_every_epoch_and_identically_on_a_rerun(t
 def test_a_tagged_corpus_keeps_its_tag_first_in_every_epochs_segmentation(tmp_path, tokenizer):
     dm = datamodule(tmp_path, 0.3, tokenizer=tokenizer,
                     corpora={"copy": ToyCorpus(mode="copy", num_train=100, seed=5, tag="copy")})
-    [tag] = dm.vocabularies.source_prefix("copy", "tag")
+    [tag] = dm.vocabularies().source_prefix("copy", "tag")
     for epoch in (0, 1):
         rows = epoch_rows(dm, epoch)
         assert {i for i, (src, _) in rows.items() if src[0] == tag} == set(range(400, 500))
@@ -125,7 +126,7 @@ def test_a_bad_probability_is_one_line_naming_the_key(value):
 
 def test_a_sentencepiece_row_is_sampled_by_its_index_and_key_alone_and_keeps_its_eos(tmp_path):
     dm = datamodule(tmp_path, 0.0, tokenizer=SENTENCEPIECE)
-    vocab = dm.vocabularies.src
+    vocab = dm.vocabularies().src
     eos, unk = vocab.special_ids["eos_id"], vocab.special_ids["unk_id"]
     rows = [ids + [eos] for ids in vocab.encode(["the big dog sees a cat today", "a small cat runs"])]
     seqs = Sequences(np.array(rows[0] + rows[1]), np.array([len(r) for r in rows]))
@@ -144,7 +145,7 @@ def test_a_sentencepiece_row_is_sampled_by_its_index_and_key_alone_and_keeps_its
 
 
 def test_a_marian_vocabulary_is_refused_by_name(tmp_path):
-    vocab = datamodule(tmp_path, 0.0, tokenizer=SENTENCEPIECE).vocabularies.src
+    vocab = datamodule(tmp_path, 0.0, tokenizer=SENTENCEPIECE).vocabularies().src
     pieces = [vocab.model.id_to_piece(i) for i in range(vocab.vocab_size)]
     marian = MarianVocabulary(vocab.sentencepiece_model(), pieces)
     with pytest.raises(ConfigError, match="data.tokenizer.dropout .* needs a BPE vocabulary of the tokenizers "

@@ -52,5 +52,5 @@ def test_offline_hub_name_fails_fast_and_says_what_to_do(monkeypatch, tmp_path):
         HubCorpus("wmt14", name="de-en", src_lang="en", tgt_lang="de", cache_dir=str(tmp_path)).load("train")
     assert time.perf_counter() - start < 30
     message = str(err.value)
-    assert message.startswith("data.corpus.path=wmt14: the Hugging Face hub cannot be reached")
+    assert message.startswith("data.corpora.NAME.path=wmt14: the Hugging Face hub cannot be reached")
     assert "save_to_disk" in message and "data=files" in message

@@ -5,6 +5,8 @@ ensembles and a <pad> that is not id 0 decode exactly as without one; with a rea
 token is a row of its batch, and forced prefix and constraint tokens outside the candidates still
 come out."""
 
+import copy
+
 import pytest
 import torch
 
@@ -15,8 +17,9 @@ from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.shortlist import Shortlist, forced_ids, shortlisted_search
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.translator import Translator
+from transformer_mt.model.kernels import onednn_available
 from transformer_mt.model.output_rows import restricted_output
-from transformer_mt.model.quantize import quantize_int8
+from transformer_mt.model.quantize import fp32_layer, linear_layers, quantize_int8
 
 BOS, EOS, VOCAB = 1, 2, 50
 OPTIONS = SearchOptions(max_len_a=0, max_len_b=12)
@@ -44,6 +47,19 @@ def other_model() -> torch.nn.Module:
     return model
 
 
+def on_onednn(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` with every linear layer on oneDNN's fp32 path (what kernels=auto may choose)."""
+    copied = copy.deepcopy(model).eval()
+    for parent, name, linear in linear_layers(copied):
+        setattr(parent, name, fp32_layer(linear, "onednn"))
+    return copied
+
+
+ONEDNN = pytest.mark.skipif(not onednn_available("fp32"), reason="this torch has no oneDNN")
+MEMBERS = {"fp32": lambda m: [m], "int8": lambda m: [quantize_int8(m)], "ensemble": lambda m: [m, other_model()],
+           "onednn": lambda m: [on_onednn(m)]}
+
+
 def tokens(hyps) -> list[list[list[int]]]:
     return [[h.tokens for h in nbest] for nbest in hyps]
 
@@ -59,6 +75,16 @@ def test_the_restricted_output_layer_is_those_columns_of_the_whole_one(tie, bias
                                    model.output_proj(states)[..., rows], rtol=1e-6, atol=1e-6)
         int8 = quantize_int8(model).output_proj  # int8: int32 sums, the same bits
         assert torch.equal(restricted_output(int8, rows)(states), int8(states)[..., rows])
+
+
+@ONEDNN
+def test_an_output_layer_on_onednn_has_its_restricted_form():
+    model = make_model(tie_embeddings="none", output_bias=True)
+    torch.nn.init.normal_(model.output_proj.bias)
+    layer, rows, states = on_onednn(model).output_proj, torch.tensor([0, 5, 2, 49, 17]), torch.randn(3, 4, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(restricted_output(layer, rows)(states), model.output_proj(states)[..., rows],
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_an_int8_layer_scaled_per_row_keeps_its_rows_int8_values_and_scales():
@@ -79,7 +105,7 @@ def test_an_output_layer_without_a_restricted_form_is_one_line():
 @pytest.mark.parametrize("kind", ["fp32", "int8", "ensemble"])
 def test_a_shortlist_of_every_token_decodes_exactly_as_none(search, kind):
     model, src = make_model(), padded_sources()
-    members = {"fp32": [model], "int8": [quantize_int8(model)], "ensemble": [model, other_model()]}[kind]
+    members = MEMBERS[kind](model)
     plain = members[0] if len(members) == 1 else Ensemble(members)
     expected = SEARCHES[search]()(plain, src, BOS, EOS)
     got = shortlisted_search(SEARCHES[search](), members, every_token().rows(src), src, BOS, EOS)
@@ -108,10 +134,10 @@ def test_prefixes_constraints_and_a_pad_that_is_not_id_0_decode_as_without_a_sho
 
 
 @pytest.mark.parametrize("search", sorted(SEARCHES))
-@pytest.mark.parametrize("kind", ["fp32", "int8", "ensemble"])
+@pytest.mark.parametrize("kind", ["fp32", "int8", "ensemble", pytest.param("onednn", marks=ONEDNN)])
 def test_with_a_real_shortlist_every_output_token_is_a_row_of_its_batch(search, kind):
     model, src = make_model(), padded_sources()
-    members = {"fp32": [model], "int8": [quantize_int8(model)], "ensemble": [model, other_model()]}[kind]
+    members = MEMBERS[kind](model)
     rows = some_tokens().rows(src)
     assert 10 < rows.numel() < VOCAB and rows[0] == 0
     present = set(src.flatten().tolist())

@@ -14,6 +14,7 @@ class MarkovModel:
     is asked to extend, so tests can check that finished hypotheses are never extended."""
 
     normalized = False  # its log-probabilities go through the search's log-softmax, as logits do
+    fixed_rows = False
 
     def __init__(self, tables: dict[int, dict[int, dict[int, float]]], vocab: int = 5, max_positions: int = 64):
         self.config = SimpleNamespace(pad_id=PAD, max_positions=max_positions)

@@ -45,7 +45,7 @@ def test_back_translations_train_the_forward_model_which_is_compared_with_the_ba
         assert json.loads((folder / stage / "stage.json").read_text())["done"] is True, stage
     corpus = ToyCorpus(num_train=300, num_val=10, num_test=7).load("train")
     assert (folder / "reverse" / "data" / "train.src").read_text().splitlines() == corpus.src
-    reverse_data = yaml.safe_load((folder / "reverse" / "config.yaml").read_text())["data"]["corpus"]
+    reverse_data = yaml.safe_load((folder / "reverse" / "config.yaml").read_text())["data"]["corpora"]["toy"]
     assert (reverse_data["src_lang"], reverse_data["tgt_lang"]) == ("tgt", "src")  # turned around
     assert (folder / "synthetic" / "train.tgt").read_text() == mono.read_text()  # the text, as it was
     chunk = folder / "synthetic" / "chunks" / "00001"

@@ -20,7 +20,7 @@ def files_fails(tmp_path, *extra: str) -> str:
     """As files_run (one epoch of data=files on the corpus in tmp_path/corpus, cache tmp_path/cache),
     in this process (a process costs seconds of imports): it must stop with the DataError that run.py
     prints as its one line `error: ...` (exit status 1, no traceback); that error's message."""
-    overrides = ["data=files", f"data.corpus.data_dir={tmp_path}/corpus", "trainer.max_epochs=1", *extra]
+    overrides = ["data=files", f"data.corpora.files.data_dir={tmp_path}/corpus", "trainer.max_epochs=1", *extra]
     with pytest.raises(Exception) as err:  # as run.py sees it: the error, perhaps wrapped
         run(compose_config(tmp_path / "run", overrides, cache_dir=tmp_path / "cache"))
     assert isinstance(find_user_error(err.value), DataError), err.value

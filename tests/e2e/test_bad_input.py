@@ -28,7 +28,8 @@ def fails(tmp_path, *overrides: str, error: type = DataError) -> str:
 def files_fails(tmp_path, *extra: str) -> str:
     """As files_run (one epoch of data=files on the corpus in tmp_path/corpus), in this process: the
     message of the DataError run.py prints as its one line."""
-    return fails(tmp_path, "data=files", f"data.corpus.data_dir={tmp_path}/corpus", "trainer.max_epochs=1", *extra)
+    return fails(tmp_path, "data=files", f"data.corpora.files.data_dir={tmp_path}/corpus", "trainer.max_epochs=1",
+                 *extra)
 
 
 def test_missing_file(tmp_path):
@@ -74,7 +75,7 @@ def test_hub_name_offline(tmp_path, monkeypatch):
     reads it when imported)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = run_py("data=wmt14", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
-    assert_clean_failure(result, "data.corpus.path=wmt14: the Hugging Face hub cannot be reached")
+    assert_clean_failure(result, "data.corpora.wmt14.path=wmt14: the Hugging Face hub cannot be reached")
     assert "data=files" in result.stderr
     assert_nothing_half_written(tmp_path)
 

@@ -1,51 +1,63 @@
-"""How profiling.py (loop_speed.py --profile-steps) sorts ops and kernels into categories, and what
-experiments/multi30k/tables.py paired (a run's first test set or a named one) and tables.py directions
-print. (loss_speed.py and attention_speed.py at their CPU smoke sizes run in
-tests/e2e/test_gpu_script.py, as steps of the GPU script: every system has numbers, the fused loss
-matches the plain one, packed attention matches padded attention.)"""
+"""How profiling.py (train_speed.py --profile-steps) sorts ops and kernels into categories (its
+command line sorts made-up events), and what experiments/multi30k/tables.py paired (a run's first test
+set or a named one) and tables.py directions print, each run as a process. (loss_speed.py and
+attention_speed.py at their CPU smoke sizes run in tests/e2e/test_gpu_script.py, as steps of the GPU
+script: every system has numbers, the fused loss matches the plain one, packed attention matches
+padded attention.)"""
 
 import json
+import os
+import re
+import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
-import pytest
-
-from tests.helpers import load_script
+from tests.helpers import ROOT, python
 from transformer_mt.evaluation.significance import paired_test
 
-
-def event(name: str, parent=None) -> SimpleNamespace:
-    return SimpleNamespace(name=name, cpu_parent=parent)
-
-
-def test_profile_categories_follow_the_innermost_range_then_the_op():
-    profiling = load_script("experiments/benchmarks/profiling.py")
-    category = profiling.category
-    step = event("Optimizer.step#Adam.step")  # at 32-true Lightning runs the forward and backward inside it
-    forward = event("forward", step)
-    assert category(event("aten::mm", event("aten::linear", forward))) == "matmul"
-    assert category(event("aten::add", forward)) == "elementwise"
-    assert category(event("aten::mm", event("loss", forward))) == "loss"  # the output layer's product is the loss's
-    sdpa = event("aten::_scaled_dot_product_efficient_attention", forward)
-    assert category(event("aten::_efficient_attention_forward", sdpa)) == "attention"
-    assert category(event("torch_attn::_varlen_attn", forward)) == "attention"
-    assert category(event("aten::_fused_adam_", step)) == "optimizer"
-    backward = event("autograd::engine::evaluate_function: MmBackward0")
-    assert category(event("aten::mm", event("MmBackward0", backward))) == "matmul"
-    assert category(event("aten::mul", event("_OutputLayerLossBackward", backward))) == "loss"
-    assert category(backward) == "other"  # the engine's own time
-    assert category(event("aten::copy_", forward), "Memcpy HtoD (Pinned -> Device)") == "other"
-    kernel_op = event("triton_poi_fused_add_native_layer_norm_0", forward)
-    assert category(kernel_op, "triton_poi_fused_add_native_layer_norm_0") == "elementwise"
-    assert category(event("triton_tem_fused_mm_1", forward), "triton_tem_fused_mm_1") == "matmul"
-    assert category(event("aten::_fused_adam_", step), "void at::native::(anonymous namespace)::multi_tensor_apply_"
-                    "kernel<...>") == "optimizer"
-    assert category(event("aten::mm", forward), "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT") == "matmul"
-    assert profiling.busy_us([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
-    assert list(profiling.CATEGORIES) == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
+STEP = ["Optimizer.step#Adam.step"]  # at 32-true Lightning runs the forward and backward inside it
+FORWARD = ["forward", *STEP]
+BACKWARD = ["autograd::engine::evaluate_function: MmBackward0"]
+# (the op and its parents, innermost first; the kernel it launched): the category it belongs to
+EVENTS = [
+    ((["aten::mm", "aten::linear", *FORWARD], ""), "matmul"),
+    ((["aten::add", *FORWARD], ""), "elementwise"),
+    ((["aten::mm", "loss", *FORWARD], ""), "loss"),  # the output layer's product is the loss's
+    ((["aten::_efficient_attention_forward", "aten::_scaled_dot_product_efficient_attention", *FORWARD], ""),
+     "attention"),
+    ((["torch_attn::_varlen_attn", *FORWARD], ""), "attention"),
+    ((["aten::_fused_adam_", *STEP], ""), "optimizer"),
+    ((["aten::mm", "MmBackward0", *BACKWARD], ""), "matmul"),
+    ((["aten::mul", "_OutputLayerLossBackward", *BACKWARD], ""), "loss"),
+    ((BACKWARD, ""), "other"),  # the engine's own time
+    ((["aten::copy_", *FORWARD], "Memcpy HtoD (Pinned -> Device)"), "other"),
+    ((["triton_poi_fused_add_native_layer_norm_0", *FORWARD], "triton_poi_fused_add_native_layer_norm_0"),
+     "elementwise"),
+    ((["triton_tem_fused_mm_1", *FORWARD], "triton_tem_fused_mm_1"), "matmul"),
+    ((["aten::_fused_adam_", *STEP], "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>"),
+     "optimizer"),
+    ((["aten::mm", *FORWARD], "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT"), "matmul"),
+]
 
 
-def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, monkeypatch, capsys):
+def script(path: str, *args) -> subprocess.CompletedProcess:
+    """`python PATH ARGS` in the project's folder (forked from this worker's warm server where it can be)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([python(env), path, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_profile_categories_follow_the_innermost_range_then_the_op(tmp_path):
+    given = {"events": [event for event, _ in EVENTS], "intervals": [[0, 2], [1, 3], [5, 6], [5.5, 5.7]]}
+    (tmp_path / "events.json").write_text(json.dumps(given))
+    result = script("experiments/benchmarks/profiling.py", tmp_path / "events.json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    sorted_ = json.loads(result.stdout)
+    assert sorted_["categories"] == [category for _, category in EVENTS]
+    assert sorted_["busy_us"] == 4
+    assert sorted_["order"] == ["matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle"]
+
+
+def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path):
     """experiments/multi30k/tables.py paired (the ensemble against the single model): its table is
     paired_test's figures; runs scored on other references are refused."""
     refs = [f"a dog number {i} runs in the green park ." for i in range(30)]
@@ -56,17 +68,15 @@ def test_the_multi30k_paired_script_prints_sacrebleus_paired_tests(tmp_path, mon
             (tmp_path / name / f"test.{kind}.txt").write_text("".join(t + "\n" for t in text))
         (tmp_path / name / "metrics.json").write_text(json.dumps(
             {kind: str(tmp_path / name / f"test.{kind}.txt") for kind in ("translations", "references")}))
-    paired = load_script("experiments/multi30k/tables.py")
-    argv = ["tables.py", "paired", str(tmp_path / "base"), str(tmp_path / "system"), "--metric", "bleu"]
-    monkeypatch.setattr("sys.argv", argv)
-    paired.main()
+    args = ["paired", tmp_path / "base", tmp_path / "system", "--metric", "bleu"]
+    result = script("experiments/multi30k/tables.py", *args)
     r = paired_test(hyps["base"], hyps["system"], refs)
-    row = capsys.readouterr().out.splitlines()[-1]
+    row = result.stdout.splitlines()[-1]
     assert row == (f"| bleu | {r.baseline:.2f} | {r.system:.2f} | {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] "
                    f"| {r.p_bootstrap:.4f} | {r.p_randomization:.4f} | {'yes' if r.significant else 'no'} |")
     (tmp_path / "system" / "test.references.txt").write_text("other\n" * 30)
-    with pytest.raises(SystemExit, match="scored on different references"):
-        paired.main()
+    result = script("experiments/multi30k/tables.py", *args)
+    assert result.returncode == 1 and "scored on different references" in result.stderr
 
 
 def write_run(folder: Path, first: list[str], references: list[str], **sets: tuple[list[str], list[str]]) -> None:
@@ -82,25 +92,21 @@ def write_run(folder: Path, first: list[str], references: list[str], **sets: tup
     (folder / "metrics.json").write_text(json.dumps({**written("test", first, references), "sets": named}))
 
 
-def test_the_paired_script_compares_a_named_set_of_a_run_of_several_corpora(tmp_path, monkeypatch, capsys):
+def test_the_paired_script_compares_a_named_set_of_a_run_of_several_corpora(tmp_path):
     """--system-set NAME: the system's set NAME (its metrics.json's `sets`), here against a one-set run."""
     refs = [f"a cat number {i} sleeps on the red mat ." for i in range(30)]
     base, system = [r.replace("red ", "") for r in refs], refs[:-2] + ["x", "y"]
     write_run(tmp_path / "base", base, refs)
     write_run(tmp_path / "both", ["?"] * 30, ["!"] * 30, de_en=(system, refs))
-    paired = load_script("experiments/multi30k/tables.py")
-    argv = ["tables.py", "paired", str(tmp_path / "base"), str(tmp_path / "both"), "--metric", "bleu",
-            "--system-set", "de_en"]
-    monkeypatch.setattr("sys.argv", argv)
-    paired.main()
+    args = ["paired", tmp_path / "base", tmp_path / "both", "--metric", "bleu", "--system-set"]
+    result = script("experiments/multi30k/tables.py", *args, "de_en")
     r = paired_test(base, system, refs)
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"| bleu | {r.baseline:.2f} | {r.system:.2f} |")
-    monkeypatch.setattr("sys.argv", [*argv[:-1], "fr_en"])
-    with pytest.raises(SystemExit, match=r"both/metrics.json has no test set 'fr_en' \(sets: de_en\)"):
-        paired.main()
+    assert result.stdout.splitlines()[-1].startswith(f"| bleu | {r.baseline:.2f} | {r.system:.2f} |")
+    result = script("experiments/multi30k/tables.py", *args, "fr_en")
+    assert result.returncode == 1 and "both/metrics.json has no test set 'fr_en' (sets: de_en)" in result.stderr
 
 
-def test_the_both_directions_report_scores_each_direction_and_its_off_target_share(tmp_path, monkeypatch, capsys):
+def test_the_both_directions_report_scores_each_direction_and_its_off_target_share(tmp_path):
     """experiments/multi30k/tables.py directions: per direction the one-direction recipe, the
     both-directions model and the references; without an en_de run, the shipped translations (1,000
     lines: refused here, where test2016 is 4 lines)."""
@@ -111,10 +117,8 @@ def test_the_both_directions_report_scores_each_direction_and_its_off_target_sha
     write_run(tmp_path / "both", german, german, de_en=(english[:2] + german[2:], english))
     write_run(tmp_path / "en_de", german[:3] + english[3:], german)
     write_run(tmp_path / "de_en", english, english)
-    report = load_script("experiments/multi30k/tables.py")
-    monkeypatch.setattr("sys.argv", ["tables.py", "directions", str(tmp_path)])
-    report.main()
-    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()[2:]]
+    result = script("experiments/multi30k/tables.py", "directions", tmp_path)
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in result.stdout.splitlines()[2:]]
     assert [(r[0], r[-1]) for r in rows] == [
         ("en->de, the en->de recipe", "25.0%"), ("en->de, the both-directions model", "0.0%"),
         ("en->de, the references", "0.0%"), ("de->en, the de->en recipe", "0.0%"),
@@ -122,8 +126,10 @@ def test_the_both_directions_report_scores_each_direction_and_its_off_target_sha
     assert rows[1][1:4] == rows[3][1:4] == ["100.00", "100.00", "100.00"]
     assert float(rows[4][1]) < 100.0 and rows[2][1:4] == ["", "", ""]
     (tmp_path / "en_de" / "metrics.json").unlink()
-    with pytest.raises(SystemExit, match=r"shipped\): 1000 translations for 4 references"):
-        report.main()
+    result = script("experiments/multi30k/tables.py", "directions", tmp_path)
+    assert result.returncode == 1 and "shipped): 1000 translations for 4 references" in result.stderr
     (tmp_path / "de_en" / "metrics.json").unlink()
-    with pytest.raises(SystemExit, match=f"^error: {tmp_path}/de_en: no finished run \\(.*metrics.json is missing\\)$"):
-        report.main()
+    result = script("experiments/multi30k/tables.py", "directions", tmp_path)
+    assert result.returncode == 1
+    expected = f"error: {re.escape(str(tmp_path))}/de_en: no finished run \\(.*metrics.json is missing\\)"
+    assert re.fullmatch(expected, result.stderr.strip())

@@ -8,6 +8,7 @@ from tests.helpers import ROOT, compose_config
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.checkpoints.upgrades import (
     UPGRADES,
+    corpus_as_first_of_corpora,
     current_decoding,
     decoding_with_search_options,
     sizes_from_the_tokenizer,
@@ -85,11 +86,12 @@ def test_a_checkpoint_whose_ids_disagree_with_its_tokenizer_is_one_line(tmp_path
 
 def test_each_upgrade_brings_a_checkpoint_of_its_era_to_the_next_and_leaves_a_newer_one_alone():
     """The upgrades, in order, on the 2026-11-22 fixture (tokenizer beside the hyper-parameters, sizes
-    and ids as hyper-parameters, flat decoding options) and on the shipped model (tokenizer as a
-    hyper-parameter, sizes and ids too, flat beam options with quantize in the decoding); each step
-    changes only what its era wrote."""
+    and ids as hyper-parameters, flat decoding options, the data record's `corpus`) and on the shipped
+    model (tokenizer as a hyper-parameter, sizes and ids too, flat beam options with quantize in the
+    decoding); each step changes only what its era wrote."""
     assert [step.__name__ for step in UPGRADES] == [
-        "tokenizer_as_hyper_parameter", "sizes_from_the_tokenizer", "decoding_with_search_options"]
+        "tokenizer_as_hyper_parameter", "sizes_from_the_tokenizer", "decoding_with_search_options",
+        "corpus_as_first_of_corpora"]
     legacy = torch.load(LEGACY, weights_only=True)
     first = tokenizer_as_hyper_parameter(legacy)
     assert "tokenizer" not in first and first["hyper_parameters"]["tokenizer"] == legacy["tokenizer"]
@@ -97,8 +99,16 @@ def test_each_upgrade_brings_a_checkpoint_of_its_era_to_the_next_and_leaves_a_ne
     assert {"src_vocab_size", "pad_id", "eos_id"} & set(second["hyper_parameters"]) == set()
     third = decoding_with_search_options(second)
     assert third["hyper_parameters"]["decoding"]["options"]["max_len_b"] == 10
-    assert upgrade(legacy) == third and read_checkpoint(LEGACY)["hyper_parameters"] == third["hyper_parameters"]
-    assert upgrade(third) == third  # today's layout passes through every step unchanged
+    fourth = corpus_as_first_of_corpora(third)
+    was, now = third["hyper_parameters"]["data"]["config"], fourth["hyper_parameters"]["data"]["config"]
+    assert "corpus" not in now and now["corpora"] == {"main": was["corpus"]}  # the name it had, first
+    assert {k: v for k, v in now.items() if k != "corpora"} == {k: v for k, v in was.items() if k != "corpus"}
+    assert upgrade(legacy) == fourth and read_checkpoint(LEGACY)["hyper_parameters"] == fourth["hyper_parameters"]
+    assert upgrade(fourth) == fourth  # today's layout passes through every step unchanged
+    student = {"hyper_parameters": {"data": {"fingerprints": {}, "config": {
+        "corpus": {"tag": None}, "corpora": {"distilled": {"tag": "bt"}}}}}}
+    assert list(corpus_as_first_of_corpora(student)["hyper_parameters"]["data"]["config"]["corpora"]) == [
+        "main", "distilled"]
     shipped = torch.load(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt", weights_only=True, mmap=True)
     assert tokenizer_as_hyper_parameter(shipped) is shipped  # its tokenizer is a hyper-parameter already
     sized = sizes_from_the_tokenizer(shipped)["hyper_parameters"]

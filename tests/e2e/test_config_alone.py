@@ -43,12 +43,12 @@ def test_a_fine_tuning_run_is_the_same_from_a_preset_and_from_the_command_line(t
     """model.init_from and the data in an experiment preset (which picks no optim): optim=auto
     fine-tunes with optim.finetune as it does from the command line, on the same batches to the same
     weights. (Before, a preset counted as picking an optim: noam at 10 x finetune's peak.)"""
-    values = {"model": {"init_from": str(toy_run[0])}, "data": {"corpus": {"seed": 1, "num_train": 300}},
+    values = {"model": {"init_from": str(toy_run[0])}, "data": {"corpora": {"toy": {"seed": 1, "num_train": 300}}},
               "trainer": {"max_steps": 3}}
     runs = {}
     for name, overrides in (("preset", preset(tmp_path, "finetune_here", values)), ("typed", dotted(values))):
         out = tmp_path / name
-        run(compose_config(out, [*overrides, "data.corpus.num_val=5", "data.corpus.num_test=5",
+        run(compose_config(out, [*overrides, "data.corpora.toy.num_val=5", "data.corpora.toy.num_test=5",
                                  *record_steps(tmp_path / f"{name}.steps")]))
         runs[name] = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert recorded_steps(tmp_path / "preset.steps") == recorded_steps(tmp_path / "typed.steps")
@@ -81,8 +81,8 @@ def test_a_pipeline_stage_is_the_same_from_a_preset_and_from_the_command_line(sm
                compose_config(tmp_path / "b", [*task, *dotted(values)], cache)]
     assert training_shape(configs[0]) == training_shape(configs[1])
     assert training_shape(configs[0])["model"]["dropout"] == 0.2 and training_shape(configs[0])["seed"] == 7
-    stages = [without_hydra(stage_config(cfg, str(tmp_path / "student"), {"data.corpus.weight": 0.0}))
+    stages = [without_hydra(stage_config(cfg, str(tmp_path / "student"), {"data.corpora.toy.weight": 0.0}))
               for cfg in configs]
     assert stages[0] == stages[1]
     assert stages[0]["task"]["name"] == "train" and stages[0]["trainer"]["max_epochs"] == 2
-    assert stages[0]["data"]["corpus"]["weight"] == 0.0 and stages[0]["ckpt_path"] is None
+    assert stages[0]["data"]["corpora"]["toy"]["weight"] == 0.0 and stages[0]["ckpt_path"] is None

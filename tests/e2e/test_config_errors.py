@@ -33,11 +33,11 @@ from transformer_mt.tasks.runs.outputs import write_json
     ("callbacks.dashboard.num_sentences=-1", "callbacks.dashboard.num_sentences=-1: must be an integer >= 0"),
     ("callbacks.step_meter.peak_flops=0", "callbacks.step_meter.peak_flops=0: must be a number > 0"),
     ("trainer.precision=16-mixed", "trainer.precision=16-mixed: float16 needs a GPU"),
-    ("trainer.precision=abc", "trainer: Precision 'abc' is invalid"),
+    ("trainer.precision=abc", "trainer.precision='abc': must be 32-true, bf16-mixed, 16-mixed"),
 ])
 def test_a_bad_value_names_its_key_before_any_data_work(tmp_path, override, message):
     with pytest.raises(Exception) as err:  # as run.py sees it: the ConfigError, perhaps wrapped by Hydra
-        run(compose_config(tmp_path, [override, "data.corpus.num_train=300"]))
+        run(compose_config(tmp_path, [override, "data.corpora.toy.num_train=300"]))
     assert isinstance(find_user_error(err.value), ConfigError)
     assert message in str(find_user_error(err.value))
     assert not (tmp_path / ".cache").exists()  # stopped before the data was touched
@@ -46,7 +46,7 @@ def test_a_bad_value_names_its_key_before_any_data_work(tmp_path, override, mess
 def test_training_pairs_longer_than_the_batch_budget_name_both_keys(tmp_path):
     with pytest.raises(ConfigError, match=r"data.max_len=128 keeps training pairs of \d+ tokens, more than the "
                                           r"batch budget data.max_tokens=20: lower data.max_len"):
-        run(compose_config(tmp_path, ["data.max_tokens=20", "data.corpus.num_train=300"]))
+        run(compose_config(tmp_path, ["data.max_tokens=20", "data.corpora.toy.num_train=300"]))
     assert not (tmp_path / "checkpoints").exists()
 
 
@@ -65,9 +65,9 @@ def test_a_gpu_trainer_without_a_gpu_stops_before_any_data_work(tmp_path, traine
 @pytest.mark.parametrize("overrides, message", [
     (["task=distill"], "task.teacher has no value: give it on the command line (task.teacher=...)"),
     (["task=backtranslate"], "task.monolingual has no value: give it on the command line (task.monolingual=...)"),
-    (["data=table"], "data.corpus.data_dir, data.corpus.src_column, data.corpus.tgt_column have no value: give "
-                     "them on the command line (data.corpus.data_dir=... data.corpus.src_column=... "
-                     "data.corpus.tgt_column=...)"),
+    (["data=table"], "data.corpora.table.data_dir, data.corpora.table.src_column, data.corpora.table.tgt_column have "
+                     "no value: give them on the command line (data.corpora.table.data_dir=... "
+                     "data.corpora.table.src_column=... data.corpora.table.tgt_column=...)"),
 ])
 def test_a_key_left_to_the_user_is_named_before_any_work(tmp_path, overrides, message):
     """A preset's `???` (data=files's data directory, task=distill's teacher) not given on the command
@@ -84,7 +84,7 @@ def test_a_bad_trainer_value_from_the_command_line_is_one_line(tmp_path):
     result = run_py("trainer.max_epochs=abc", f"hydra.run.dir={tmp_path}/run", f"paths.cache_dir={tmp_path}/cache")
     assert_clean_failure(result, "trainer.max_epochs='abc': must be an integer >= -1")
     result = run_py("data=files", f"hydra.run.dir={tmp_path}/files", f"paths.cache_dir={tmp_path}/cache")
-    assert_clean_failure(result, "data.corpus.data_dir has no value: give it on the command line")
+    assert_clean_failure(result, "data.corpora.files.data_dir has no value: give it on the command line")
 
 
 def test_a_trainer_setting_lightning_refuses_is_one_line_naming_it(tmp_path):
@@ -132,8 +132,9 @@ def test_resume_refuses_another_model_size(small_run, tmp_path):
 def test_resume_refuses_other_training_data(small_run, tmp_path):
     out, _ = small_run
     last = out / "checkpoints" / "last.ckpt"
-    message = fails(tmp_path, [*SMALL, "data.corpus.num_train=200", f"ckpt_path={last}"], DataError)
-    assert message.startswith(f"ckpt_path={last} was trained on other data (ToyCorpus(mode=reorder, num_train=300")
+    message = fails(tmp_path, [*SMALL, "data.corpora.toy.num_train=200", f"ckpt_path={last}"], DataError)
+    assert message.startswith(f"ckpt_path={last} was trained on other data (toy: ToyCorpus(mode=reorder, "
+                               "num_train=300")
     assert "resume with the data options of that run" in message
 
 
@@ -155,7 +156,7 @@ def test_evaluate_on_other_data_says_so_before_scoring(small_run, tmp_path, capl
     out, _ = small_run
     with caplog.at_level(logging.WARNING):
         run(compose_config(tmp_path, ["task=evaluate", f"ckpt_path={out}/checkpoints/best.ckpt", "data=toy",
-                                      "data.corpus.num_test=9"]))
+                                      "data.corpora.toy.num_test=9"]))
     warning = [r.getMessage() for r in caplog.records if "was trained on other data" in r.getMessage()]
-    assert warning and "scoring the test split of ToyCorpus(mode=reorder, num_train=10000" in warning[0]
+    assert warning and "scoring the test split of toy: ToyCorpus(mode=reorder, num_train=10000" in warning[0]
     assert len((tmp_path / "test.translations.txt").read_text().splitlines()) == 9

@@ -31,7 +31,7 @@ def test_help_offers_only_groups_and_options_that_can_be_picked(tmp_path):
         assert all(OmegaConf.is_dict(c) and "_target_" in c for c in callbacks.values()), option
     for option in groups["data"]:  # a corpus; data=checkpoint: task=evaluate's, the checkpoint's own data
         data = compose_config(tmp_path, [f"data={option}"]).data
-        assert "corpus" in data or (option == "checkpoint" and data.from_checkpoint), option
+        assert option in (data.get("corpora") or {}) or (option == "checkpoint" and data.from_checkpoint), option
     with pytest.raises(ConfigError, match=r"^data=checkpoint is task=evaluate's data \(a checkpoint's own\); "
                                           r"task=train names its corpus: data=NAME"):
         run(compose_config(tmp_path, ["data=checkpoint"]))

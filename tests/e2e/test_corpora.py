@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 MAIN = 600  # the toy corpus's training pairs; the copy corpus's 300 come after them in the table
 COPY = '+data.corpora.copy={_target_: transformer_mt.data.ToyCorpus, mode: copy, num_train: 300, num_val: 5, ' \
        'num_test: 5, seed: 7, weight: 0.5, tag: copy}'
-MIXED = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-         "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer.max_epochs=2", COPY]
+MIXED = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+         "data.max_tokens=512", "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4",
+         "trainer.max_epochs=2", COPY]
 
 
 def weights(path) -> dict[str, torch.Tensor]:
@@ -49,7 +50,7 @@ def mixed(tmp_path_factory):
     return root
 
 
-def test_each_epoch_shows_every_main_pair_once_and_a_different_half_of_the_copy_corpus(mixed):
+def test_each_epoch_shows_every_toy_pair_once_and_a_different_half_of_the_copy_corpus(mixed):
     per_epoch = [Counter(), Counter()]
     for epoch, _, ids in recorded_steps(mixed / "steps.jsonl"):
         per_epoch[epoch].update(ids)
@@ -61,11 +62,11 @@ def test_each_epoch_shows_every_main_pair_once_and_a_different_half_of_the_copy_
         halves.append(copies)
     assert halves[0] != halves[1]
     log = (mixed / "whole" / "run.log").read_text()
-    assert "main: 600 pairs of 600 (weight 1)" in log and "copy: 150 pairs of 300 (weight 0.5)" in log
+    assert "toy: 600 pairs of 600 (weight 1)" in log and "copy: 150 pairs of 300 (weight 0.5)" in log
     assert "copy (toy/train): removed 0 of 300 training pairs by length" in log
     composition = yaml.safe_load((mixed / "whole" / "csv" / "hparams.yaml").read_text())["epoch_composition"]
     assert {name: (c["pairs"], c["of"], c["weight"]) for name, c in composition.items()} == {
-        "main": (600, 600, 1.0), "copy": (150, 300, 0.5)}
+        "toy": (600, 600, 1.0), "copy": (150, 300, 0.5)}
     assert composition["copy"]["tokens"] > 0
 
 
@@ -115,21 +116,22 @@ def test_a_mixed_run_resumed_mid_epoch_ends_with_the_uninterrupted_weights(mixed
 
 def test_a_corpus_added_with_a_given_vocabulary_is_the_only_one_encoded(mixed, tmp_path):
     vocabulary = f"data.tokenizer.file={mixed}/whole/tokenizer/src.json"
-    common = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "trainer.max_steps=1",
-              "trainer.limit_val_batches=0", vocabulary]
+    common = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+              "trainer.max_steps=1", "trainer.limit_val_batches=0", vocabulary]
     for name, extra in (("one", []), ("two", [COPY])):
         result = run_py(*common, *extra, f"hydra.run.dir={tmp_path}/{name}", f"paths.cache_dir={tmp_path}/cache")
         assert result.returncode == 0, result.stderr[-3000:]
     log = (tmp_path / "two" / "run.log").read_text()
-    assert "main/train: token ids cache hit" in log and "copy/train: encoding into" in log
-    assert "main/train: encoding" not in log
+    assert "toy/train: token ids cache hit" in log and "copy/train: encoding into" in log
+    assert "toy/train: encoding" not in log
 
 
 @pytest.mark.parametrize("override, message", [
-    ('+data.corpora.main={_target_: transformer_mt.data.ToyCorpus}', "data.corpora.main: `main` names data.corpus"),
-    ("data.corpus.weight=-1", "data.corpus.weight=-1: must be a number >= 0"),
-    ("data.corpus.tag='two words'", "data.corpus.tag='two words': must be one word of letters"),
-    ("data.corpus.weight=0", "every corpus has weight 0"),
+    ("+data.corpus={_target_: transformer_mt.data.ToyCorpus}",  # the old spelling of the first corpus
+     "data.corpus: the corpus is now an entry of data.corpora"),
+    ("data.corpora.toy.weight=-1", "data.corpora.toy.weight=-1: must be a number >= 0"),
+    ("data.corpora.toy.tag='two words'", "data.corpora.toy.tag='two words': must be one word of letters"),
+    ("data.corpora.toy.weight=0", "every corpus has weight 0"),
     ("data.temperature=0", "data.temperature=0: must be a number > 0 or null"),
     ("+data.corpora.bt={data_dir: /nowhere, src_lang: en, tgt_lang: de}",  # no _target_: a dict, not a corpus
      "data.corpora.bt: not a corpus: its node needs a _target_, the corpus class"),
@@ -148,7 +150,8 @@ def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(t
     (tmp_path / "data").mkdir()
     extra = ("+data.corpora.flickr={_target_: transformer_mt.data.TextFileCorpus, data_dir: " f"{tmp_path}/data, "
              "src_lang: en, tgt_lang: de, splits: {test: test2017}, weight: 0}")
-    small = ["data.corpus.num_train=300", "data.corpus.num_val=5", "data.corpus.num_test=5", "trainer.max_steps=1"]
+    small = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=5", "data.corpora.toy.num_test=5",
+             "trainer.max_steps=1"]
     with pytest.raises(Exception) as err:
         run(compose_config(tmp_path / "run", [*small, extra]))
     found = find_user_error(err.value)
@@ -165,11 +168,11 @@ def test_a_corpus_of_weight_0_with_nothing_to_score_is_refused_before_training(t
 
 
 def test_the_composition_of_a_one_corpus_run_is_its_corpus_once(tmp_path):
-    run(compose_config(tmp_path / "run", ["data.corpus.num_train=300", "data.corpus.num_val=5",
-                                          "data.corpus.num_test=5", "trainer.max_steps=1",
+    run(compose_config(tmp_path / "run", ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=5",
+                                          "data.corpora.toy.num_test=5", "trainer.max_steps=1",
                                           "trainer.limit_val_batches=0"]))
     hparams = yaml.safe_load((tmp_path / "run" / "csv" / "hparams.yaml").read_text())
-    assert {k: v["pairs"] for k, v in hparams["epoch_composition"].items()} == {"main": 300}
+    assert {k: v["pairs"] for k, v in hparams["epoch_composition"].items()} == {"toy": 300}
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == 1
 
 
@@ -184,7 +187,7 @@ def test_every_corpus_is_a_named_set_of_validation_and_test_and_evaluate_reprodu
     assert len(open(copy_set["translations"]).read().splitlines()) == 5  # the copy corpus's 5 test pairs
     assert len(open(metrics["translations"]).read().splitlines()) == 20
     log = (run_dir / "run.log").read_text()
-    assert ("val sets: val/bleu (main), val/copy/bleu; checkpoints are selected on val/bleu "
+    assert ("val sets: val/bleu (toy), val/copy/bleu; checkpoints are selected on val/bleu "
             "(callbacks.model_checkpoint.monitor)") in log
     assert "val/copy: BLEU" in log and "test/copy: BLEU" in log
     result = run_py("task=evaluate", f"ckpt_path={metrics['tested_checkpoint']}", f"hydra.run.dir={tmp_path}/eval",

@@ -14,8 +14,8 @@ from tests.wandb_records import records, run_record, summary
 from transformer_mt.tasks import run
 
 PNG = b"\x89PNG\r\n\x1a\n"
-RUN = ["logger=many", "trainer.max_epochs=2", "trainer.log_every_n_steps=2", "data.corpus.num_train=300",
-       "data.corpus.num_val=12", "data.corpus.num_test=7", "callbacks.step_meter.peak_flops=1e12",
+RUN = ["logger=many", "trainer.max_epochs=2", "trainer.log_every_n_steps=2", "data.corpora.toy.num_train=300",
+       "data.corpora.toy.num_val=12", "data.corpora.toy.num_test=7", "callbacks.step_meter.peak_flops=1e12",
        "callbacks.dashboard.upload_best_checkpoint=true", "tags=[dashboard,toy]"]
 
 
@@ -127,7 +127,8 @@ def test_run_directory_has_curves_and_the_last_validations_heatmaps(many):
 def test_csv_logger_gets_the_config_too(many):
     out, metrics = many
     hparams = yaml.safe_load((out / "csv" / "hparams.yaml").read_text())
-    assert hparams["num_parameters"] == metrics["num_parameters"] and hparams["data"]["corpus"]["num_train"] == 300
+    assert hparams["num_parameters"] == metrics["num_parameters"]
+    assert hparams["data"]["corpora"]["toy"]["num_train"] == 300
 
 
 def test_dashboard_and_curves_can_be_switched_off(tmp_path):

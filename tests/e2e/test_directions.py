@@ -38,8 +38,9 @@ def write_corpus(folder: Path) -> None:
 
 def directions(data: Path) -> list[str]:
     corpus = f"{{_target_: transformer_mt.data.TextFileCorpus, data_dir: {data}, src_lang: de, tgt_lang: en, tag: 2en}}"
-    return ["data=files", f"data.corpus.data_dir={data}", "data.corpus.src_lang=en", "data.corpus.tgt_lang=de",
-            "data.corpus.tag=2de", f"+data.corpora.de_en={corpus}", "data.tokenizer.vocab_size=200",
+    return ["data=files", f"data.corpora.files.data_dir={data}", "data.corpora.files.src_lang=en",
+            "data.corpora.files.tgt_lang=de", "data.corpora.files.tag=2de", f"+data.corpora.de_en={corpus}",
+            "data.tokenizer.vocab_size=200",
             "trainer.max_epochs=2", "data.max_tokens=256", "task.tokenized_bleu=true"]
 
 

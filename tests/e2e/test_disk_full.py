@@ -10,7 +10,7 @@ from tests.helpers import assert_clean_failure, run_py
 from transformer_mt.atomic import atomic_file
 from transformer_mt.training.atomic_io import AtomicCheckpointIO
 
-TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 
 
 class DiskFullFrom(AtomicCheckpointIO):

@@ -314,19 +314,19 @@ def test_a_baseline_that_is_no_finished_run_is_refused_before_any_work(small_run
         assert not (tmp_path / "run" / "synthetic").exists()
 
 
-def test_a_teacher_trained_on_other_data_than_data_corpus_is_said(small_run, tmp_path, caplog):
+def test_a_teacher_trained_on_other_data_than_the_runs_corpus_is_said(small_run, tmp_path, caplog):
     """`data=` left off the command line: the teacher translates the default toy corpus's sources, as
     asked, after a warning naming both."""
     teacher = Path(json.loads((small_run[0] / "metrics.json").read_text())["tested_checkpoint"])
     data = compose_config(tmp_path, SMALL_RUN).data
     with caplog.at_level(logging.WARNING):
-        check_teacher_data(teacher, instantiate(data.corpus).fingerprint("train"), data)
+        check_teacher_data(teacher, instantiate(data.corpora.toy).fingerprint("train"), data)
     assert "trained on other data" not in caplog.text
-    other = compose_config(tmp_path, ["data.corpus.num_train=301"]).data
+    other = compose_config(tmp_path, ["data.corpora.toy.num_train=301"]).data
     with caplog.at_level(logging.WARNING):
-        check_teacher_data(teacher, instantiate(other.corpus).fingerprint("train"), other)
-    assert f"task.teacher={teacher} was trained on other data (ToyCorpus(" in caplog.text
-    assert "num_train=300" in caplog.text and "translating the training sources of ToyCorpus(" in caplog.text
+        check_teacher_data(teacher, instantiate(other.corpora.toy).fingerprint("train"), other)
+    assert f"task.teacher={teacher} was trained on other data (toy: ToyCorpus(" in caplog.text
+    assert "num_train=300" in caplog.text and "translating the training sources of toy: ToyCorpus(" in caplog.text
 
 
 def test_a_second_pipeline_into_a_folder_in_use_is_refused_in_one_line(tmp_path):

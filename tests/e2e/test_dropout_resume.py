@@ -10,9 +10,9 @@ from tests.helpers import compose_config, interrupt_at
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
-SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-         "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer.max_epochs=2",
-         "data.tokenizer.dropout=0.1"]
+SMALL = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+         "data.max_tokens=512", "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4",
+         "trainer.max_epochs=2", "data.tokenizer.dropout=0.1"]
 
 
 def weights(path) -> dict[str, torch.Tensor]:

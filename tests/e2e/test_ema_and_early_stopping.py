@@ -10,7 +10,8 @@ from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=512"]
+SMALL = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=7",
+         "data.max_tokens=512"]
 EMA = [*SMALL, "callbacks=ema", "callbacks.ema.decay=0.9", "trainer.max_epochs=2", "task.last_n=2",
        "callbacks.last_checkpoint.every_n_steps=4"]
 

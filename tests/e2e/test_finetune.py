@@ -16,7 +16,8 @@ from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
 
-COPY = ["data.corpus.mode=copy", "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7"]
+COPY = ["data.corpora.toy.mode=copy", "data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10",
+        "data.corpora.toy.num_test=7"]
 
 
 class Snapshot(L.Callback):
@@ -72,7 +73,8 @@ def test_fine_tuning_with_no_optim_picked_keeps_what_the_model_learned(toy_run, 
     two-sided bound before failed on a Zen 4 EPYC, 98.8 to 100). (With the default noam and a short
     warm-up it peaked 4 x higher and took val BLEU from 98 to 47.)"""
     out, _ = toy_run
-    data = ["data.corpus.seed=1", "data.corpus.num_train=3000", "data.corpus.num_val=200", "data.corpus.num_test=50"]
+    data = ["data.corpora.toy.seed=1", "data.corpora.toy.num_train=3000", "data.corpora.toy.num_val=200",
+            "data.corpora.toy.num_test=50"]
     best = out / "checkpoints" / "best.ckpt"
     start = run(compose_config(tmp_path / "start", ["task=evaluate", f"ckpt_path={best}", "data=toy", *data,
                                                     "data.split=val"]))["val/bleu"]

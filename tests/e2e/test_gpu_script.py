@@ -5,14 +5,16 @@ that does not run is reported and fails the command."""
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import ROOT, load_script, warm_server
+from tests.helpers import ROOT, python, warm_server
 
 
 def run_script(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -193,26 +195,26 @@ RECOMPILES = "\n".join(PREFIX + line for line in [
     "    - 0/0: 2 <= args[1].size()[0]  # return F.linear(input, self.weight, self.bias)"]) + "\nstep 3 done"
 
 
-def test_recompilations_are_read_from_torchs_recompiles_log():
-    gpu_run = load_script("experiments/gpu/run.py")
-    assert gpu_run.recompiles(RECOMPILES) == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
-    assert gpu_run.recompiles("nothing to see") == []
-
-
-def test_a_compiled_step_that_fails_keeps_its_recompilations_and_the_tables_are_still_written(tmp_path):
+def test_a_compiled_step_cut_short_keeps_its_recompilations_and_the_tables_are_still_written(tmp_path):
     """The compiled step that runs out of time in its warm-up (as on the H200) leaves no figures: its
-    recompilations are kept on the step, and results.md is still written (it once raised KeyError)."""
-    gpu_run = load_script("experiments/gpu/run.py")
-    runner = gpu_run.Runner(tmp_path / "out", tmp_path / "work", budget_s=60)
-    run = runner.run
-    runner.run = lambda name, command, limit_s, env=None: run(
-        name, [sys.executable, "-c", f"print({RECOMPILES!r}); raise SystemExit(1)"], limit_s, env)
-    gpu_run.train_speed(runner, "base+compile", smoke=False, device="cuda")
-    step = runner.steps["train_speed/base+compile"]
-    assert step["status"] == "failed" and step["figures"] == {}
-    assert step["recompiles"] == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
-    load_script("experiments/gpu/results_files.py").save(
-        tmp_path / "out", {"date": "2026-11-28", "smoke": False, "command": "run.sh"}, runner.steps)
+    recompilations, read from torch's `recompiles` log in its log, are kept on the step (--merge reads
+    them again where a step was cut short from outside), and results.md is still written (it once
+    raised KeyError)."""
+    (tmp_path / "part" / "logs").mkdir(parents=True)
+    compiled = {"status": "failed", "error": "timed out after 146 s", "figures": {},
+                "command": "python experiments/benchmarks/train_speed.py --model base --compile inductor"}
+    steps = {"train_speed/base+compile": compiled, "train_speed/big+compile": dict(compiled)}
+    (tmp_path / "part" / "results.json").write_text(json.dumps(
+        {"meta": {"date": "2026-11-28", "smoke": False, "command": "run.sh"}, "failed": list(steps), "steps": steps}))
+    (tmp_path / "part" / "logs" / "train_speed_base+compile.log").write_text(RECOMPILES)
+    (tmp_path / "part" / "logs" / "train_speed_big+compile.log").write_text("nothing to see")
+    merged = subprocess.run([sys.executable, "experiments/gpu/run.py", "--merge", str(tmp_path / "part/results.json"),
+                             "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert merged.returncode == 1, merged.stderr  # a failed step
+    steps = json.loads((tmp_path / "out" / "results.json").read_text())["steps"]
+    assert steps["train_speed/base+compile"]["figures"] == {}
+    assert steps["train_speed/base+compile"]["recompiles"] == ["compiled_encoder_layer: 0/0: 2 <= args[1].size()[0]"]
+    assert steps["train_speed/big+compile"]["recompiles"] == []
     assert "| train_speed/base+compile | failed |" in (tmp_path / "out" / "results.md").read_text()
 
 
@@ -246,60 +248,88 @@ def test_steps_runs_the_named_steps_in_its_order_and_names_an_unknown_one(tmp_pa
     assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
         f"error: --steps: no step 'huge'; the steps are {', '.join(SPEED)}, toy, multi30k, evaluate, decode"]
     assert not (tmp_path / "unknown" / "results.json").exists()
-    gpu_run = load_script("experiments/gpu/run.py")
-    assert gpu_run.step_names("setup", None) == []  # --only setup: the install and the environment alone
-    assert gpu_run.step_names("runs", None) == list(RUN_STEPS)
+    _, setup = run_script(tmp_path / "setup", "--only", "setup", "--budget-minutes", "0")
+    assert list(setup["steps"]) == ["install", "environment"]  # --only setup: the install and the environment alone
 
 
 def test_the_results_are_written_as_each_step_starts_so_a_run_stopped_from_outside_keeps_them(tmp_path):
-    gpu_run = load_script("experiments/gpu/run.py")
-    (tmp_path / "out").mkdir()
-    runner = gpu_run.Runner(tmp_path / "out", tmp_path / "work", budget_s=60)
-    seen = []
-    runner.save = lambda: seen.append({name: dict(step) for name, step in runner.steps.items()})
-    record = runner.run("first", [sys.executable, "-c", "print('done')"], 30)
-    assert len(seen) == 1 and seen[0]["first"]["status"] == "failed"  # while it runs: what a stop would leave
-    assert seen[0]["first"]["error"].startswith("cut short")
-    assert record["status"] == "ok" and "error" not in record
-    results_files = load_script("experiments/gpu/results_files.py")
-    results_files.save(tmp_path / "out", {"date": "2026-11-26", "smoke": True, "command": "run.sh"}, runner.steps)
-    assert json.loads((tmp_path / "out" / "results.json").read_text())["steps"]["first"]["status"] == "ok"
+    """A run stopped from outside (SIGKILL) while its `toy` step runs: results.json and results.md
+    say the step was cut short, its log is there, and the step that ended before it is ok."""
+    out, env = tmp_path / "out", {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    process = subprocess.Popen(["bash", "experiments/gpu/run.sh", "--device", "cpu", "--steps", "toy", "--out",
+                                str(out)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "toy" not in steps_so_far(out) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"]["toy"]["status"] == "failed" and results["failed"][-1] == "toy"
+    assert results["steps"]["toy"]["error"].startswith("cut short")  # what a stop leaves
+    assert results["steps"]["environment"]["status"] == "ok" and "error" not in results["steps"]["environment"]
+    assert (out / "logs" / "toy.log").is_file() and "| toy | failed |" in (out / "results.md").read_text()
 
 
-def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run():
-    decode_speed = load_script("experiments/benchmarks/decode_speed.py")
-
-    def broken_library():
-        raise OSError("libcublas.so.12: cannot open shared object file\nsecond line")
-
-    def fails_to_translate():
-        return lambda lines, beams: 1 / 0
-
-    fine = lambda lines, beams: [[7] for _ in lines]  # noqa: E731
-    kept, skipped = decode_speed.working([("CT2", broken_library), ("HF", lambda: fine), ("X", fails_to_translate)],
-                                         ["a", "b"])
-    assert kept == [("HF", fine)]
-    assert skipped == {"CT2": "OSError: libcublas.so.12: cannot open shared object file",
-                       "X": "ZeroDivisionError: division by zero"}
+def steps_so_far(out: Path) -> dict:
+    """The steps results.json holds now (none while it is not there or half written)."""
+    try:
+        return json.loads((out / "results.json").read_text())["steps"]
+    except (OSError, ValueError):
+        return {}
 
 
-def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(monkeypatch):
-    machine = load_script("experiments/gpu/machine.py")
-    assert machine.version("no-such-package-here") == (0, 0)
-    for arrow, hub, folder in [((25, 0), (1, 33), "datasets-5"), ((25, 0), (0, 36), "datasets-4.4"),
-                               ((23, 0), (1, 33), "datasets-4.4"), ((21, 0), (0, 30), "datasets-4.4"),
-                               ((20, 0), (0, 30), "datasets-4.0"), ((25, 0), (2, 1), "datasets-5"),
-                               ((23, 0), (2, 1), "datasets-4.0")]:
-        versions = {"pyarrow": arrow, "huggingface_hub": hub}
-        monkeypatch.setattr(machine, "version", versions.__getitem__)
-        assert machine.datasets_folder() == folder, versions
+def test_a_peer_that_cannot_load_or_translate_is_named_and_the_others_still_run(tmp_path):
+    """decode_speed.py with CTranslate2 given no threads to translate in: it is listed as skipped
+    with the first line of its error, and ours is still measured."""
+    lines = ["A man is riding a bicycle.", "Two dogs play in the snow.", "A girl eats an apple."]
+    (tmp_path / "src.txt").write_text("".join(line + "\n" for line in lines))
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([python(env), "experiments/benchmarks/decode_speed.py", "--ckpt",
+                             "experiments/multi30k/multi30k_en_de.ckpt", "--source", str(tmp_path / "src.txt"),
+                             "--reference", str(tmp_path / "src.txt"), "--repeat", "1", "--ct2-inter", "0", "--only",
+                             "ours float32", "CTranslate2 float32", "--json", str(tmp_path / "out.json")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads((tmp_path / "out.json").read_text())
+    assert figures["skipped"] == {"CTranslate2 float32": "ValueError: max_workers must be greater than 0"}
+    assert [(r["system"], r["search"]) for r in figures["systems"]] == [("ours float32", "greedy"),
+                                                                        ("ours float32", "beam 4")]
+    assert "CTranslate2 float32: not measured: ValueError" in result.stdout
 
 
-def test_decoding_on_cuda_finds_the_cuda_libraries_of_torchs_packages(monkeypatch, tmp_path):
-    machine = load_script("experiments/gpu/machine.py")
+def machine(tmp_path: Path, **versions: str) -> dict:
+    """experiments/gpu/machine.py's JSON on a machine with these versions of pyarrow and huggingface_hub
+    (dist-info folders first on the import path) and tmp_path/nvidia/{cublas,cudnn}/lib."""
+    for package, version in versions.items():
+        (tmp_path / f"{package}-{version}.dist-info").mkdir(exist_ok=True)
+        (tmp_path / f"{package}-{version}.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "LD_LIBRARY_PATH": "/opt/lib"}
+    result = subprocess.run([sys.executable, "experiments/gpu/machine.py"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for folder in tmp_path.glob("*.dist-info"):
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    return json.loads(result.stdout)
+
+
+def test_install_picks_the_datasets_wheels_the_machines_pyarrow_and_hub_can_run(tmp_path):
+    for arrow, hub, folder in [("25.0", "1.33", "datasets-5"), ("25.0", "0.36", "datasets-4.4"),
+                               ("23.0", "1.33", "datasets-4.4"), ("21.0", "0.30", "datasets-4.4"),
+                               ("20.0", "0.30", "datasets-4.0"), ("25.0", "2.1", "datasets-5"),
+                               ("23.0", "2.1", "datasets-4.0"), ("25.0", "unknown", "datasets-4.4")]:
+        found = machine(tmp_path, pyarrow=arrow, huggingface_hub=hub)
+        assert found["datasets_folder"] == folder, (arrow, hub)
+    assert found["huggingface_hub"] == [0, 0]  # a version it cannot read counts as none
+
+
+def test_decoding_on_cuda_finds_the_cuda_libraries_of_torchs_packages(tmp_path):
     for name in ("cublas", "cudnn"):
         (tmp_path / "nvidia" / name / "lib").mkdir(parents=True)
-    monkeypatch.setattr(machine.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
-    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/lib")
-    assert machine.cuda_libraries()["LD_LIBRARY_PATH"].split(os.pathsep) == [
+    assert machine(tmp_path)["LD_LIBRARY_PATH"].split(os.pathsep) == [
         str(tmp_path / "nvidia/cublas/lib"), str(tmp_path / "nvidia/cudnn/lib"), "/opt/lib"]

@@ -63,9 +63,9 @@ def test_a_key_of_another_validation_decoding_names_its_choice(tmp_path):
 
 
 def test_plus_keys_that_a_constructor_or_an_open_node_takes_still_run(tmp_path):
-    result = run_py("++trainer.max_steps=2", "+trainer.inference_mode=true", "++module.num_samples=1",
-                    "trainer.max_epochs=1", "data.corpus.num_train=60", "data.corpus.num_val=4",
-                    "data.corpus.num_test=4",
+    result = run_py("++trainer.max_steps=2", "+optim.optimizer.amsgrad=true", "++module.num_samples=1",
+                    "trainer.max_epochs=1", "data.corpora.toy.num_train=60", "data.corpora.toy.num_val=4",
+                    "data.corpora.toy.num_test=4",
                     "+callbacks.extra_bar._target_=lightning.pytorch.callbacks.LearningRateMonitor",
                     f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 0, result.stderr[-2000:]

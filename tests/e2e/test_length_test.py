@@ -16,8 +16,9 @@ from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
 # the toy copy task learnt in 160 steps (test BLEU ~70 here): the scores compared below are not zeros
-TINY = ["data.corpus.mode=copy", "data.corpus.num_train=2000", "data.corpus.num_val=10", "data.corpus.num_test=61",
-        "trainer.max_epochs=8", "optim.scheduler.warmup_steps=200", "~callbacks.epoch_checkpoint"]
+TINY = ["data.corpora.toy.mode=copy", "data.corpora.toy.num_train=2000", "data.corpora.toy.num_val=10",
+        "data.corpora.toy.num_test=61", "trainer.max_epochs=8", "optim.scheduler.warmup_steps=200",
+        "~callbacks.epoch_checkpoint"]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ def test_a_max_len_above_the_model_positions_is_refused_before_any_data_work(tmp
     with pytest.raises(ConfigError, match=r"^data.max_len=257 keeps training pairs of up to 257 tokens a side, more "
                                           r"than model.max_positions=256: lower data.max_len to 256 or raise "
                                           r"model.max_positions$"):
-        run(compose_config(tmp_path, ["data.max_len=257", "data.corpus.num_train=300"]))
+        run(compose_config(tmp_path, ["data.max_len=257", "data.corpora.toy.num_train=300"]))
     assert not (tmp_path / ".cache").exists()  # stopped before the data was touched
     assert not (tmp_path / "checkpoints").exists()
 
@@ -25,7 +25,8 @@ def test_a_validation_line_longer_than_the_model_takes_is_named_before_training(
     corpus = tmp_path / "corpus"
     good_corpus(corpus)
     write(corpus, "val.en", b"a small cat\n" + b" ".join([b"the dog"] * 150) + b"\n")
-    overrides = ["data=files", f"data.corpus.data_dir={corpus}", "trainer.max_epochs=1", "model.max_positions=256"]
+    overrides = ["data=files", f"data.corpora.files.data_dir={corpus}", "trainer.max_epochs=1",
+                 "model.max_positions=256"]
     with pytest.raises(Exception) as err:  # as run.py sees it: the DataError that it prints as one line
         run(compose_config(tmp_path / "run", overrides, cache_dir=tmp_path / "cache"))
     assert isinstance(find_user_error(err.value), DataError), err.value

@@ -11,8 +11,9 @@ from transformer_mt.tasks import run
 pytestmark = pytest.mark.slow
 
 # no dropout: packed (N, D) streams and padded (B, T, D) batches would draw different masks
-OVERRIDES = ["model.dropout=0.0", "trainer.max_epochs=4", "data.corpus.num_train=300", "data.corpus.num_val=10",
-             "data.corpus.num_test=7", "data.max_tokens=300", "optim.scheduler.warmup_steps=120",
+OVERRIDES = ["model.dropout=0.0", "trainer.max_epochs=4", "data.corpora.toy.num_train=300",
+             "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=7", "data.max_tokens=300",
+             "optim.scheduler.warmup_steps=120",
              "trainer.log_every_n_steps=1"]
 
 

@@ -80,8 +80,8 @@ def test_translate_draws_a_bar_on_a_terminal_and_never_on_stdout(small_checkpoin
 
 
 def test_data_preparation_shows_reading_tokenizer_training_and_encoding(tmp_path):
-    status, _, screen = run_on_terminal(["progress=true", "trainer.max_steps=1", "data.corpus.num_val=20",
-                                         "data.corpus.num_test=20", f"hydra.run.dir={tmp_path}/run",
+    status, _, screen = run_on_terminal(["progress=true", "trainer.max_steps=1", "data.corpora.toy.num_val=20",
+                                         "data.corpora.toy.num_test=20", f"hydra.run.dir={tmp_path}/run",
                                          f"paths.cache_dir={tmp_path}/cache"])
     assert status == 0, screen[-3000:]
     assert "train: reading" in screen  # the rate shows once there are two samples of it: not in a second

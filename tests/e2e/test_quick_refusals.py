@@ -3,8 +3,10 @@ before; now about Hydra's composition): each refusal below runs with torch and L
 unimportable and still gives its one line; a command whose paths pass reaches the import."""
 
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -44,6 +46,14 @@ REFUSED = [
     (["decoding.shortlist=true"], "decoding.shortlist=true: task=train does not decode over a vocabulary shortlist"),
     (["task=shortlist", "ckpt_path={tmp}/text.ckpt"], "ckpt_path={tmp}/text.ckpt: not a readable transformer-mt"),
 ]
+# a bad value of each group the schema declares (schema/architecture.py, trainer.py, module.py): refused alike
+GROUP_VALUES = [
+    (["model.heads=0"], "model.heads=0: must be an integer >= 1"),
+    (["model=base", "model.heads=5"], "model.d_model=512 is not divisible by model.heads=5; set model.d_k"),
+    (["trainer.max_epochs=abc"], "trainer.max_epochs='abc': must be an integer >= -1"),
+    (["trainer.precision=abc"], "trainer.precision='abc': must be 32-true, bf16-mixed, 16-mixed"),
+    (["module.label_smoothing=1.0"], "module.label_smoothing=1.0: must be a number in [0, 1)"),
+]
 
 
 @pytest.fixture
@@ -68,12 +78,25 @@ def refused(args: list[str], env: dict, tmp) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize(("args", "message"), REFUSED)
+@pytest.mark.parametrize(("args", "message"), REFUSED + GROUP_VALUES)
 def test_a_path_or_config_refusal_comes_before_torch_is_imported(without_torch, tmp_path, args, message):
     result = refused(args, without_torch, tmp_path)
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
         f"error: {message.format(tmp=tmp_path)}")
     assert "was imported" not in result.stderr
+
+
+def test_a_bad_value_of_any_group_is_refused_within_seconds(tmp_path):
+    """Five refusals as whole processes, torch importable: each about Hydra's composition (a second
+    here), where building anything would take the imports of torch and Lightning first (8.8 s here
+    before the groups had a schema). 3 s: three times the composition, well under those imports."""
+    times = []
+    for args, message in GROUP_VALUES:
+        start = time.perf_counter()
+        result = refused(args, os.environ, tmp_path)
+        times.append(time.perf_counter() - start)
+        assert result.returncode == 1 and f"error: {message}" in result.stderr
+    assert statistics.median(times) < 3.0, times
 
 
 def test_a_command_whose_paths_pass_reaches_the_heavy_imports(without_torch, tmp_path):

@@ -104,8 +104,8 @@ def test_a_step_budget_inside_an_epoch_validates_and_averages_the_final_weights(
     """A run stopped by trainer.max_steps inside an epoch ends as one stopped by trainer.max_time:
     its final weights are validated, kept as an epoch checkpoint and averaged (Lightning alone
     would stop without validating, and the last partial epoch would be trained for nothing)."""
-    metrics = run(compose_config(tmp_path, ["data.corpus.num_train=400", "data.corpus.num_val=10",
-                                            "data.corpus.num_test=5", "data.max_tokens=512",
+    metrics = run(compose_config(tmp_path, ["data.corpora.toy.num_train=400", "data.corpora.toy.num_val=10",
+                                            "data.corpora.toy.num_test=5", "data.max_tokens=512",
                                             "trainer.max_epochs=5", "trainer.max_steps=19", "task.last_n=2"]))
     curve = (tmp_path / "plots" / "curves.csv").read_text().splitlines()
     validated = [int(line.split(",")[0]) for line in curve if ",val/loss," in line]
@@ -131,7 +131,8 @@ PAPER_TOKENS_PER_UPDATE = 25_000  # source (and target) tokens per update in the
 def test_the_papers_recipes_hold_its_settings(tmp_path, preset):
     lang, d_model, dropout, steps, averaged, vocab = PAPER[preset]
     cfg = compose_config(tmp_path, [f"experiment={preset}"])
-    assert (cfg.data.corpus.path, cfg.data.corpus.src_lang, cfg.data.corpus.tgt_lang) == ("wmt14", "en", lang)
+    [corpus] = cfg.data.corpora.values()  # data=wmt14's or data=wmt14_en_fr's
+    assert (corpus.path, corpus.src_lang, corpus.tgt_lang) == ("wmt14", "en", lang)
     assert (cfg.model.d_model, cfg.model.dropout, cfg.module.label_smoothing) == (d_model, dropout, 0.1)
     assert cfg.model.d_ff == 4 * d_model and cfg.model.num_encoder_layers == cfg.model.num_decoder_layers == 6
     assert cfg.data.tokenizer.vocab_size == vocab and cfg.data.tokenizer.joint
@@ -164,7 +165,7 @@ def test_the_throughput_presets_scale_the_papers_batch_and_keep_the_rest(tmp_pat
         True, "reduce-overhead", 16, 128)
     same = ("model", "decoding", "task")
     assert all(OmegaConf.to_container(fast[key]) == OmegaConf.to_container(paper[key]) for key in same)
-    assert fast.data.tokenizer == paper.data.tokenizer and fast.data.corpus == paper.data.corpus
+    assert fast.data.tokenizer == paper.data.tokenizer and fast.data.corpora == paper.data.corpora
     assert (paper.tokens_per_update, paper.data.shape_grid, paper.module.vocab_multiple) == (25_000, None, 1)
 
 
@@ -188,9 +189,10 @@ def test_the_papers_recipes_run_a_few_steps(tmp_path, preset):
     """On a WMT-shaped folder, with a tiny model: the update plan, the checkpoints kept by time, their
     average tested with beam 4 and GNMT's length penalty, and the paper's tokenized BLEU."""
     write_wmt_layout(tmp_path / "wmt14", PAPER[preset][0])
+    corpus = "wmt14" if PAPER[preset][0] == "de" else "wmt14_en_fr"  # the corpus data=wmt14 (_en_fr) names
     steps = 6
     cfg = compose_config(tmp_path / "run", [
-        f"experiment={preset}", f"data.corpus.path={tmp_path / 'wmt14'}", "data.tokenizer.vocab_size=200",
+        f"experiment={preset}", f"data.corpora.{corpus}.path={tmp_path / 'wmt14'}", "data.tokenizer.vocab_size=200",
         "data.max_tokens=256", "model=tiny", "trainer.precision=32-true", f"trainer.max_steps={steps}",
         "trainer.limit_val_batches=2", "callbacks.epoch_checkpoint.train_time_interval.minutes=0.001",
         "trainer.devices=1", "tokens_per_update=1000"])

@@ -13,8 +13,8 @@ from tests.helpers import compose_config, run_py
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
-SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-         "trainer.max_epochs=1", "trainer.limit_val_batches=0", "~callbacks.epoch_checkpoint"]
+SMALL = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+         "data.max_tokens=512", "trainer.max_epochs=1", "trainer.limit_val_batches=0", "~callbacks.epoch_checkpoint"]
 
 
 class BatchRecorder(L.Callback):

@@ -55,7 +55,7 @@ def test_every_model_preset_builds(tmp_path):
 
 
 def test_bad_data_path_is_one_clean_line_and_exit_1(tmp_path):
-    result = run_py("data=files", f"data.corpus.data_dir={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/run")
+    result = run_py("data=files", f"data.corpora.files.data_dir={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
@@ -84,8 +84,8 @@ def test_hub_preset_on_a_dataset_saved_by_datasets(tmp_path):
         name: datasets.Dataset.from_dict({"translation": [{"xx": s, "yy": t} for s, t in zip(text.src, text.tgt)]})
         for name, text in splits.items()
     }).save_to_disk(str(tmp_path / "saved"))
-    overrides = ["debug=fast", "data=hub", f"data.corpus.path={tmp_path}/saved", "data.corpus.src_lang=xx",
-                 "data.corpus.tgt_lang=yy", "data.tokenizer.vocab_size=256"]
+    overrides = ["debug=fast", "data=hub", f"data.corpora.hub.path={tmp_path}/saved", "data.corpora.hub.src_lang=xx",
+                 "data.corpora.hub.tgt_lang=yy", "data.tokenizer.vocab_size=256"]
     metrics = run(compose_config(tmp_path / "run", overrides))
     assert len((tmp_path / "run" / "test.translations.txt").read_text().splitlines()) == 12
     assert metrics["num_parameters"] > 0

@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import ROOT, assert_clean_failure, python, run_py
 from transformer_mt.run_folder import launching_process
 
-TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 
 
 @pytest.mark.parametrize("environ, first", [

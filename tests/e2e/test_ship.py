@@ -1,15 +1,17 @@
-"""experiments/multi30k/ship.py: a distilled student's averaged checkpoint, which records its corpora,
-tokenizer file and run folders by this machine's paths, is shipped with none of them, and
-task=evaluate scores the shipped file from its recorded data under another DATA_DIR with the same
-translations as the unshipped one."""
+"""experiments/multi30k/ship.py, run as a process: a distilled student's averaged checkpoint, which
+records its corpora, tokenizer file and run folders by this machine's paths, is shipped with none of
+them, and task=evaluate scores the shipped file from its recorded data under another DATA_DIR with
+the same translations as the unshipped one."""
 
 import json
+import os
+import re
+import subprocess
 from pathlib import Path
 
-import pytest
 import torch
 
-from tests.helpers import ROOT, load_script, run_py
+from tests.helpers import ROOT, python, run_py
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 SOURCES = ["A man is riding a bicycle down the street.", "Two dogs are playing in the snow.",
@@ -45,23 +47,27 @@ def strings(value) -> list[str]:
     return [value] if isinstance(value, str) else []
 
 
-def ship(monkeypatch, *args: str) -> None:
-    monkeypatch.setattr("sys.argv", ["ship.py", *args])
-    load_script("experiments/multi30k/ship.py").main()
+def ship(*args) -> subprocess.CompletedProcess:
+    """`python experiments/multi30k/ship.py ARGS` (forked from this worker's warm server where it can be)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([python(env), "experiments/multi30k/ship.py", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
-def test_a_students_paths_are_refused_without_outputs_and_none_is_left_with_it(tmp_path, monkeypatch):
+def test_a_students_paths_are_refused_without_outputs_and_none_is_left_with_it(tmp_path):
     average, out = student(tmp_path), tmp_path / "shipped.ckpt"
-    with pytest.raises(SystemExit, match=r"^error: data\.corpora\.distilled\.data_dir=.* give --outputs"):
-        ship(monkeypatch, str(average), str(out))
+    refused = ship(average, out)
+    assert refused.returncode == 1
+    assert re.match(r"error: data\.corpora\.distilled\.data_dir=.* give --outputs", refused.stderr.splitlines()[-1])
     assert not out.exists()
-    ship(monkeypatch, str(average), str(out), "--outputs", str(tmp_path / "runs"))
+    shipped = ship(average, out, "--outputs", tmp_path / "runs")
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
     shipped = torch.load(out, map_location="cpu", weights_only=True)
     left = [s for s in strings(shipped["hyper_parameters"]) + shipped["averaged_from"] if str(tmp_path) in s]
     assert left == []
     config = shipped["hyper_parameters"]["data"]["config"]
     assert config["corpora"]["distilled"]["data_dir"] == "outputs/distill/distilled/synthetic"
-    assert config["corpus"]["data_dir"] == "${oc.env:DATA_DIR,data}/multi30k"
+    assert config["corpora"]["main"]["data_dir"] == "${oc.env:DATA_DIR,data}/multi30k" and "corpus" not in config
     assert config["tokenizer"]["file"] is None and shipped["averaged_from"] == ["epoch=9.ckpt"]
     weights = torch.load(average, map_location="cpu", weights_only=True)["state_dict"]
     assert all(torch.equal(shipped["state_dict"][k], v) for k, v in weights.items())
@@ -69,7 +75,8 @@ def test_a_students_paths_are_refused_without_outputs_and_none_is_left_with_it(t
 
 def test_the_shipped_student_evaluates_on_another_machines_data_as_before(tmp_path, monkeypatch):
     out = tmp_path / "shipped.ckpt"
-    ship(monkeypatch, str(student(tmp_path)), str(out), "--outputs", str(tmp_path / "runs"))
+    shipped = ship(student(tmp_path), out, "--outputs", tmp_path / "runs")
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
     corpus = tmp_path / "data" / "multi30k"
     corpus.mkdir(parents=True)
     (corpus / "test2016.en").write_text("".join(s + "\n" for s in SOURCES), encoding="utf-8")

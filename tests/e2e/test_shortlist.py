@@ -44,7 +44,7 @@ def translate(tmp_path, checkpoint, name: str, *overrides: str) -> list[str]:
 def test_the_table_is_counted_on_the_checkpoints_training_corpus_and_written_beside_it(checkpoint, tmp_path):
     table = build(tmp_path, checkpoint, "task.candidates=4", "task.frequent=6", "task.scoring=dice")
     hparams = torch.load(checkpoint, weights_only=True)["hyper_parameters"]
-    assert table["pairs"] == 300  # the small run's toy corpus (data.corpus.num_train=300), recorded in the checkpoint
+    assert table["pairs"] == 300  # the small run's toy corpus (num_train=300), recorded in the checkpoint
     assert table["vocabularies"] == vocabulary_digest(hparams["tokenizer"]) and table["checkpoint"] == "last.ckpt"
     assert (table["scoring"], table["candidates"], table["frequent"]) == ("dice", 4, 6)
     vocab_size = Vocabularies.from_dict(hparams["tokenizer"]).src.vocab_size

@@ -11,9 +11,9 @@ from tests.helpers import interrupt_at, mark_at, run_py
 from transformer_mt.checkpoints.loading import read_checkpoint
 
 pytestmark = pytest.mark.slow
-SMALL = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20", "data.max_tokens=512",
-         "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4", "trainer=ddp_cpu",
-         "trainer.max_epochs=2"]  # 10 batches per epoch and process
+SMALL = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
+         "data.max_tokens=512", "~callbacks.epoch_checkpoint", "callbacks.last_checkpoint.every_n_steps=4",
+         "trainer=ddp_cpu", "trainer.max_epochs=2"]  # 10 batches per epoch and process
 
 
 @pytest.fixture(scope="module")

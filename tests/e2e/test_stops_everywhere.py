@@ -17,8 +17,8 @@ from tests.helpers import ROOT, run_py, signal_at
 from transformer_mt.checkpoints.loading import read_checkpoint
 
 pytestmark = pytest.mark.slow
-RUN = ["trainer.max_epochs=1", "data.corpus.num_train=100", "data.corpus.num_val=5", "data.corpus.num_test=5",
-       "~callbacks.epoch_checkpoint"]
+RUN = ["trainer.max_epochs=1", "data.corpora.toy.num_train=100", "data.corpora.toy.num_val=5",
+       "data.corpora.toy.num_test=5", "~callbacks.epoch_checkpoint"]
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 BY = {"SIGINT": ("Ctrl-C", 130), "SIGTERM": ("SIGTERM", 143)}
 

@@ -19,8 +19,8 @@ from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
 
 pytestmark = pytest.mark.slow
-TINY = ["data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=10", "trainer.max_epochs=1",
-        "~callbacks.epoch_checkpoint"]
+TINY = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=10",
+        "trainer.max_epochs=1", "~callbacks.epoch_checkpoint"]
 
 
 class Sabotage(L.Callback):

@@ -32,7 +32,7 @@ def translation(checkpoint: Path, tag: str | None = None) -> TranslationSettings
 def sources(small_run, tmp_path) -> Path:
     """The small run's 300 training sources, as a file."""
     config = OmegaConf.load(small_run[0] / "config.yaml")
-    chunks, _ = corpus_sources(config.data.corpus)
+    chunks, _ = corpus_sources(config.data.corpora.toy)
     path = tmp_path / "sources.txt"
     path.write_text("".join(line + "\n" for chunk in chunks for line in chunk))
     return path
@@ -67,7 +67,7 @@ def test_an_error_in_a_devices_process_is_the_runs_one_line(small_checkpoint, so
 
 def test_the_work_and_its_sources_cross_to_a_spawned_process(small_run, small_checkpoint, tmp_path):
     config = OmegaConf.load(small_run[0] / "config.yaml")
-    for sources in (partial(corpus_sources, config.data.corpus), partial(file_sources, tmp_path / "mono.txt")):
+    for sources in (partial(corpus_sources, config.data.corpora.toy), partial(file_sources, tmp_path / "mono.txt")):
         work = pickle.loads(pickle.dumps(partial(translate_chunks, translation(small_checkpoint), sources, tmp_path)))
         assert work.args[0].models == (small_checkpoint,) and work.args[1].func is sources.func
 

@@ -24,7 +24,7 @@ from transformer_mt.training.atomic_io import AtomicCheckpointIO
 pytestmark = pytest.mark.slow
 EVERY = 4  # last.ckpt every EVERY steps
 NUM_TRAIN = 600  # training pairs of the runs below
-SMALL = [f"data.corpus.num_train={NUM_TRAIN}", "data.corpus.num_val=20", "data.corpus.num_test=20",
+SMALL = [f"data.corpora.toy.num_train={NUM_TRAIN}", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20",
          "data.max_tokens=512", "~callbacks.epoch_checkpoint", f"callbacks.last_checkpoint.every_n_steps={EVERY}"]
 
 

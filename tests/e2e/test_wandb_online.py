@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import ROOT, assert_clean_failure, assert_nothing_half_written, python
 
-TOY = ["data.corpus.num_train=600", "data.corpus.num_val=20", "data.corpus.num_test=20"]
+TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 

@@ -26,7 +26,7 @@ ctranslate2 = pytest.importorskip("ctranslate2", reason="the export extra: pip i
 KINDS = ("rotary", "relative")
 # 200 steps of model=tiny on 3,000 toy pairs (about 10 seconds on 2 cores): test BLEU ~60, most
 # outputs ending before their length limit; no validation (its last.ckpt is the model)
-TRAIN = ["trainer.max_steps=200", "data.corpus.num_train=3000", "data.corpus.num_val=10",
+TRAIN = ["trainer.max_steps=200", "data.corpora.toy.num_train=3000", "data.corpora.toy.num_val=10",
          "optim.scheduler.warmup_steps=100", "trainer.check_val_every_n_epoch=1000", "trainer.limit_test_batches=1"]
 GREEDY = SearchOptions(max_len_a=1.2, max_len_b=10)
 
@@ -102,7 +102,7 @@ def trained(request, tmp_path_factory) -> dict:
     kind = request.param
     folder = once_per_session(tmp_path_factory, f"ct2_{kind}", lambda f: train_and_export(f, kind))
     ckpt = folder / "run" / "checkpoints" / "last.ckpt"
-    test = instantiate(compose_config(folder / "data", TRAIN).data.corpus).load("test")
+    test = instantiate(compose_config(folder / "data", TRAIN).data.corpora.toy).load("test")
     return {"kind": kind, "ckpt": ckpt, "ct2": folder / "ct2", "translator": load_translator([ckpt], None),
             "src": test.src}
 

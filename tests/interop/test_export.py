@@ -36,7 +36,7 @@ def toy(toy_run, tmp_path_factory):
         run(compose_config(out / f"run_{fmt}", ["task=export", f"ckpt_path={ckpt}", f"task.format={fmt[:3]}",
                                                  f"task.output={out / fmt}", *extra]))
     cfg = compose_config(out / "data", [])
-    test = instantiate(cfg.data.corpus).load("test")
+    test = instantiate(cfg.data.corpora.toy).load("test")
     return {"dir": out, "ckpt": ckpt, "translator": load_translator([ckpt], None), "src": test.src, "ref": test.tgt}
 
 
@@ -251,8 +251,8 @@ def test_what_marian_cannot_express_is_refused_by_name(change, message):
 
 def test_a_refused_export_is_one_line_and_leaves_nothing(tmp_path):
     run(compose_config(tmp_path / "train", ["model=tiny", "model.norm_first=true", "trainer.max_steps=2",
-                                            "trainer.limit_val_batches=1", "data.corpus.num_train=200",
-                                            "data.corpus.num_val=4", "data.corpus.num_test=4"]))
+                                            "trainer.limit_val_batches=1", "data.corpora.toy.num_train=200",
+                                            "data.corpora.toy.num_val=4", "data.corpora.toy.num_test=4"]))
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
     result = run_py("task=export", f"ckpt_path={ckpt}", "task.format=hf", f"task.output={tmp_path}/hf",
                     f"hydra.run.dir={tmp_path}/export")  # as a user sees it: one line, exit status 1
@@ -286,7 +286,7 @@ def test_a_sentencepiece_model_exports_with_a_marian_tokenizer(tmp_path):
     """data.tokenizer.type=sentencepiece: the export carries it as a MarianTokenizer (source.spm,
     target.spm, vocab.json) that encodes and decodes as ours, and the logits agree."""
     overrides = ["data.tokenizer.type=sentencepiece", "trainer.max_steps=3", "trainer.limit_val_batches=1",
-                 "data.corpus.num_train=300", "data.corpus.num_val=4", "data.corpus.num_test=4"]
+                 "data.corpora.toy.num_train=300", "data.corpora.toy.num_val=4", "data.corpora.toy.num_test=4"]
     run(compose_config(tmp_path / "train", overrides))
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
     run(compose_config(tmp_path / "export", ["task=export", f"ckpt_path={ckpt}", f"task.output={tmp_path}/hf"]))

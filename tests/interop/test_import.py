@@ -105,7 +105,7 @@ def test_a_marian_model_we_cannot_represent_is_refused_with_the_reason(tmp_path)
 
 
 def test_fine_tuning_from_a_marian_folder_then_evaluate_and_translate(opus, tmp_path):
-    data = ["data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=10"]
+    data = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=10"]
     metrics = run(compose_config(tmp_path / "train", [f"model.init_from={opus}", "trainer.max_epochs=2", *data]))
     hf = transformers.MarianMTModel.from_pretrained(opus)
     # the same parameters, plus the output bias (a buffer in Marian), minus the sinusoid tables (a buffer here)

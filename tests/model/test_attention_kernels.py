@@ -1,5 +1,5 @@
 """Attention's kernel rule: on a GPU, SDPA runs within CUDA_BACKENDS (no cuDNN), in eager mode and
-inside a compiled graph. (Which kernel each kind of attention gets: experiments/benchmarks/sdpa_backends.py,
+inside a compiled graph. (Which kernel each kind of attention gets: transformer_mt/model/sdpa_backends.py,
 tested in tests/benchmarks.)"""
 
 import torch

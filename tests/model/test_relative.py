@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.decoding.test_static_step import CountingBackend, same
 from tests.helpers import compose_config, make_model, padded_sources
@@ -15,6 +16,8 @@ from transformer_mt.decoding import BeamSearch, GreedySearch, SearchOptions
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.relative import RelativePositions
 from transformer_mt.model.static_step import StaticDecoder
+from transformer_mt.schema.architecture import ModelGroup
+from transformer_mt.schema.keys import check_keys
 from transformer_mt.tasks import run
 
 
@@ -51,4 +54,4 @@ def test_packed_batches_refuse_relative_positions(tmp_path):
     with pytest.raises(ConfigError, match=r"^data\.packed=true: model\.positional=relative"):
         run(compose_config(tmp_path / "run", ["model.positional=relative", "data.packed=true"]))
     with pytest.raises(ConfigError, match=r"^model\.max_relative_positions=0: must be an integer >= 1"):
-        make_model(positional="relative", max_relative_positions=0)
+        check_keys(OmegaConf.structured(ModelGroup(positional="relative", max_relative_positions=0)), "model.")

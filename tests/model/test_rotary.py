@@ -7,10 +7,13 @@ test_packing.py; the CTranslate2 export: tests/interop/test_ct2_positions.py.)""
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.helpers import make_model
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.rotary import Rotary
+from transformer_mt.schema.architecture import ModelGroup
+from transformer_mt.schema.keys import check_keys
 
 
 def test_a_rotated_dot_product_depends_on_the_distance_only():
@@ -39,4 +42,4 @@ def test_positions_change_the_outputs_and_nothing_is_added_to_the_embeddings():
 
 def test_heads_of_odd_width_are_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^model\.d_k=5: must be even with model\.positional=rotary"):
-        make_model(positional="rotary", d_k=5)
+        check_keys(OmegaConf.structured(ModelGroup(positional="rotary", d_model=20, heads=4)), "model.")

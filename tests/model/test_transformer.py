@@ -5,10 +5,13 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.helpers import make_model
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import Transformer, TransformerConfig
+from transformer_mt.schema.architecture import ModelGroup
+from transformer_mt.schema.keys import check_keys
 
 
 def count(**kwargs) -> int:
@@ -66,11 +69,24 @@ def test_sinusoidal_table_matches_the_formula():
     assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
 
 
-@pytest.mark.parametrize("bad", [dict(heads=5), dict(tie_embeddings="both"), dict(positional="alibi"),
-                                 dict(activation="tanh"), dict(tgt_vocab_size=60)])
-def test_bad_model_config_names_the_key(bad):
-    with pytest.raises(ConfigError, match="model\\."):
-        make_model(**bad)
+@pytest.mark.parametrize("bad, message", [
+    (dict(heads=5), "model.d_model=512 is not divisible by model.heads=5; set model.d_k"),
+    (dict(tie_embeddings="both"), "model.tie_embeddings='both': must be all, decoder or none"),
+    (dict(positional="alibi"), "model.positional='alibi': must be sinusoidal, learned, rotary or relative"),
+    (dict(activation="tanh"), "model.activation='tanh': must be relu, gelu or swish"),
+    (dict(max_relative_positions=0), "model.max_relative_positions=0: must be an integer >= 1"),
+    (dict(d_k=5, positional="rotary"), "model.d_k=5: must be even with model.positional=rotary"),
+    (dict(dropout=1.0), "model.dropout=1.0: must be a number in [0, 1)"),
+])
+def test_bad_model_keys_are_refused_by_the_schema_in_one_line_naming_the_key(bad, message):
+    with pytest.raises(ConfigError) as err:
+        check_keys(OmegaConf.structured(ModelGroup(**bad)), "model.")
+    assert str(err.value).startswith(message)
+
+
+def test_a_tied_output_layer_needs_one_vocabulary():
+    with pytest.raises(ConfigError, match="^model.tie_embeddings=all needs a joint vocabulary"):
+        make_model(tgt_vocab_size=60)
 
 
 def test_too_long_input_is_a_clear_error():

@@ -1,7 +1,16 @@
 """What a served model knows of its training data: the target language of each source tag (only
-when its corpora have several), and the off-target flag of outputs in another of those languages."""
+when its corpora have several), and the off-target flag of outputs in another of those languages;
+the search a request gets, by what the configured search declares (decoding/strategy.py)."""
 
+from types import SimpleNamespace
+
+import pytest
+
+from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Sampling
+from transformer_mt.serving.api import Limits, RequestError, TranslateRequest
 from transformer_mt.serving.served import ServedModel, target_languages
+
+LIMITS = Limits()
 
 BOTH = {"corpus": {"_target_": "x.TextFileCorpus", "src_lang": "en", "tgt_lang": "de", "tag": "to_de"},
         "corpora": {"back": {"_target_": "x.TextFileCorpus", "src_lang": "de", "tgt_lang": "en", "tag": "to_en"}}}
@@ -19,3 +28,27 @@ def test_an_output_in_the_other_language_is_flagged_off_target():
     assert served.off_target(outputs, "de") == [False, True, False]  # an empty line is in no language
     assert served.off_target(outputs, "en") == [True, False, False]
     assert served.off_target(outputs, None) == [None, None, None]  # no language to check against
+
+
+def served_with(search) -> ServedModel:
+    """A served model whose configured decoding is `search` (all that choosing a request's search reads)."""
+    return ServedModel("toy", translator=SimpleNamespace(search=search), paths=[])
+
+
+def test_a_requests_search_follows_what_the_configured_search_declares():
+    beam, greedy, sampling = BeamSearch(5, PowerLength(0.6)), GreedySearch(), Sampling(nbest=2)
+    assert served_with(beam).search(TranslateRequest(text="a"), LIMITS) == (("beam", 5, 1, PowerLength(0.6)), beam)
+    key, other = served_with(beam).search(TranslateRequest(text="a", search="greedy"), LIMITS)
+    assert key == ("greedy",) and isinstance(other, GreedySearch) and other.options is beam.options
+    assert served_with(greedy).search(TranslateRequest(text="a"), LIMITS) == (("greedy",), greedy)
+    key, other = served_with(greedy).search(TranslateRequest(text="a", nbest=2), LIMITS)
+    assert key == ("beam", 4, 2, PowerLength()) and (other.beam_size, other.nbest) == (4, 2)
+    assert served_with(sampling).search(TranslateRequest(text="a"), LIMITS) == (("configured",), sampling)
+    with pytest.raises(RequestError, match="this model samples"):
+        served_with(sampling).search(TranslateRequest(text="a"), LIMITS, constrained=True)
+    with pytest.raises(RequestError, match="constraints need beam search"):
+        served_with(beam).search(TranslateRequest(text="a", search="greedy"), LIMITS, constrained=True)
+    with pytest.raises(RequestError, match="constraints need beam search"):
+        served_with(greedy).search(TranslateRequest(text="a"), LIMITS, constrained=True)
+    assert served_with(greedy).search(TranslateRequest(text="a", search="beam"), LIMITS, constrained=True)[0][0] == \
+        "beam"

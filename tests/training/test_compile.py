@@ -16,6 +16,7 @@ from tests.helpers import compose_config, make_model, ragged_batch
 from transformer_mt.data.shape_grid import ShapeGrid
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import attention
+from transformer_mt.schema.keys import check_keys
 from transformer_mt.tasks.train import run
 from transformer_mt.training.compiled import RecompileLimitHit, compiled_step
 from transformer_mt.training.loss import output_layer_loss
@@ -159,9 +160,10 @@ def test_an_epoch_of_token_budget_batches_compiles_three_graphs(tmp_path):
     torch._dynamo.reset()
     GRAPHS.clear()
     metrics = run(compose_config(tmp_path / "run", [
-        "model=tiny", "module.compile=counted_aot_eager", "trainer.max_epochs=1", "data.corpus.num_train=400",
-        "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=300", "trainer.limit_val_batches=0",
-        f"+callbacks.shapes._target_={__name__}.BatchShapes", f"+callbacks.shapes.path={tmp_path / 'shapes.json'}"]))
+        "model=tiny", "module.compile=counted_aot_eager", "trainer.max_epochs=1", "data.corpora.toy.num_train=400",
+        "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=7", "data.max_tokens=300",
+        "trainer.limit_val_batches=0", f"+callbacks.shapes._target_={__name__}.BatchShapes",
+        f"+callbacks.shapes.path={tmp_path / 'shapes.json'}"]))
     shapes = {tuple(s) for s in json.loads((tmp_path / "shapes.json").read_text())}
     assert len(shapes) >= 10, shapes
     assert graphs_per_region() == [1, 1, 1], (sorted(GRAPHS), sorted(shapes))
@@ -219,12 +221,12 @@ def test_on_the_shape_grid_inductor_compiles_each_shape_once_and_never_again():
     assert counters["stats"]["unique_graphs"] == 2  # one per shape
 
 
-def test_a_compile_mode_needs_inductor_and_a_known_name():
+def test_a_compile_mode_needs_inductor_and_a_known_name(tmp_path):
     with pytest.raises(ConfigError, match=r"module.compile_mode='fast'"):
-        compiled_step(True, mode="fast")
+        check_keys(compose_config(tmp_path, ["module.compile=true", "module.compile_mode=fast"]))
     with pytest.raises(ConfigError, match=r"module.compile_mode=reduce-overhead: a mode of inductor's, not of "
                                           r"module.compile=aot_eager"):
-        compiled_step("aot_eager", mode="reduce-overhead")
+        check_keys(compose_config(tmp_path, ["module.compile=aot_eager", "module.compile_mode=reduce-overhead"]))
 
 
 class GraphsPerEpoch(L.Callback):
@@ -246,8 +248,8 @@ def test_two_epochs_on_the_shape_grid_compile_one_graph_per_shape_in_the_first_a
     GRAPHS.clear()
     run(compose_config(tmp_path / "run", [
         "model=tiny", "module.compile=counted_aot_eager", "data.shape_grid=3", "trainer.max_epochs=2",
-        "data.corpus.num_train=400", "data.corpus.num_val=10", "data.corpus.num_test=7", "data.max_tokens=300",
-        "trainer.limit_val_batches=0", f"+callbacks.shapes._target_={__name__}.BatchShapes",
+        "data.corpora.toy.num_train=400", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=7",
+        "data.max_tokens=300", "trainer.limit_val_batches=0", f"+callbacks.shapes._target_={__name__}.BatchShapes",
         f"+callbacks.shapes.path={tmp_path / 'shapes.json'}", f"+callbacks.graphs._target_={__name__}.GraphsPerEpoch",
         f"+callbacks.graphs.path={tmp_path / 'graphs.json'}"]))
     shapes = {tuple(s) for s in json.loads((tmp_path / "shapes.json").read_text())}

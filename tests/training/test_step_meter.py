@@ -80,6 +80,6 @@ def test_the_step_timer_is_read_once_per_logged_step_also_with_gradient_accumula
     CountingTimer.reads = []
     metrics = run(compose_config(tmp_path, [
         "trainer.max_steps=8", "trainer.accumulate_grad_batches=2", "trainer.log_every_n_steps=2",
-        "data.corpus.num_train=400", "data.corpus.num_val=5", "data.corpus.num_test=5", "data.max_tokens=256",
-        "trainer.limit_val_batches=0", "trainer.limit_test_batches=1"]))
+        "data.corpora.toy.num_train=400", "data.corpora.toy.num_val=5", "data.corpora.toy.num_test=5",
+        "data.max_tokens=256", "trainer.limit_val_batches=0", "trainer.limit_test_batches=1"]))
     assert metrics["steps"] == 8 and len(CountingTimer.reads) == 4

@@ -42,9 +42,9 @@ def test_the_training_step_runs_in_the_written_order(tmp_path, monkeypatch, fuse
     try:
         run(compose_config(tmp_path, [
             "model=tiny", "trainer.max_steps=3", "trainer.log_every_n_steps=1", "trainer.gradient_clip_val=1.0",
-            f"optim.optimizer.fused={str(fused).lower()}", "data.corpus.num_train=100", "data.corpus.num_val=4",
-            "data.corpus.num_test=4", "data.max_tokens=256", "trainer.limit_val_batches=0",
-            f"+callbacks.zz_backward._target_={__name__}.RecordBackward"]))
+            f"optim.optimizer.fused={str(fused).lower()}", "data.corpora.toy.num_train=100",
+            "data.corpora.toy.num_val=4", "data.corpora.toy.num_test=4", "data.max_tokens=256",
+            "trainer.limit_val_batches=0", f"+callbacks.zz_backward._target_={__name__}.RecordBackward"]))
     finally:
         hook.remove()
     assert EVENTS == ORDER * 3  # three optimizer steps (testing after them records nothing)

@@ -100,7 +100,7 @@ class RecordSyncs(L.Callback):
 def test_a_training_step_that_does_not_log_never_syncs(tmp_path, overrides):
     record = tmp_path / "syncs.json"
     run(compose_config(tmp_path / "run", [
-        *overrides, "data.corpus.num_train=300", "data.corpus.num_val=10", "data.corpus.num_test=7",
+        *overrides, "data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=7",
         "trainer.limit_val_batches=0",
         f"+callbacks.syncs._target_={__name__}.RecordSyncs", f"+callbacks.syncs.path={record}"]))
     steps = json.loads(record.read_text())

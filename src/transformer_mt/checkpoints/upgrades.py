@@ -76,8 +76,23 @@ def decoding_with_search_options(checkpoint: dict) -> dict:
     return {**checkpoint, "hyper_parameters": hparams}
 
 
+def corpus_as_first_of_corpora(checkpoint: dict) -> dict:
+    """Until 2026-12-07 a data record named the run's own corpus `corpus` (called `main` in its logs,
+    its metrics and its fingerprints) beside `corpora`; it becomes the first entry of `corpora`,
+    named `main` (so its training fingerprint is computed as it was)."""
+    hparams = checkpoint["hyper_parameters"]
+    config = (hparams.get("data") or {}).get("config")
+    if not isinstance(config, dict) or "corpus" not in config:
+        return checkpoint
+    rest = {key: value for key, value in config.items() if key not in ("corpus", "corpora")}
+    first = {"main": config["corpus"]} if config["corpus"] is not None else {}
+    corpora = {**first, **(config.get("corpora") or {})}
+    data = {**hparams["data"], "config": {**rest, "corpora": corpora}}
+    return {**checkpoint, "hyper_parameters": {**hparams, "data": data}}
+
+
 UPGRADES: tuple[Callable[[dict], dict], ...] = (tokenizer_as_hyper_parameter, sizes_from_the_tokenizer,
-                                                decoding_with_search_options)
+                                                decoding_with_search_options, corpus_as_first_of_corpora)
 
 
 def upgrade(checkpoint: dict) -> dict:

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 CHUNK = 10_000  # pairs per chunk of a stream
+# the key a corpus says in its errors, not knowing its name (the datamodule puts it in: mixture.naming)
+CORPUS_KEY = "data.corpora.NAME"
 BLOCK = 1 << 22  # bytes read from a file at a time
 Chunk = tuple[list[str], list[str]]  # aligned source and target sentences
 
@@ -200,9 +202,9 @@ def in_folder(folder: Path, name: str) -> Path:
 
 
 def split_name(splits: dict[str, str], split: str) -> str:
-    """What a corpus calls train / val / test (data.corpus.splits)."""
+    """What a corpus calls train / val / test (its `splits`)."""
     if split not in splits:
-        raise DataError(f"data.corpus.splits has no entry for split {split!r} (it has {sorted(splits)})")
+        raise DataError(f"{CORPUS_KEY}.splits has no entry for split {split!r} (it has {sorted(splits)})")
     return splits[split]
 
 
@@ -300,7 +302,7 @@ class TableCorpus(Corpus):
     def _format(self, path: Path) -> str:
         fmt = self.format or {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(path.suffix)
         if fmt not in ("tsv", "jsonl"):
-            raise DataError(f"{path}: cannot tell TSV from JSONL by its name; set data.corpus.format=tsv|jsonl")
+            raise DataError(f"{path}: cannot tell TSV from JSONL by its name; set {CORPUS_KEY}.format=tsv|jsonl")
         return fmt
 
     def pairs(self, split: str) -> CleanPairs:

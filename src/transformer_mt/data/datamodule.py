@@ -1,20 +1,31 @@
-"""TranslationDataModule: corpus -> vocabularies -> token ids cached as Arrow -> token-budget batches.
+"""TranslationDataModule: corpora -> vocabularies -> token ids cached as Arrow -> token-budget batches.
 
-The vocabularies are settled when the datamodule is built: given (a checkpoint's, a Marian
-folder's), or made from `tokenizer` (a file, or trained on the training split). Everything the
-model needs to know of the data (vocabulary sizes, special ids) is known once it is constructed.
+Built, it holds its options and nothing more, as lightning-hydra-template's datamodule does: each
+value is checked (a mistake is one line naming its key), but no file is read, no corpus opened and
+no vocabulary made. The data work is Lightning's two hooks: `prepare_data`, once a machine (the
+vocabularies made, or found in the cache, and the stage's splits encoded into it), and
+`setup(stage)`, in every process (the vocabularies read, the stage's splits memory-mapped). A caller
+that needs the vocabularies before training (the build step sizes the model by them) calls
+`vocabularies()`, which settles them on its first call; `check_splits` and `token_ids` build (or
+find) the splits they read.
+
+The corpora are `data.corpora`, by name, in their order; a data preset names its own
+(data=toy: data.corpora.toy). Every one of weight > 0 is trained on (data/mixture.py). The first is
+the run's own corpus: its validation and test splits are scored under the plain metric names
+(val/bleu, test/bleu) and are what task=evaluate scores and the pipelines (distill, backtranslate)
+read; every other corpus with a non-empty split is scored too, under its name (val/NAME/bleu).
 
 Cache (under `cache_dir`, shared by runs): `vocab-<key>/` holds trained vocabularies, keyed by the
 training text and every tokenizer option; `ids-<key>/` holds one encoded split, keyed by the
 vocabularies, that split's text and the filtering options, with a record of its size and row count
-(cache_entry.py). Vocabularies are trained when the datamodule is built, token ids by local rank 0
-in `prepare_data`; both are written to a temporary folder and renamed when complete, so a second run
+(cache_entry.py). Both are written to a temporary folder and renamed when complete, so a second run
 finds them and neither trains nor encodes. A damaged ids entry is encoded again, with a warning.
 """
 
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import datasets
@@ -28,7 +39,7 @@ from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, 
 from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
 from transformer_mt.data.dropout import EpochDropout, dropout_note
 from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
-from transformer_mt.data.mixture import Mixture, corpus_key, corpus_tokens, named_corpora, naming, weighted_sample
+from transformer_mt.data.mixture import Mixture, checked_corpora, corpus_key, corpus_tokens, naming, weighted_sample
 from transformer_mt.data.shape_grid import checked_shape_grid
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
@@ -51,25 +62,25 @@ def pin_memory(trainer) -> bool:
 class TranslationDataModule(L.LightningDataModule):
     """Serves train / val batches for `fit` and the `split` split (test by default) for `test`.
 
-    corpus: any object with `load(split) -> ParallelText`, `fingerprint(split) -> str` and
-    `location(split, index) -> str` (ToyCorpus, TextFileCorpus, TableCorpus, HubCorpus).
+    corpora: name -> corpus (data.corpora; ToyCorpus, TextFileCorpus, TableCorpus, HubCorpus: a
+    Corpus, with its `weight` and `tag`), the first the run's own (the module's docstring).
     tokenizer: how the vocabularies are made (TokenizerOptions). vocabularies: the run's, when it
     starts from a checkpoint or a Marian folder (a `tokenizer.file` must then hold the same ones);
-    None: made from `tokenizer` now. max_len / max_len_ratio filter the training split only
-    (counted); val and test are never filtered. run_dir: where a copy of the vocabularies is saved
-    with the run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch
-    budget counts them so). packed: training batches are packed streams with no padding (the
-    Collator's packed=True; the same batches; validation and test stay padded). shape_grid: K,
-    training batches of at most K shapes (data/shape_grid.py). progress: bars on stderr while the
-    corpus is read, the tokenizer trained and the splits encoded (null: when stderr is a terminal).
+    None: made from `tokenizer`. max_len / max_len_ratio filter the training split only (counted);
+    val and test are never filtered. run_dir: where a copy of the vocabularies is saved with the
+    run. pad_to_multiple: the padded lengths of every batch are multiples of it (the batch budget
+    counts them so). packed: training batches are packed streams with no padding (the Collator's
+    packed=True; the same batches; validation and test stay padded). shape_grid: K, training batches
+    of at most K shapes (data/shape_grid.py). progress: bars on stderr while the corpus is read, the
+    tokenizer trained and the splits encoded (null: when stderr is a terminal).
     """
 
-    def __init__(self, corpus: Corpus | None, tokenizer: TokenizerOptions | dict, cache_dir: str,
+    def __init__(self, corpora: Mapping[str, Corpus | None], tokenizer: TokenizerOptions | dict, cache_dir: str,
                  run_dir: str | None = None, max_tokens: int = 4096, eval_max_tokens: int | None = None,
                  max_len: int = 256, max_len_ratio: float | None = None, split: str = "test", seed: int = 0,
                  num_workers: int = 0, num_proc: int = 1, pad_to_multiple: int = 1,
                  vocabularies: Vocabularies | None = None, progress: bool | None = None, packed: bool = False,
-                 corpora: dict | None = None, temperature: float | None = None, shape_grid: int | None = None) -> None:
+                 temperature: float | None = None, shape_grid: int | None = None) -> None:
         super().__init__()
         check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
         check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
@@ -81,31 +92,25 @@ class TranslationDataModule(L.LightningDataModule):
         check("data.packed", packed, *BOOLEAN)
         check("data.split", split, one_of(*SPLITS), listing(SPLITS))
         check("data.temperature", temperature, number(0.0, low_open=True), "a number > 0 or null", nullable=True)
-        self.corpora = named_corpora(corpus, corpora)
-        self.corpus = next(iter(self.corpora.values()))  # validation and test: the first corpus's splits
-        # how each is mixed (a corpus that is not a Corpus, any object with pairs / fingerprint / location: 1, none)
-        self.weight = {name: getattr(each, "weight", 1.0) for name, each in self.corpora.items()}
-        self.tag = {name: getattr(each, "tag", None) for name, each in self.corpora.items()}
-        self.training = [name for name in self.corpora if self.weight[name] > 0]
-        self.temperature = temperature
-        self.mixture: Mixture | None = None  # the epochs' composition, once the training split is loaded
-        self._eval_sets: dict[str, list[str]] = {}  # split -> the corpora scored on it (eval_sets)
+        wanted(progress)  # a bad value is named now, not when a bar is first wanted
+        self.corpora = checked_corpora(corpora)
+        self.first = next(iter(self.corpora))  # the run's own corpus: validation and test
+        self.training = [name for name, corpus in self.corpora.items() if corpus.weight > 0]
         self.options = tokenizer if isinstance(tokenizer, TokenizerOptions) else TokenizerOptions(**tokenizer)
         self.cache_dir, self.run_dir = Path(cache_dir), Path(run_dir) if run_dir else None
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.max_len_ratio, self.split = max_len, max_len_ratio, split
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
-        wanted(progress)  # a bad value is named now, not when a bar is first wanted
         self.pad_to_multiple, self.progress, self.packed = pad_to_multiple, progress, packed
+        self.temperature = temperature
         self.shape_grid = checked_shape_grid(shape_grid, packed, self.options.dropout)
+        self.given_vocabularies = vocabularies
+        # what the data work settles, each once
+        self._settled: tuple[Vocabularies, str] | None = None  # the vocabularies and their cache key
         self._corpus_fingerprints: dict[tuple[str, str], str] = {}  # fingerprint(split) hashes whole files: once
-        if vocabularies is None:
-            self.vocab_key = self._options_key()
-            self.vocabularies = self._made_vocabularies()
-        else:
-            check_file_matches(self.options, vocabularies)
-            self.vocab_key = digest("given", json.dumps(vocabularies.to_dict()))
-            self.vocabularies = vocabularies
+        self._eval_sets: dict[str, list[str]] = {}  # split -> the corpora scored on it (eval_sets)
+        self._train_counts: list[int] = []  # the pairs of each training corpus, once the training split is built
+        self.mixture: Mixture | None = None  # the epochs' composition, once the training split is loaded
         self.datasets: dict[str, TranslationDataset] = {}
         self._samplers: dict[str, TokenBudgetBatchSampler] = {}
         self._resume_state: dict | None = None
@@ -113,6 +118,24 @@ class TranslationDataModule(L.LightningDataModule):
         self._saved_to_run_dir = False
 
     # ---------------------------------------------------------------------------- vocabularies
+    def vocabularies(self) -> Vocabularies:
+        """The run's vocabularies, settled on the first call: the given ones (checked against
+        data.tokenizer.file), else those of data.tokenizer from the cache, made first when they are
+        not there (read from its file, or trained on the training splits)."""
+        return self._settle()[0]
+
+    def _settle(self) -> tuple[Vocabularies, str]:
+        """The vocabularies and their cache key (part of every ids entry's), settled once."""
+        if self._settled is None:
+            given = self.given_vocabularies
+            if given is None:
+                key = self._options_key()
+                self._settled = self._made_vocabularies(key), key
+            else:
+                check_file_matches(self.options, given)
+                self._settled = given, digest("given", json.dumps(given.to_dict()))
+        return self._settled
+
     def _options_key(self) -> str:
         """The cache key of vocabularies made from the options: the files' or the training text's digest."""
         files = [self.options.file, self.options.tgt_file]
@@ -125,12 +148,13 @@ class TranslationDataModule(L.LightningDataModule):
 
     def tags(self) -> list[str]:
         """The tokens the corpora put before their sources, each once, which the vocabulary keeps whole."""
-        return list(dict.fromkeys(tag_token(tag, "") for tag in self.tag.values() if tag))
+        return list(dict.fromkeys(tag_token(corpus.tag, "") for corpus in self.corpora.values()
+                                   if corpus.tag))
 
-    def _made_vocabularies(self) -> Vocabularies:
-        """The vocabularies of `tokenizer`: from the cache, or made (trained, or read from the file)
-        and cached."""
-        folder = self.cache_dir / f"vocab-{self.vocab_key}"
+    def _made_vocabularies(self, key: str) -> Vocabularies:
+        """The vocabularies of `tokenizer` (cache key `key`): from the cache, or made (trained, or read
+        from the file) and cached."""
+        folder = self.cache_dir / f"vocab-{key}"
         if folder.is_dir():
             log.info("vocabularies: cache hit %s", folder)
         return cached_vocabularies(folder, self.options, self._training_sample, self.tags(), self.progress)
@@ -143,7 +167,8 @@ class TranslationDataModule(L.LightningDataModule):
             pairs = self._pairs(name, "train")
             with pairs_bar(f"{pairs.name}: reading", pairs, self.progress) as bar:
                 samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
-        train = weighted_sample(samples, [self.weight[name] for name in self.training], self.options.train_sample)
+        train = weighted_sample(samples, [self.corpora[name].weight for name in self.training],
+                                self.options.train_sample)
         seen = sum(sample.stats["pairs"] for sample in samples)
         sampled = f" (a sample of {seen})" if len(train) != seen or len(samples) > 1 else ""
         log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
@@ -160,10 +185,10 @@ class TranslationDataModule(L.LightningDataModule):
     def _ids_folder(self, split: str, name: str | None = None) -> Path:
         """The cache entry of corpus `name`'s (default: the first's) `split` (its tag, when it has
         one, is part of the key)."""
-        name = name or next(iter(self.corpora))
+        name = name or self.first
         filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-        tag = [self.tag[name]] if self.tag[name] else []
-        key = digest(CACHE_VERSION, self.vocab_key, self._fingerprint_of(name, split), split, filters, *tag)
+        tag = [self.corpora[name].tag] if self.corpora[name].tag else []
+        key = digest(CACHE_VERSION, self._settle()[1], self._fingerprint_of(name, split), split, filters, *tag)
         return self.cache_dir / f"ids-{key}"
 
     def _pairs(self, name: str, split: str) -> CleanPairs:
@@ -176,10 +201,12 @@ class TranslationDataModule(L.LightningDataModule):
 
     def prefix(self, name: str) -> list[int]:
         """The ids corpus `name` puts before each source: its tag's, or none."""
-        return self.vocabularies.source_prefix(self.tag[name], f"{corpus_key(name)}.tag")
+        return self.vocabularies().source_prefix(self.corpora[name].tag, f"{corpus_key(name)}.tag")
 
     def prepare_data(self) -> None:
-        """The token ids of this stage's splits, built once into the cache."""
+        """Once a machine (Lightning calls it on local rank 0): the vocabularies made into the cache (or
+        found there), then the token ids of this stage's splits (all of them outside a trainer)."""
+        self.vocabularies()
         for split in self._splits(self.trainer.state.fn if self.trainer is not None else None):
             self._build(split)
 
@@ -187,7 +214,7 @@ class TranslationDataModule(L.LightningDataModule):
         """`split`'s token ids: for training, every training corpus's, end to end (their counts in
         `self._train_counts`); else the first corpus's."""
         if split != "train":
-            return self._entry(next(iter(self.corpora)), split)
+            return self._entry(self.first, split)
         tables = [self._entry(name, split) for name in self.training]
         self._train_counts = [len(table) for table in tables]
         return tables[0] if len(tables) == 1 else datasets.concatenate_datasets(tables)
@@ -208,7 +235,7 @@ class TranslationDataModule(L.LightningDataModule):
                 discard(folder)
         log.info("%s: encoding into %s", label, folder)
         with atomic_dir(folder) as tmp:
-            rows = encode_split(self._pairs(name, split), tmp / ARROW, self.vocabularies, split == "train",
+            rows = encode_split(self._pairs(name, split), tmp / ARROW, self.vocabularies(), split == "train",
                                 self.max_len, self.max_len_ratio, self.num_proc, self.progress, self.prefix(name))
             write_record(tmp, rows)
         return open_entry(folder, features)
@@ -227,7 +254,7 @@ class TranslationDataModule(L.LightningDataModule):
         for key in (key for split in dict.fromkeys(splits) for key in self.keys(split)):
             self._load(key)
             split, _, name = key.partition("/")
-            corpus = self.corpora[name] if name else self.corpus
+            corpus = self.corpora[name or self.first]
             sizes = self.datasets[key].sizes()
             padded = round_up(sizes, self.pad_to_multiple)
             train = split == "train"
@@ -267,7 +294,7 @@ class TranslationDataModule(L.LightningDataModule):
         """Whether corpus `name` has `split` to score. A corpus of weight 0 with neither a validation
         nor a test split is a ConfigError: nothing to train on or score (a typo in its splits, say)."""
         missing = {each: self._missing(name, each) for each in ("val", "test")}
-        if self.weight[name] == 0 and all(missing.values()):
+        if self.corpora[name].weight == 0 and all(missing.values()):
             raise ConfigError(f"{corpus_key(name)} has weight 0 and no split to score (val: {missing['val']}; "
                               f"test: {missing['test']})")
         if missing[split]:
@@ -285,7 +312,7 @@ class TranslationDataModule(L.LightningDataModule):
     def fingerprints(self) -> dict:
         """What the data of this run was: the corpus fingerprint of each split and of the
         vocabularies, recorded in checkpoints so that evaluation and resume can compare."""
-        vocab = hashlib.sha256(json.dumps(self.vocabularies.to_dict(), sort_keys=True).encode()).hexdigest()[:20]
+        vocab = hashlib.sha256(json.dumps(self.vocabularies().to_dict(), sort_keys=True).encode()).hexdigest()[:20]
         return {"vocabularies": vocab, **{split: self.fingerprint(split) for split in SPLITS}}
 
     def fingerprint(self, split: str) -> str | None:
@@ -296,13 +323,16 @@ class TranslationDataModule(L.LightningDataModule):
             return None
 
     def _corpus_fingerprint(self, split: str) -> str:
-        """The split's content: the first corpus's for val and test; for training, with several
-        corpora (or a tag, a weight, a temperature), each training corpus's with how it is mixed."""
+        """The split's content: for val and test, the first training corpus's (the first corpus's,
+        unless that one has weight 0); for training, with several corpora (or a tag, a weight, a
+        temperature), each training corpus's with how it is mixed."""
         only = self.training[0]
-        if split != "train" or (len(self.corpora) == 1 and self.weight[only] == 1 and not self.tag[only]
+        corpus = self.corpora[only]
+        if split != "train" or (len(self.corpora) == 1 and corpus.weight == 1 and not corpus.tag
                                 and self.temperature is None):
             return self._fingerprint_of(only, split)
-        mixed = [(name, self._fingerprint_of(name, split), self.weight[name], self.tag[name]) for name in self.training]
+        mixed = [(name, self._fingerprint_of(name, split), self.corpora[name].weight, self.corpora[name].tag)
+                 for name in self.training]
         return digest("mixed", mixed, self.temperature)
 
     def _fingerprint_of(self, name: str, split: str) -> str:
@@ -312,11 +342,13 @@ class TranslationDataModule(L.LightningDataModule):
         return self._corpus_fingerprints[name, split]
 
     def setup(self, stage: str | None = None) -> None:
-        """Every rank: this stage's splits, memory-mapped from the cache (rank 0 also saves the
-        vocabularies in the run directory)."""
+        """Every process: the vocabularies (from the cache prepare_data filled) and this stage's splits
+        (every split without a stage), memory-mapped from the cache, each built first if it is not
+        there; rank 0 also saves the vocabularies in the run directory."""
+        vocabularies = self.vocabularies()
         if self.run_dir is not None and self.trainer is not None and self.trainer.is_global_zero \
                 and not self._saved_to_run_dir:
-            self.vocabularies.save(self.run_dir / "tokenizer")
+            vocabularies.save(self.run_dir / "tokenizer")
             self._saved_to_run_dir = True
         for split in self._splits(stage):
             for key in self.keys(split):
@@ -329,12 +361,13 @@ class TranslationDataModule(L.LightningDataModule):
         if split not in self.datasets:
             base, _, name = split.partition("/")
             table = self._entry(name, base) if name else self._build(split)
-            dropout = (EpochDropout.for_table(table, self.vocabularies, self.options.dropout, self.seed)
+            dropout = (EpochDropout.for_table(table, self.vocabularies(), self.options.dropout, self.seed)
                        if split == "train" and self.options.dropout > 0 else None)
             self.datasets[split] = TranslationDataset(table, dropout)
             if split == "train":
-                self.mixture = Mixture(self.training, self._train_counts, [self.weight[n] for n in self.training],
-                                       self.temperature, self.seed, corpus_tokens(table, self._train_counts))
+                weights = [self.corpora[name].weight for name in self.training]
+                self.mixture = Mixture(self.training, self._train_counts, weights, self.temperature, self.seed,
+                                       corpus_tokens(table, self._train_counts))
                 if len(self.corpora) > 1 or not self.mixture.plain:
                     unused = [name for name in self.corpora if name not in self.training]
                     log.info("an epoch of the training corpora:\n%s", self.mixture.describe(unused))
@@ -361,7 +394,7 @@ class TranslationDataModule(L.LightningDataModule):
             log.info("train: %d batches per epoch and process, %s (data.max_tokens=%d)%s%s", len(sampler), padding,
                      self.max_tokens, dropout_note(self.options.type, self.options.dropout), shapes)
         self._samplers[split] = sampler
-        ids = self.vocabularies.special_ids()
+        ids = self.vocabularies().special_ids()
         collate = Collator(ids["pad_id"], ids["bos_id"], ids["eos_id"], self.pad_to_multiple,
                            packed=self.packed and train, grid=sampler.grid)
         # its own generator: creating an iterator never draws from the global RNG (exact resume)

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from transformer_mt.data.corpus import CHUNK, Chunk, CleanPairs, Corpus, split_name
+from transformer_mt.data.corpus import CHUNK, CORPUS_KEY, Chunk, CleanPairs, Corpus, split_name
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class HubCorpus(Corpus):
                 saved = datasets.load_from_disk(str(local))
                 if hub_split not in saved:
                     raise DataError(f"{local}: no split {hub_split!r} (it has {sorted(saved)}); "
-                                    "set data.corpus.splits")
+                                    f"set {CORPUS_KEY}.splits")
                 return saved[hub_split]
             if (local / "state.json").is_file():
                 return datasets.load_from_disk(str(local))
@@ -75,7 +75,7 @@ class HubCorpus(Corpus):
         except DataError:
             raise
         except (ValueError, KeyError, FileNotFoundError) as err:
-            raise DataError(f"data.corpus.path={self.path}: {err}") from None
+            raise DataError(f"{CORPUS_KEY}.path={self.path}: {err}") from None
 
     def _load_offline(self, hub_split: str):
         """The `datasets` cache only: a clear error, at once, when the dataset is not there."""
@@ -89,10 +89,10 @@ class HubCorpus(Corpus):
         except Exception:
             config = f", {self.name!r}" if self.name else ""
             raise DataError(
-                f"data.corpus.path={self.path}: the Hugging Face hub cannot be reached and the dataset is not in "
+                f"{CORPUS_KEY}.path={self.path}: the Hugging Face hub cannot be reached and the dataset is not in "
                 f"the local cache. On a machine with internet run: python -c \"import datasets; "
                 f"datasets.load_dataset('{self.path}'{config}).save_to_disk('DIR')\", copy DIR here and set "
-                f"data.corpus.path=DIR; or use text files: data=files data.corpus.data_dir=DIR"
+                f"{CORPUS_KEY}.path=DIR; or use text files: data=files data.corpora.files.data_dir=DIR"
             ) from None
         finally:
             datasets.config.HF_HUB_OFFLINE = previous
@@ -109,7 +109,7 @@ class HubCorpus(Corpus):
         if self.src_column and self.tgt_column:
             for column in (self.src_column, self.tgt_column):
                 if column not in ds.column_names:
-                    raise DataError(f"data.corpus.src_column / tgt_column: {self.path} has no column {column!r} "
+                    raise DataError(f"{CORPUS_KEY}.src_column / tgt_column: {self.path} has no column {column!r} "
                                     f"(it has {ds.column_names})")
             for start in range(0, len(ds), CHUNK):
                 rows = ds[start : start + CHUNK]
@@ -117,13 +117,13 @@ class HubCorpus(Corpus):
             return
         column = self.translation_column
         if column not in ds.column_names:
-            raise DataError(f"data.corpus.translation_column: {self.path} has no column {column!r} "
-                            f"(it has {ds.column_names}); or set data.corpus.src_column and tgt_column")
+            raise DataError(f"{CORPUS_KEY}.translation_column: {self.path} has no column {column!r} "
+                            f"(it has {ds.column_names}); or set {CORPUS_KEY}.src_column and tgt_column")
         for start in range(0, len(ds), CHUNK):
             pairs = ds[start : start + CHUNK][column]
             for lang in (self.src_lang, self.tgt_lang):
                 if pairs and lang not in pairs[0]:
-                    raise DataError(f"data.corpus.src_lang / tgt_lang: {self.path} has no language {lang!r} "
+                    raise DataError(f"{CORPUS_KEY}.src_lang / tgt_lang: {self.path} has no language {lang!r} "
                                     f"(it has {sorted(pairs[0])})")
             yield [p[self.src_lang] for p in pairs], [p[self.tgt_lang] for p in pairs]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer_mt.data.corpus import Corpus, ParallelText
+from transformer_mt.data.corpus import CORPUS_KEY, Corpus, ParallelText
 from transformer_mt.data.tokenizer import tag_token
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.validate import check, number
@@ -49,41 +49,50 @@ def tempered(weights: list[float], pairs: list[int], temperature: float | None) 
     return [float(share * total / n) if n else 0.0 for share, n in zip(shares, pairs)]
 
 
+# a data config that still names its corpus `corpus` (before data.corpora held every corpus)
+OLD_SPELLING = ("data.corpus: the corpus is now an entry of data.corpora, named as every other one "
+                "(data.corpora.NAME: {_target_: ..., ...}; data=toy names its data.corpora.toy); see docs/data.md")
+
+
 def corpus_key(name: str) -> str:
-    """The config key of the run's corpus `name`: data.corpus for `main`, else data.corpora.NAME."""
-    return "data.corpus" if name == "main" else f"data.corpora.{name}"
+    """The config key of the run's corpus `name`: data.corpora.NAME."""
+    return f"data.corpora.{name}"
 
 
 @contextmanager
 def naming(name: str) -> Iterator[None]:
-    """A block whose DataError names corpus `name`'s keys where it says data.corpus. (a corpus names
-    its keys as the main corpus's: it does not know under which key it was given)."""
+    """A block whose DataError names corpus `name`'s keys where it says data.corpora.NAME. (a corpus
+    does not know under which name it was given)."""
     try:
         yield
     except DataError as err:
-        if name == "main":
-            raise
-        raise DataError(str(err).replace("data.corpus.", f"{corpus_key(name)}.")) from None
+        raise DataError(str(err).replace(f"{CORPUS_KEY}.", f"{corpus_key(name)}.")) from None
 
 
-def named_corpora(corpus: Corpus | None, corpora: dict | None) -> dict[str, Corpus]:
-    """The run's corpora by name: `data.corpora`'s, after `data.corpus` (named `main`) when both are set."""
-    named = {"main": corpus} if corpus is not None else {}
-    for name, extra in (corpora or {}).items():
-        if name in named:
-            raise ConfigError(f"data.corpora.{name}: `main` names data.corpus; give this corpus another name")
-        named[str(name)] = extra
+def refuse_old_spelling(data: Mapping) -> None:
+    """A ConfigError (one line naming data.corpora) for a data config that still sets `corpus`."""
+    if "corpus" in data:
+        raise ConfigError(OLD_SPELLING)
+
+
+def checked_corpora(corpora: Mapping | None) -> dict[str, Corpus]:
+    """The run's corpora by name, in their order (data.corpora; an entry set to null is left out),
+    each a corpus with a weight >= 0 and a tag that is one word, at least one with a weight > 0."""
+    if corpora is not None and not isinstance(corpora, Mapping):
+        raise ConfigError(f"data.corpora: a mapping of names to corpora (data.corpora.NAME: {{_target_: ...}}), "
+                          f"not a {type(corpora).__name__}")
+    named = {str(name): each for name, each in (corpora or {}).items() if each is not None}
     if not named:
-        raise ConfigError("data.corpus and data.corpora are both empty: name a corpus (e.g. data=toy)")
+        raise ConfigError("data.corpora is empty: name a corpus (e.g. data=toy, or data.corpora.NAME={_target_: ...})")
     for name, each in named.items():
         key = corpus_key(name)
-        if isinstance(each, Mapping):  # a node that Hydra did not build into a corpus
+        if not isinstance(each, Corpus):  # a node that Hydra did not build into a corpus
             raise ConfigError(f"{key}: not a corpus: its node needs a _target_, the corpus class "
                               "(e.g. _target_: transformer_mt.data.TextFileCorpus, as in docs/data.md)")
-        check(f"{key}.weight", getattr(each, "weight", 1.0), number(0.0), "a number >= 0")
-        if getattr(each, "tag", None) is not None:
+        check(f"{key}.weight", each.weight, number(0.0), "a number >= 0")
+        if each.tag is not None:
             tag_token(each.tag, f"{key}.tag")
-    if not any(getattr(each, "weight", 1.0) > 0 for each in named.values()):
+    if not any(each.weight > 0 for each in named.values()):
         raise ConfigError("data.corpora: every corpus has weight 0: nothing to train on")
     return named
 

@@ -8,7 +8,7 @@ and reordering. `mode="copy"` is the classic copy task (target = source).
 
 import random
 
-from transformer_mt.data.corpus import CleanPairs, Corpus, in_chunks
+from transformer_mt.data.corpus import CORPUS_KEY, CleanPairs, Corpus, in_chunks
 from transformer_mt.validate import check, one_of
 
 DETERMINERS = {"the": "lo", "a": "na", "every": "kadu", "some": "rim", "this": "vel", "no": "zun"}
@@ -68,7 +68,7 @@ class ToyCorpus(Corpus):
     def __init__(self, mode: str = "reorder", num_train: int = 10000, num_val: int = 300, num_test: int = 300,
                  seed: int = 0, weight: float = 1.0, tag: str | None = None) -> None:
         self.weight, self.tag = weight, tag
-        check("data.corpus.mode", mode, one_of("reorder", "copy"), "reorder or copy")
+        check(f"{CORPUS_KEY}.mode", mode, one_of("reorder", "copy"), "reorder or copy")
         self.mode, self.seed = mode, seed
         self.sizes = {"train": num_train, "val": num_val, "test": num_test}
         self._splits: dict[str, list[tuple[str, str]]] | None = None

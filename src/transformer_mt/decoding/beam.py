@@ -7,6 +7,7 @@ import torch
 
 from transformer_mt.decoding.constraints import ConstrainedBeamRun, Phrase
 from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, checked_shortlist, run_search
+from transformer_mt.decoding.strategy import Search, SearchCapabilities
 from transformer_mt.errors import ConfigError
 from transformer_mt.validate import BOOLEAN, check, integer
 
@@ -53,7 +54,7 @@ class Finished:
                    torch.zeros(slots, device=device), torch.zeros(batch, dtype=torch.long, device=device))
 
 
-class BeamSearch:
+class BeamSearch(Search):
     """Keep the `beam_size` best prefixes of every sentence; all sentences advance together.
 
     Each step takes the 2 x beam_size best extensions of a sentence's beams. An extension ending
@@ -75,6 +76,8 @@ class BeamSearch:
     at any check_every, though the batch's size between checks is not, and a model's arithmetic
     may round differently in a batch of another size (scores in the last bits, as any batching).
     """
+
+    capabilities = SearchCapabilities(nbest=True, beams=True, constraints=True)
 
     def __init__(self, beam_size: int = 4, length_norm: Callable[[int], float] | None = None, nbest: int = 1,
                  options: SearchOptions | None = None, constraints: bool = False, shortlist: bool = False

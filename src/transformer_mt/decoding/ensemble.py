@@ -64,6 +64,7 @@ class Ensemble:
     them again would cost a pass over the vocabulary per step and change nothing)."""
 
     normalized = True
+    fixed_rows = False
 
     def __init__(self, members: list[SearchModel]) -> None:
         if not members:

@@ -10,6 +10,7 @@ from transformer_mt.decoding.search import (
     checked_shortlist,
     run_search,
 )
+from transformer_mt.decoding.strategy import Phrase, Search, SearchCapabilities
 from transformer_mt.validate import check, integer, number
 
 
@@ -41,7 +42,7 @@ def multinomial(probs: torch.Tensor, generator: torch.Generator | None = None) -
     return (probs / q).argmax(dim=-1)
 
 
-class Sampling:
+class Sampling(Search):
     """Draw each token from the model's distribution, sharpened by temperature and restricted to
     the top_k tokens and / or the top_p nucleus. `nbest` independent samples per sentence, ranked
     by their log-probability under the model; `seed` makes the draws reproducible. The rules and how
@@ -55,6 +56,8 @@ class Sampling:
     sync per step, where torch.multinomial took three); a larger value gives other samples, as
     reproducible. `shortlist`: over a vocabulary shortlist (search.SHORTLIST; the draws then differ
     from those over the whole vocabulary)."""
+
+    capabilities = SearchCapabilities(nbest=True, random=True)
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, options: SearchOptions | None = None, shortlist: bool = False) -> None:
@@ -72,7 +75,10 @@ class Sampling:
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
+                 ) -> list[list[Hypothesis]]:
+        if any(constraints or []):
+            raise ValueError("sampling takes no constraints (beam search does)")
         generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
 
         def draw(lprobs: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ class SearchModel(Protocol):
 
     config: Any  # .pad_id and .max_positions are read
     normalized: bool  # decode gives log-probabilities (an ensemble): taken as they are; False: logits
+    fixed_rows: bool  # keeps every row of its batch to the end (static shapes): rows that ended ride along
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """(N, S) source ids -> memory."""
@@ -290,7 +291,7 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
     longest, first_limit = torch.stack([limits.max(), limits.min()]).tolist()
     steps = longest + 1  # rules force EOS at each row's limit: every row ends within `steps`
     state = DecoderState(model, src, options.use_cache, beams=beams, capacity=steps)
-    fixed = getattr(model, "fixed_rows", False)  # a model on static shapes (model/static_step.py)
+    fixed = model.fixed_rows  # a model on static shapes (model/static_step.py)
     if copies > 1:
         rows = torch.arange(src.size(0), device=src.device)[:, None].expand(-1, copies).reshape(-1)
         state.reorder(rows, rows)

@@ -20,6 +20,7 @@ import torch
 
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.search import Hypothesis, SearchCache, SearchModel
+from transformer_mt.decoding.strategy import Search
 
 
 class Shortlist:
@@ -71,6 +72,7 @@ class Restricted:
     sources it is given are `columns`."""
 
     normalized = False
+    fixed_rows = False
 
     def __init__(self, model: SearchModel, rows: torch.Tensor) -> None:
         self.model, self.rows, self.pad_id = model, rows, model.config.pad_id
@@ -102,8 +104,8 @@ def forced_ids(prefix_tokens: torch.Tensor | None, constraints: list[list[tuple[
     return torch.cat(ids) if ids else None
 
 
-def shortlisted_search(search, members: list[SearchModel], rows: torch.Tensor, src: torch.Tensor, bos_id: int,
-                       eos_id: int, prefix_tokens: torch.Tensor | None = None,
+def shortlisted_search(search: Search, members: list[SearchModel], rows: torch.Tensor, src: torch.Tensor,
+                       bos_id: int, eos_id: int, prefix_tokens: torch.Tensor | None = None,
                        constraints: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
     """`search` over the target ids `rows` (Shortlist.rows: <pad> first, then BOS, EOS and every id
     of the prefixes and constraints among the others) of `members` (one model, or an ensemble's),
@@ -114,10 +116,9 @@ def shortlisted_search(search, members: list[SearchModel], rows: torch.Tensor, s
     restricted = [Restricted(member, rows) for member in members]
     model = restricted[0] if len(restricted) == 1 else Ensemble(restricted)
     bos, eos = column[[bos_id, eos_id]].tolist()
-    given = [None if prefix_tokens is None else column[prefix_tokens]]
-    if constraints is not None:
-        lookup = column.tolist()
-        given.append([[tuple(lookup[t] for t in phrase) for phrase in row] for row in constraints])
-    found = search(model, columns(src, config.pad_id), bos, eos, *given)
+    lookup = None if constraints is None else column.tolist()
+    phrases = None if lookup is None else [[tuple(lookup[t] for t in phrase) for phrase in row] for row in constraints]
+    found = search(model, columns(src, config.pad_id), bos, eos,
+                   None if prefix_tokens is None else column[prefix_tokens], phrases)
     ids = rows.tolist()
     return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in nbest] for nbest in found]

@@ -1,6 +1,5 @@
-"""task.engine=ctranslate2: a checkpoint decoded by CTranslate2 instead of our searches, behind the
-interface translate_lines takes of a Translator (the tokenizer, the special ids, the longest input,
-`search.nbest`, `hypotheses`), so that reading, long lines, tags, target prefixes, batching and
+"""task.engine=ctranslate2: a checkpoint decoded by CTranslate2 instead of our searches, an Engine
+(engine.py) as our Translator is, so that reading, long lines, tags, target prefixes, batching and
 writing stay ours.
 
 The checkpoint is converted once (interop/ctranslate2.py), into a folder named by the checkpoint's
@@ -10,12 +9,13 @@ cannot be written), else in ct2/ beside the checkpoint, unless the checkpoint's 
 written or lies inside a git work tree (a shared model folder, a read-only mount, a repository's
 shipped model): then in the user cache's ct2/ (user_cache.py). The decoding config maps onto
 CTranslate2's options: greedy search; beam search with `length_norm` PowerLength (CTranslate2's
-exponential length penalty), `nbest`; sampling with temperature, top-k, top-p and seed;
-`options.min_len`, `no_repeat_ngram_size`; each output cut at its own length limit (max_len_a *
-src_len + max_len_b, CTranslate2 taking one limit per batch). What it cannot do (an ensemble,
-alignments, GNMT's length penalty) is refused in one line. The scores are CTranslate2's. The
-checkpoint's lexical table (task=shortlist), where it has one, is the folder's vmap.txt
-(interop/ct2_vmap.py), which decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
+exponential length penalty), `nbest`; sampling with temperature, top-k, top-p and seed (each
+search's part by what it declares: decoding/strategy.py); `options.min_len`, `no_repeat_ngram_size`;
+each output cut at its own length limit (max_len_a * src_len + max_len_b, CTranslate2 taking one
+limit per batch). What it cannot do (an ensemble, alignments, constraints, GNMT's length penalty:
+what Ct2Translator.capabilities does not declare) is refused in one line. The scores are
+CTranslate2's. The checkpoint's lexical table (task=shortlist), where it has one, is the folder's
+vmap.txt (interop/ct2_vmap.py), which decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
 
 import logging
 import tempfile
@@ -26,11 +26,14 @@ import torch
 from transformer_mt.atomic import atomic_dir
 from transformer_mt.data.corpus import file_digest
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.decoding.beam import BeamSearch, PowerLength
-from transformer_mt.decoding.sampling import Sampling
+from transformer_mt.decoding.beam import PowerLength
+from transformer_mt.decoding.constraints import Phrase
 from transformer_mt.decoding.search import Hypothesis, max_lengths
+from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.engine import Engine, EngineCapabilities
 from transformer_mt.inference.shortlist_loading import table_beside
+from transformer_mt.inference.translator import Translator
 from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.interop.ct2_vmap import write_vmap
 from transformer_mt.interop.ctranslate2 import export_ct2
@@ -104,27 +107,32 @@ def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str, c
     return folder
 
 
-def engine_options(search) -> dict:
-    """CTranslate2's translate_batch options for one of our searches (a ConfigError for what it cannot do)."""
-    options = search.options
-    common = {"min_decoding_length": options.min_len, "no_repeat_ngram_size": options.no_repeat_ngram_size,
-              "return_scores": True}
-    if isinstance(search, BeamSearch):
-        if not isinstance(search.length_norm, PowerLength):
+def engine_options(search: Search) -> dict:
+    """CTranslate2's translate_batch options for one of our searches, by what it declares (a
+    ConfigError for what CTranslate2 cannot do: Ct2Translator.capabilities)."""
+    options, declared = search.options, search.capabilities
+    found = {"min_decoding_length": options.min_len, "no_repeat_ngram_size": options.no_repeat_ngram_size,
+             "return_scores": True, "beam_size": 1}
+    if declared.nbest:
+        found["num_hypotheses"] = search.nbest
+    if declared.beams:
+        if not isinstance(search.length_norm, Ct2Translator.capabilities.length_norms):
             raise ConfigError("task.engine=ctranslate2 has only the exponential length penalty: "
                               "decoding.length_norm._target_=transformer_mt.decoding.PowerLength")
-        return {**common, "beam_size": search.beam_size, "num_hypotheses": search.nbest,
-                "length_penalty": search.length_norm.alpha}
-    if isinstance(search, Sampling):
-        return {**common, "beam_size": 1, "num_hypotheses": search.nbest, "sampling_topk": search.top_k,
-                "sampling_topp": search.top_p, "sampling_temperature": search.temperature}
-    return {**common, "beam_size": 1}
+        found |= {"beam_size": search.beam_size, "length_penalty": search.length_norm.alpha}
+    if declared.random:
+        found |= {"sampling_topk": search.top_k, "sampling_topp": search.top_p,
+                  "sampling_temperature": search.temperature}
+    return found
 
 
-class Ct2Translator:
-    """Token ids in, hypotheses out, decoded by CTranslate2: what translate_lines asks of a Translator."""
+class Ct2Translator(Engine):
+    """Token ids in, hypotheses out, decoded by CTranslate2 with the search it is made with (engine.py)."""
 
-    def __init__(self, folder: Path, tokenizer: Vocabularies, search, max_positions: int, device: torch.device,
+    capabilities = EngineCapabilities(ensembles=False, alignments=False, constraints=False,
+                                      length_norms=(PowerLength,))  # CTranslate2's length_penalty
+
+    def __init__(self, folder: Path, tokenizer: Vocabularies, search: Search, max_positions: int, device: torch.device,
                  inter: int = 1, intra: int = 1, shortlist: bool = False) -> None:
         """inter, intra: CTranslate2's inter_threads and intra_threads on the CPU (our Workers' decoders
         give it that many batches at once: inference/workers.py)."""
@@ -135,7 +143,7 @@ class Ct2Translator:
         self.pad_id, self.bos_id, self.eos_id = ids["pad_id"], ids["bos_id"], ids["eos_id"]
         self.device = torch.device("cpu")  # the batches' ids: CTranslate2 takes tokens from the host
         self.options = engine_options(search) | ({"use_vmap": True} if shortlist else {})  # vmap.txt
-        if isinstance(search, Sampling) and search.seed is not None:
+        if search.capabilities.random and search.seed is not None:
             ctranslate2.set_random_seed(search.seed)
         self.engine = ctranslate2.Translator(str(folder), device="cuda" if device.type == "cuda" else "cpu",
                                              device_index=device.index or 0, compute_type="default",
@@ -148,9 +156,12 @@ class Ct2Translator:
 
         ctranslate2.set_random_seed(seed % 2**32)
 
-    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None
-                   ) -> list[list[Hypothesis]]:
-        """The n-best of each row of src (B, S, EOS last), each cut at its own length limit."""
+    def hypotheses(self, src: torch.Tensor, search: Search | None = None, prefix_tokens: torch.Tensor | None = None,
+                   constraints: list[list[Phrase]] | None = None) -> list[list[Hypothesis]]:
+        """The n-best of each row of src (B, S, EOS last), each cut at its own length limit, by the
+        search it was made with (another, or constraints: a ValueError)."""
+        if (search is not None and search is not self.search) or any(constraints or []):
+            raise ValueError("CTranslate2 decodes with the search it was made with, without constraints")
         options = self.search.options
         limits = max_lengths(src, self.pad_id, options.max_len_a, options.max_len_b, self.max_positions).tolist()
         rows = [[t for t in row if t != self.pad_id][:-1] for row in src.tolist()]  # CTranslate2 adds EOS
@@ -169,22 +180,27 @@ class Ct2Translator:
         return Hypothesis(ids, float(score), float(score))
 
 
-def check_engine(cfg, paths: list[Path]) -> None:
-    """What task.engine=ctranslate2 cannot do, refused before any work."""
+def check_engine(cfg, paths: list[Path], constrained: bool = False) -> None:
+    """What task.engine=ctranslate2 cannot do (Ct2Translator.capabilities), refused before any work;
+    `constrained`: the input carries constraints (decoding.constraints)."""
     import importlib.util
 
+    declared = Ct2Translator.capabilities
     if importlib.util.find_spec("ctranslate2") is None:
         raise ConfigError("task.engine=ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'")
-    if len(paths) > 1:
+    if len(paths) > 1 and not declared.ensembles:
         raise ConfigError("task.engine=ctranslate2 decodes one checkpoint: an ensemble (ckpt_path=[a,b]) is ours "
                           "(task.engine=ours)")
-    if cfg.task.get("alignment"):
+    if cfg.task.get("alignment") and not declared.alignments:
         raise ConfigError("task.alignment=true reads our model's cross-attention: it needs task.engine=ours")
+    if constrained and not declared.constraints:
+        raise ConfigError("decoding.constraints=true: task.engine=ctranslate2 has no constrained search; "
+                          "task.engine=ours")
     if cfg.task.get("ct2_dir") is not None:
         given_root(cfg.task.ct2_dir)
 
 
-def ct2_translator(path: Path, translator, device: torch.device, workers: Workers = SERIAL,
+def ct2_translator(path: Path, translator: Translator, device: torch.device, workers: Workers = SERIAL,
                    ct2_dir: str | None = None) -> Ct2Translator:
     """The Translator `translator` (its model, tokenizer, search, int8 rule and shortlist) decoded by
     CTranslate2, with as many decoders (inter_threads) and threads each (intra_threads) as `workers`;

@@ -1,8 +1,9 @@
 """Lines of text translated: each line cleaned by the text rule (data/text.py), encoded, fitted to
-the model (long_lines.py), batched by a token budget, decoded by a Translator and written back as
-text, in input order; with target prefixes (prefix.py) and Pharaoh alignments (pharaoh.py). An
-empty line gives empty outputs. task=translate, the pipelines' synthetic stage and any server
-translate through `translate_lines`."""
+the model (long_lines.py), batched by a token budget, decoded by an engine (engine.py: our
+Translator or CTranslate2's) and written back as text, in input order; with target prefixes
+(prefix.py) and Pharaoh alignments (pharaoh.py: an engine that declares them, a Translator, whose
+first member they read). An empty line gives empty outputs. task=translate, the pipelines'
+synthetic stage and any server translate through `translate_lines`."""
 
 from dataclasses import dataclass
 
@@ -10,12 +11,11 @@ import torch
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler
 from transformer_mt.data.text import clean
-from transformer_mt.decoding.sampling import Sampling
 from transformer_mt.errors import DataError
+from transformer_mt.inference.engine import Engine
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.prefix import prefix_ids, spell
-from transformer_mt.inference.translator import Translator
 from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.progress import ProgressBar
 
@@ -32,7 +32,7 @@ class Translation:
 NBest = list[Translation]
 
 
-def translate_lines(translator: Translator, lines: list[str], max_tokens: int, first_line: int = 1,
+def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first_line: int = 1,
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
                     source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None,
@@ -43,14 +43,12 @@ def translate_lines(translator: Translator, lines: list[str], max_tokens: int, f
     every output of the line starts with (prefix.py). `bar` advances by the lines of each batch as
     it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
     put before every source (a tag's). `constraints`: each line's phrases, which every output of
-    the line contains (beam search with decoding.constraints; [] for none). `workers`: the decoders
-    the batches are shared among (workers.py; results in input order); batches with alignments,
-    constraints or sampling are decoded one after another in this thread, as their outputs depend
-    on the order (a sampler's random numbers, the attention maps recorded)."""
+    the line contains ([] for none). `workers`: the decoders the batches are shared among (in input
+    order); with alignments, constraints or a `random` search, one after another (order matters)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
-    n = getattr(translator.search, "nbest", 1)
+    n = translator.search.nbest
     empty = "" if alignments else None
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
     max_positions = translator.max_positions
@@ -77,7 +75,7 @@ def translate_lines(translator: Translator, lines: list[str], max_tokens: int, f
                                None if phrases is None else [phrases[j] for j in batch])
 
     batches = list(sampler)
-    ordered = alignments is not None or phrases is not None or isinstance(translator.search, Sampling)
+    ordered = alignments is not None or phrases is not None or translator.search.capabilities.random
     for batch, nbests in zip(batches, (SERIAL if ordered else workers).map(decode, batches)):
         for j, nbest in zip(batch, nbests):
             results[todo[j]] = nbest
@@ -86,7 +84,7 @@ def translate_lines(translator: Translator, lines: list[str], max_tokens: int, f
     return results
 
 
-def fitted_sources(translator: Translator, lines: list[str], max_positions: int, places: list[str],
+def fitted_sources(translator: Engine, lines: list[str], max_positions: int, places: list[str],
                    long_lines: LongLines, prefix: list[int]) -> list[list[int] | None]:
     """The ids (`prefix` first, EOS last) of each cleaned, non-empty line as the model will see them,
     by the rule for lines longer than it takes (long_lines.py: None for a skipped line)."""
@@ -96,7 +94,7 @@ def fitted_sources(translator: Translator, lines: list[str], max_positions: int,
     return long_lines.fit(src, max_positions, translator.tokenizer.src.special_ids["eos_id"], places)
 
 
-def constraint_ids(translator: Translator, constraints: list[list[str]], name: str, lines: list[int]
+def constraint_ids(translator: Engine, constraints: list[list[str]], name: str, lines: list[int]
                    ) -> list[list[tuple[int, ...]]]:
     """Each line's constraint phrases as target ids (the model's tokenizer, cleaned by the text
     rule); a phrase with no token is a DataError naming `name:LINE`."""
@@ -111,7 +109,7 @@ def constraint_ids(translator: Translator, constraints: list[list[str]], name: s
     return out
 
 
-def translate_batch(translator: Translator, src: torch.Tensor, lines: list[str], prefixes: list[str],
+def translate_batch(translator: Engine, src: torch.Tensor, lines: list[str], prefixes: list[str],
                     forced: list[list[int]], alignments: Alignments | None,
                     constraints: list[list[tuple[int, ...]]] | None = None) -> list[NBest]:
     """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
@@ -119,8 +117,7 @@ def translate_batch(translator: Translator, src: torch.Tensor, lines: list[str],
     `constraints` (None: none)."""
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
     prefix_tokens = collate.pad(forced) if any(forced) else None
-    given = {} if constraints is None else {"constraints": constraints}  # an engine without them takes none
-    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens, **given)
+    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens, constraints=constraints)
     flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
     outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
 

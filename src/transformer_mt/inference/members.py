@@ -8,6 +8,7 @@ import torch
 
 from transformer_mt.checkpoints.loading import model_weights, read_checkpoint
 from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.shortlist_loading import load_shortlist
 from transformer_mt.inference.translator import Translator
@@ -55,13 +56,13 @@ def load_members(paths: list[Path]) -> tuple[list[Transformer], Vocabularies, di
     return models, vocabularies, checkpoints[0]["hyper_parameters"]
 
 
-def load_translator(paths: list[Path], search, quantize: str = "none", shortlist: bool | None = None,
+def load_translator(paths: list[Path], search: Search | None, quantize: str = "none", shortlist: bool | None = None,
                     kernels: str | None = None) -> Translator:
-    """The Translator of the checkpoints at `paths` (several: an ensemble) with `search` and the
-    int8 rule `quantize`, on the CPU; with `shortlist` (None: the search's decoding.shortlist) the
-    lexical table beside the first checkpoint restricts every batch (inference/shortlist_loading.py);
-    `kernels`: the key's mode (model/kernels.py; None: torch's paths)."""
+    """The Translator of the checkpoints at `paths` (several: an ensemble) with `search` (None: one
+    that only scores) and the int8 rule `quantize`, on the CPU; with `shortlist` (None: the search's
+    decoding.shortlist) the lexical table beside the first checkpoint restricts every batch
+    (inference/shortlist_loading.py); `kernels`: the key's mode (model/kernels.py; None: torch's paths)."""
     models, vocabularies, _ = load_members(paths)
-    wanted = getattr(search, "shortlist", False) if shortlist is None else shortlist
+    wanted = (search is not None and search.shortlist) if shortlist is None else shortlist
     table = load_shortlist(paths[0], vocabularies) if wanted else None
     return Translator(models, vocabularies, search, quantize, table, None if kernels is None else for_cpu(kernels))

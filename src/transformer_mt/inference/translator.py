@@ -18,26 +18,31 @@ import torch
 from torch import nn
 
 from transformer_mt.data.tokenizer import Vocabularies
+from transformer_mt.decoding.constraints import Phrase
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.search import Hypothesis
 from transformer_mt.decoding.shortlist import Shortlist, forced_ids, shortlisted_search
+from transformer_mt.decoding.strategy import Search
+from transformer_mt.inference.engine import Engine, EngineCapabilities
 from transformer_mt.model import Transformer
 from transformer_mt.model.kernels import Kernels
-from transformer_mt.model.quantize import DecodingCopies, check_quantize
+from transformer_mt.model.quantize import DecodingCopies
 from transformer_mt.model.static_step import StaticDecoder
 
 
-class Translator:
+class Translator(Engine):
     """Token ids in, hypotheses, texts or log-probabilities out, for `models` (one, or an ensemble's
     members sharing `tokenizer`) and `search`; with quantize="int8", every member's int8 copy decodes;
     with a `shortlist`, each batch over its candidates only; with `kernels` (model/kernels.py), the
-    linear layers on the kernels chosen for this CPU (None: torch's)."""
+    linear layers on the kernels chosen for this CPU (None: torch's). task.engine=ours (engine.py)."""
 
-    def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search, quantize: str = "none",
+    capabilities = EngineCapabilities(ensembles=True, alignments=True, constraints=True, length_norms=(object,))
+
+    def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search: Search | None, quantize: str = "none",
                  shortlist: Shortlist | None = None, kernels: Kernels | None = None) -> None:
         self.models, self.tokenizer, self.search, self.shortlist = models, tokenizer, search, shortlist
         self.kernels = kernels
-        self.quantize = check_quantize(quantize)
+        self.quantize = quantize  # one of choices.QUANTIZE (the schema's `quantize`)
         self.copies = [DecodingCopies(model, kernels) for model in models]
         self.static: dict[int, StaticDecoder] = {}  # of each model that decodes so, by id
         ids = tokenizer.special_ids()
@@ -61,7 +66,7 @@ class Translator:
         self.forget()
         return self
 
-    def with_search(self, search) -> "Translator":
+    def with_search(self, search: Search) -> "Translator":
         """A Translator of the same models, int8 copies and compiled steps (shared, not copied) that
         decodes with `search` (a server's request options)."""
         other = shallow_copy(self)
@@ -93,7 +98,7 @@ class Translator:
             copy.forget()
         self.static.clear()
 
-    def searched(self, model, search):
+    def searched(self, model, search: Search):
         """What `search` runs: `model`, or where its options ask for the static step and `model` is
         one Transformer, its StaticDecoder (CUDA graphs on a GPU)."""
         if not isinstance(model, Transformer) or not search.options.static(self.device):
@@ -104,8 +109,8 @@ class Translator:
         return self.static[id(model)]
 
     @torch.no_grad()
-    def hypotheses(self, src: torch.Tensor, search=None, prefix_tokens: torch.Tensor | None = None,
-                   constraints: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
+    def hypotheses(self, src: torch.Tensor, search: Search | None = None, prefix_tokens: torch.Tensor | None = None,
+                   constraints: list[list[Phrase]] | None = None) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each row of src (B, S), best first. search: None, the
         translator's (with the int8 rule); another (validation's), on the float models.
         `constraints`: each row's phrases of target ids (beam search with decoding.constraints). With
@@ -117,11 +122,9 @@ class Translator:
             return shortlisted_search(search, self.members(quantized), rows, src, self.bos_id, self.eos_id,
                                       prefix_tokens, constraints)
         model = self.model(quantized)
-        if constraints is not None:
-            return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints)
-        return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens)
+        return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints)
 
-    def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
+    def translate(self, src: torch.Tensor, search: Search | None = None) -> list[list[tuple[str, float]]]:
         """The n-best (detokenized text, score) of each source row, best first."""
         hyps = self.hypotheses(src, search)
         texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
@@ -134,4 +137,4 @@ class Translator:
         gives them (normalized already)."""
         model = self.model(quantized)
         out = model(src, tgt_in)
-        return out if getattr(model, "normalized", False) else out.float().log_softmax(dim=-1)
+        return out if model.normalized else out.float().log_softmax(dim=-1)

@@ -22,13 +22,11 @@ from transformer_mt.choices import CT2_QUANTIZATIONS
 from transformer_mt.errors import ConfigError
 from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
 from transformer_mt.model import TransformerConfig
-from transformer_mt.model.rotary import BASE as ROTARY_BASE
+from transformer_mt.model.positions import PositionKind
 from transformer_mt.validate import check, listing, one_of
 
 if TYPE_CHECKING:
     from ctranslate2.specs.transformer_spec import TransformerSpec
-
-TABLES = ("sinusoidal", "learned")  # model.positional kinds added to the embeddings from a table
 
 
 def build_spec(model, vocab):
@@ -37,7 +35,7 @@ def build_spec(model, vocab):
     if c.d_k * c.heads != c.d_model:
         raise ConfigError(f"model.d_k={c.d_k}: CTranslate2's Transformer spec has heads d_model / heads = "
                           f"{c.d_model // c.heads} wide; task.format=ct2 needs model.d_k=null")
-    spec = empty_spec(c)
+    spec = empty_spec(c, model.positions)
     fill_weights(spec, Weights(model))
     spec.config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default
     ids = vocab.special_ids()  # a Marian vocabulary starts the decoder from <pad>
@@ -50,26 +48,18 @@ def build_spec(model, vocab):
     return spec
 
 
-def position_options(positional: str) -> dict:
-    """The encoder and decoder specs' arguments for a kind of positions: none for a table (their
-    `position_encodings`), RoPE or distance embeddings inside self-attention otherwise."""
-    if positional == "rotary":
-        return {"rotary_dim": 0, "rotary_interleave": False, "rotary_base": ROTARY_BASE}
-    if positional == "relative":
-        return {"relative_position": True}
-    return {}
-
-
-def empty_spec(c: TransformerConfig) -> "TransformerSpec":
-    """The TransformerSpec of config `c`, without weights. (The encoder spec keeps an empty
-    position_encodings with rotary positions: CTranslate2 adds no table where self-attention has
-    its own positions.)"""
+def empty_spec(c: TransformerConfig, positions: PositionKind) -> "TransformerSpec":
+    """The TransformerSpec of config `c` and its kind of positions, without weights: the encoder and
+    decoder specs' position arguments are the kind's (model/positions.py: none for a table, their
+    `position_encodings`; RoPE or distance embeddings inside self-attention otherwise). (The encoder
+    spec keeps an empty position_encodings with rotary positions: CTranslate2 adds no table where
+    self-attention has its own positions.)"""
     from ctranslate2.specs import common_spec
     from ctranslate2.specs.transformer_spec import TransformerDecoderSpec, TransformerEncoderSpec, TransformerSpec
 
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "swish": common_spec.Activation.SWISH}[c.activation]
-    stack = dict(pre_norm=c.norm_first, activation=activation, **position_options(c.positional))
+    stack = dict(pre_norm=c.norm_first, activation=activation, **positions.ct2_options())
     return TransformerSpec(TransformerEncoderSpec(c.num_encoder_layers, c.heads, **stack),
                            TransformerDecoderSpec(c.num_decoder_layers, c.heads, **stack))
 
@@ -90,12 +80,12 @@ class Weights:
     def norm(self, target, name: str) -> None:
         target.gamma, target.beta = self.arrays[f"{name}.weight"], self.arrays[f"{name}.bias"]
 
-    def positions(self, target, which: str) -> None:
-        """A position table: the sinusoid buffer (not in the state dict) or the learned embedding."""
-        if self.config.positional == "sinusoidal":
-            target.encodings = self.model.get_submodule(which).table.float().numpy().copy()
-        else:
-            target.encodings = self.arrays[f"{which}.learned.weight"]
+    def positions(self, stack, which: str) -> None:
+        """The position table our module `which` adds to the embeddings (a sinusoid buffer, not in the
+        state dict, or a learned embedding), where it has one: none with positions in self-attention."""
+        rows = self.model.get_submodule(which).rows()
+        if rows is not None:
+            stack.position_encodings.encodings = rows.detach().float().cpu().numpy().copy()
 
     def relative(self, attention, name: str) -> None:
         """A self-attention's distance embeddings (model.positional=relative): rows -c ... c, as ours."""
@@ -107,7 +97,7 @@ class Weights:
         self.linear(layer.self_attention.linear[0], names.self_qkv)
         self.linear(layer.self_attention.linear[1], names.self_out)
         self.norm(layer.self_attention.layer_norm, names.self_norm)
-        if self.config.positional == "relative":
+        if self.model.positions.ct2_options().get("relative_position"):  # the kind's spec asks for them
             self.relative(layer.self_attention, names.self_relative)
         if names.cross_q is not None:
             self.linear(layer.attention.linear[0], names.cross_q)
@@ -124,9 +114,8 @@ def fill_weights(spec, w: Weights) -> None:
     spec.encoder.embeddings[0].weight = w.arrays["src_embed.weight"]
     spec.decoder.embeddings.weight = w.arrays["tgt_embed.weight"]
     w.linear(spec.decoder.projection, "output_proj", bias=w.config.output_bias)
-    if w.config.positional in TABLES:
-        w.positions(spec.encoder.position_encodings, "src_pos")
-        w.positions(spec.decoder.position_encodings, "tgt_pos")
+    w.positions(spec.encoder, "src_pos")
+    w.positions(spec.decoder, "tgt_pos")
     if w.config.norm_first:
         w.norm(spec.encoder.layer_norm, "encoder_norm")
         w.norm(spec.decoder.layer_norm, "decoder_norm")

@@ -1,4 +1,5 @@
-"""Multi-head attention on top of F.scaled_dot_product_attention, with an optional KV cache."""
+"""Multi-head attention on top of F.scaled_dot_product_attention, with an optional KV cache; its
+positions' part (rotation, score terms) asked of an AttentionPositions, the kind's (model/positions.py)."""
 
 import contextlib
 import inspect
@@ -9,9 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from transformer_mt.model.cache import CrossAttentionCache, SelfAttentionCache
-from transformer_mt.model.relative import RelativePositions
-from transformer_mt.model.rotary import Rotary
+from transformer_mt.model.cache import CrossAttentionCache, KeyValueCache
 from transformer_mt.packing import Varlen
 
 try:
@@ -63,20 +62,49 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
 
 
+class AttentionPositions(nn.Module):
+    """What attention asks its positions (model/positions.py gives each kind's): here none (positions
+    added to the embeddings; cross-attention), so plain SDPA. rotary.py's rotates queries and keys;
+    relative.py's adds distance terms to the scores and values."""
+
+    place = "plain"  # its attribute in MultiHeadAttention: its parameters' names in checkpoints
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor, heads_first: bool = True) -> torch.Tensor:
+        """x (B, H, T, d_k) at positions (T,) (heads_first), or a packed stream (N, H, d_k) at (N,)."""
+        return x
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+               is_causal: bool, queries: torch.Tensor | None, dropout: float,
+               record: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(output (B, H, T, d_k), probabilities (B, H, T, S) where `record`, else None) of q at
+        positions `queries` (T,) over k, v (B, H, S, d_k) at 0 ... S - 1; mask broadcasts to
+        (B, H, T, S), True where a key may be attended to; is_causal: no key after its query."""
+        if not record:
+            return sdpa(q, k, v, mask, dropout, is_causal), None
+        return _attention_with_weights(q, k, v, mask, is_causal, dropout)
+
+    def attend_packed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Varlen, is_causal: bool,
+                      dropout: float) -> torch.Tensor:
+        """`attend` on packed streams: q (Nq, H, d_k), k, v (Nk, H, d_k) -> (Nq, H, d_k)."""
+        return packed_attention(q, k, v, layout, is_causal, dropout)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention over `heads` heads of width `d_k` (= d_v).
 
     Self-attention projects Q, K and V with one fused matrix; cross-attention projects Q from the
     decoder and K, V (fused) from the encoder memory. Masks are boolean, True = may attend.
-    Inside `model.maps.attention_maps(model)` it also records its attention probabilities.
+    Positions: what `positions` (an AttentionPositions, the kind's) does to the queries, keys and
+    scores. Inside `model.maps.attention_maps(model)` it also records its attention probabilities.
     """
 
     def __init__(self, d_model: int, heads: int, d_k: int, dropout: float, cross: bool = False,
-                 rotary: Rotary | None = None, relative: RelativePositions | None = None) -> None:
+                 positions: AttentionPositions | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.cross, self.dropout = heads, d_k, cross, dropout
-        self.rotary = rotary  # model.positional=rotary: self-attention's queries and keys rotated (rotary.py)
-        self.relative = relative  # model.positional=relative: distance embeddings of its own (relative.py)
+        positions = AttentionPositions() if positions is None else positions
+        self.place = positions.place
+        self.register_module(positions.place, positions)  # e.g. self_attn.relative.keys.weight in checkpoints
         inner = heads * d_k
         if cross:
             self.q_proj = nn.Linear(d_model, inner)
@@ -85,6 +113,11 @@ class MultiHeadAttention(nn.Module):
             self.qkv_proj = nn.Linear(d_model, 3 * inner)
         self.out_proj = nn.Linear(inner, d_model)
         self.maps: list[torch.Tensor] | None = None  # where attention_maps records this module's probabilities
+
+    @property
+    def positions(self) -> AttentionPositions:
+        """This module's positions (model/positions.py), registered under their `place`."""
+        return getattr(self, self.place)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -100,14 +133,8 @@ class MultiHeadAttention(nn.Module):
         b, _, t, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor | None = None,
-        mask: torch.Tensor | Varlen | None = None,
-        is_causal: bool = False,
-        cache: SelfAttentionCache | CrossAttentionCache | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, mask: torch.Tensor | Varlen | None = None,
+                is_causal: bool = False, cache: KeyValueCache | CrossAttentionCache | None = None) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D). mask broadcasts to (B, H, T, S). One path each: packed
         streams (a `Varlen` mask: `packed`), self-attention (`self_attention`, with its cache) and
         cross-attention (`cross_attention`, with its cache and beams)."""
@@ -118,38 +145,18 @@ class MultiHeadAttention(nn.Module):
         return self.self_attention(x, mask, is_causal, cache)
 
     def self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
-                       cache: SelfAttentionCache | None) -> torch.Tensor:
-        """Q, K and V from x; with a cache, this step's K, V appended to it and every position so far
-        attended to."""
+                       cache: KeyValueCache | None) -> torch.Tensor:
+        """Q, K and V from x, at their positions (the cache's next ones; no cache: 0 ...); with a
+        cache, this step's K, V written into it and the keys it shows attended to (model/cache.py:
+        the growing cache's, or the static step's)."""
         q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
-        if self.rotary is not None:
-            offset = 0 if cache is None else cache.length  # the positions of this call's tokens
-            positions = torch.arange(offset, offset + q.size(2), device=q.device)
-            q, k = self.rotary(q, positions), self.rotary(k, positions)
-        if self.relative is not None:
-            offset = 0 if cache is None else cache.length
-            queries = torch.arange(offset, offset + q.size(2), device=q.device)
-            if cache is not None:
-                k, v = cache.append(k, v)
-            return self._merge(self.attend_relative(q, k, v, mask, is_causal, queries))  # causal by position
+        count = q.size(2)
+        queries = torch.arange(count, device=q.device) if cache is None else cache.positions(count, q.device)
+        q, k = self.positions.rotate(q, queries), self.positions.rotate(k, queries)
         if cache is not None:
             k, v = cache.append(k, v)
-        return self._merge(self.attend(q, k, v, mask, is_causal))
-
-    def static_self_attention(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                              position: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """One decoding step on fixed shapes (model/static_step.py): x (B, 1, D); this step's K, V
-        written at `position` (a (1,) tensor) of the (B, capacity, H, d_k) buffers, in place; every
-        position of the buffers attended to where `valid` (1, 1, 1, capacity) says it is filled."""
-        q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
-        if self.rotary is not None:
-            q, k = self.rotary(q, position), self.rotary(k, position)
-        keys.index_copy_(1, position, k.transpose(1, 2))
-        values.index_copy_(1, position, v.transpose(1, 2))
-        if self.relative is not None:
-            return self._merge(self.attend_relative(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False,
-                                                    position))
-        return self._merge(self.attend(q, keys.transpose(1, 2), values.transpose(1, 2), valid, False))
+            mask = cache.visible(mask)
+        return self._merge(self.attend(q, k, v, mask, is_causal, queries))
 
     def cross_attention(self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None,
                         cache: CrossAttentionCache | None) -> torch.Tensor:
@@ -170,29 +177,19 @@ class MultiHeadAttention(nn.Module):
             return self._merge(self.attend(q, k, v, mask, False))
         b, _, t, _ = q.shape  # (B, H, T) queries -> (B / beams, H, beams * T) queries, and back
         q = q.view(k.size(0), beams, self.heads, t, self.d_k).transpose(1, 2).flatten(2, 3)
-        out = self.attend(q, k, v, mask, False, beams)
+        out = self.attend(q, k, v, mask, False, beams=beams)
         return self._merge(out.unflatten(2, (beams, t)).transpose(1, 2).reshape(b, self.heads, t, self.d_k))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
-               beams: int = 1) -> torch.Tensor:
-        """SDPA of the heads, (B, H, T, d_k); inside `attention_maps` with the probabilities recorded
-        (as (B x beams, H, T / beams, S) for queries that are `beams` sentences' beams side by side)."""
+               queries: torch.Tensor | None = None, beams: int = 1) -> torch.Tensor:
+        """The heads' attention, (B, H, T, d_k), as the positions compute it (queries: at positions
+        `queries`); inside `attention_maps` with the probabilities recorded (as (B x beams, H,
+        T / beams, S) for queries that are `beams` sentences' beams side by side)."""
         dropout = self.dropout if self.training else 0.0
-        if self.maps is None:
-            return sdpa(q, k, v, mask, dropout, is_causal)
-        out, weights = _attention_with_weights(q, k, v, mask, is_causal, dropout)
-        if beams > 1:
-            weights = weights.unflatten(2, (beams, weights.size(2) // beams)).transpose(1, 2).flatten(0, 1)
-        self.maps.append(weights)
-        return out
-
-    def attend_relative(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                        is_causal: bool, queries: torch.Tensor) -> torch.Tensor:
-        """Self-attention with relative positions (relative.py), the queries at positions `queries`;
-        inside `attention_maps` with the probabilities recorded."""
-        dropout = self.dropout if self.training else 0.0
-        out, weights = self.relative.attend(q, k, v, mask, is_causal, queries, dropout)
+        out, weights = self.positions.attend(q, k, v, mask, is_causal, queries, dropout, self.maps is not None)
         if self.maps is not None:
+            if beams > 1:
+                weights = weights.unflatten(2, (beams, weights.size(2) // beams)).transpose(1, 2).flatten(0, 1)
             self.maps.append(weights)
         return out
 
@@ -200,19 +197,15 @@ class MultiHeadAttention(nn.Module):
         """Packed streams: x (Nq, D) and the memory (Nk, D) of cross-attention -> (Nq, D)."""
         if self.maps is not None:
             raise ValueError("attention_maps records padded batches; packed streams have no (T, S) maps")
-        if self.relative is not None:
-            raise ValueError("packed streams have no relative-position path: model.positional=relative needs "
-                             "data.packed=false")
         heads = (self.heads, self.d_k)
         if self.cross:
             q = self.q_proj(x).unflatten(-1, heads)
             k, v = (t.unflatten(-1, heads) for t in self.kv_proj(memory).chunk(2, dim=-1))
         else:
             q, k, v = (t.unflatten(-1, heads) for t in self.qkv_proj(x).chunk(3, dim=-1))
-            if self.rotary is not None:
-                positions = layout.queries.positions  # self-attention: the keys' layout is the queries'
-                q, k = self.rotary(q, positions, heads_first=False), self.rotary(k, positions, heads_first=False)
-        out = packed_attention(q, k, v, layout, is_causal, self.dropout if self.training else 0.0)
+        q = self.positions.rotate(q, layout.queries.positions, heads_first=False)
+        k = self.positions.rotate(k, layout.keys.positions, heads_first=False)
+        out = self.positions.attend_packed(q, k, v, layout, is_causal, self.dropout if self.training else 0.0)
         return self.out_proj(out.flatten(1))
 
     def _memory_kv(self, memory: torch.Tensor | None,

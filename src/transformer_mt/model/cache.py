@@ -13,8 +13,23 @@ for tests and benchmarks) and the cache only says the layout.
 """
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
+
+
+class KeyValueCache(Protocol):
+    """What self-attention asks of its cache: SelfAttentionCache's answers, and the static step's
+    (model/static_step.py)."""
+
+    def positions(self, count: int, device: torch.device) -> torch.Tensor:
+        """The positions (count,) of this call's `count` tokens, before `append`."""
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """This call's keys and values (B, H, T, d_k) written; the keys and values attended to."""
+
+    def visible(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The mask of the keys `append` returned, given the caller's."""
 
 
 class SelfAttentionCache:
@@ -30,6 +45,14 @@ class SelfAttentionCache:
         self.keys: torch.Tensor | None = None  # (B, capacity, H, d_k)
         self.values: torch.Tensor | None = None
         self.length = 0
+
+    def positions(self, count: int, device: torch.device) -> torch.Tensor:
+        """The positions of the next `count` tokens: length ... length + count - 1."""
+        return torch.arange(self.length, self.length + count, device=device)
+
+    def visible(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Every position so far may be attended to: the caller's mask as it is."""
+        return mask
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write this step's (B, H, T, d_k) keys and values at positions length ... length + T and
@@ -75,13 +98,13 @@ class SelfAttentionCache:
 
 class CrossAttentionCache:
     """One cross-attention layer's keys and values of the encoder memory, (B / beams, H, S, d_k):
-    projected at the first step, reused at every later one (with store=False: projected at every
-    call, never kept). `beams` query rows share one memory row."""
+    projected at the first step (or given: the static step's), reused at every later one (with
+    store=False: projected at every call, never kept). `beams` query rows share one memory row."""
 
-    def __init__(self, beams: int = 1, store: bool = True) -> None:
+    def __init__(self, beams: int = 1, store: bool = True, keys: torch.Tensor | None = None,
+                 values: torch.Tensor | None = None) -> None:
         self.beams, self.store = beams, store
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
+        self.keys, self.values = keys, values
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep the memory rows `rows` (sentences that go on)."""
@@ -93,7 +116,7 @@ class CrossAttentionCache:
 class LayerCache:
     """What one decoder layer keeps between decoding steps (self_attn None: nothing, store=False)."""
 
-    self_attn: SelfAttentionCache | None
+    self_attn: KeyValueCache | None
     cross_attn: CrossAttentionCache = field(default_factory=CrossAttentionCache)
 
 

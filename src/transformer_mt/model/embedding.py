@@ -1,4 +1,5 @@
-"""Token embeddings scaled by sqrt(d_model), and sinusoidal or learned positions."""
+"""Token embeddings scaled by sqrt(d_model), and what the positions add to them (AddedPositions:
+the kind's, model/positions.py)."""
 
 import math
 
@@ -7,9 +8,6 @@ from torch import nn
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.packing import Packed
-from transformer_mt.validate import check, listing, one_of
-
-POSITIONS = ("sinusoidal", "learned", "rotary", "relative")  # model.positional (the last two: in attention)
 
 
 class TokenEmbedding(nn.Embedding):
@@ -33,18 +31,14 @@ def sinusoid_table(max_positions: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
-class PositionalEncoding(nn.Module):
-    """Adds positions 0..T-1 (shifted by `offset` during incremental decoding) to the input."""
+class AddedPositions(nn.Module):
+    """What the embeddings of positions 0..T-1 (shifted by `offset` during incremental decoding) get
+    added: here nothing (positions inside self-attention); a PositionTable adds its rows. A sequence
+    longer than `max_positions` is refused either way."""
 
-    def __init__(self, kind: str, max_positions: int, d_model: int) -> None:
+    def __init__(self, max_positions: int) -> None:
         super().__init__()
-        check("model.positional", kind, one_of(*POSITIONS), listing(POSITIONS))
-        self.kind = kind
         self.max_positions = max_positions
-        if kind == "sinusoidal":
-            self.register_buffer("table", sinusoid_table(max_positions, d_model), persistent=False)
-        elif kind == "learned":
-            self.learned = nn.Embedding(max_positions, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0, packed: Packed | None = None) -> torch.Tensor:
         """x (B, T, D), or a packed stream (N, D) with its layout."""
@@ -53,15 +47,26 @@ class PositionalEncoding(nn.Module):
             raise ConfigError(
                 f"sequence of {offset + length} tokens is longer than model.max_positions={self.max_positions}"
             )
-        if self.kind in ("rotary", "relative"):
-            return x
-        table = self.table if self.kind == "sinusoidal" else self.learned.weight
-        pos = table[offset : offset + length] if packed is None else table[packed.positions]
-        return x + pos.to(x.dtype)
+        return self.add(x, slice(offset, offset + length) if packed is None else packed.positions)
+
+    def add(self, x: torch.Tensor, index: slice | torch.Tensor) -> torch.Tensor:
+        """x plus the positions `index`: a slice of them, or a tensor of them (a packed stream's)."""
+        return x
 
     def at(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """x (B, 1, D) plus the position `position`, a (1,) tensor (no host sync: a compiled step's)."""
-        if self.kind in ("rotary", "relative"):
-            return x
-        table = self.table if self.kind == "sinusoidal" else self.learned.weight
-        return x + table.index_select(0, position).to(x.dtype)
+        return x
+
+    def rows(self) -> torch.Tensor | None:
+        """The (max_positions, D) table whose rows are added (the CTranslate2 export's); None: none."""
+        return None
+
+
+class PositionTable(AddedPositions):
+    """Adds the rows of its table, `rows()`, at the tokens' positions."""
+
+    def add(self, x: torch.Tensor, index: slice | torch.Tensor) -> torch.Tensor:
+        return x + self.rows()[index].to(x.dtype)
+
+    def at(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        return x + self.rows().index_select(0, position).to(x.dtype)

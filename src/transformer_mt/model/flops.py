@@ -17,13 +17,14 @@ time against the distance embeddings (relative.py): 4 S i more per source token 
 target token in each layer. Rotary positions rotate queries and keys elementwise: nothing counted.
 """
 
+from transformer_mt.model.positions import KINDS
 from transformer_mt.model.transformer import TransformerConfig
 
 
 def forward_flops(config: TransformerConfig, src_len: float, tgt_len: float) -> tuple[float, float]:
     """Forward FLOPs (per source token, per target token) for sentences of src_len and tgt_len tokens."""
     d, f, i = config.d_model, config.d_ff, config.heads * config.d_k
-    self_attention = 8 if config.positional == "relative" else 4  # relative: the distance terms too
+    self_attention = 4 * KINDS[config.positional].attention_passes  # relative: the distance terms too
     per_src = (config.num_encoder_layers * (8 * d * i + self_attention * src_len * i + 4 * d * f)
                + config.num_decoder_layers * 4 * d * i)
     per_tgt = (config.num_decoder_layers * (12 * d * i + (self_attention * tgt_len + 4 * src_len) * i + 4 * d * f)

@@ -27,6 +27,7 @@ from torch.utils.mkldnn import MkldnnLinear
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.choices import KERNELS
+from transformer_mt.model.output_rows import Rows
 from transformer_mt.user_cache import user_cache
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,23 @@ def quantized_engine(name: str) -> Iterator[None]:
         torch.backends.quantized.engine = before
 
 
+class OnednnLinear(MkldnnLinear):
+    """An nn.Linear on oneDNN's fp32 path (torch.utils.mkldnn's Linear: its weight in oneDNN's layout,
+    converted once), with the restricted form a vocabulary shortlist asks of an output layer."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear, torch.float32)
+
+    def restricted(self, rows: torch.Tensor) -> nn.Module:
+        """The layer of rows `rows` on torch's path (model/output_rows.py): the rows of its weight and
+        bias, as they are in fp32, read back from oneDNN's layout."""
+        with torch.no_grad():
+            return Rows(self.weight.to_dense().index_select(0, rows), self.bias.to_dense().index_select(0, rows))
+
+
 def onednn_linear(linear: nn.Linear) -> nn.Module:
     """`linear` on oneDNN's fp32 path: its weight packed in oneDNN's layout once."""
-    return MkldnnLinear(linear, torch.float32)
+    return OnednnLinear(linear)
 
 
 def onednn_available(precision: str) -> bool:

@@ -6,11 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.attention import AttentionPositions, MultiHeadAttention
 from transformer_mt.model.cache import LayerCache
-from transformer_mt.model.relative import RelativePositions
 from transformer_mt.packing import Varlen
-from transformer_mt.validate import check, listing, one_of
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -20,7 +18,6 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str, activation_dropout: float) -> None:
         super().__init__()
-        check("model.activation", activation, one_of(*ACTIVATIONS), listing(ACTIVATIONS))
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
@@ -50,10 +47,9 @@ class EncoderLayer(nn.Module):
     """Self-attention over the source, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first, rotary=None, relative_clip=None) -> None:
+                 activation, norm_first, positions: AttentionPositions | None = None) -> None:
         super().__init__()
-        relative = None if relative_clip is None else RelativePositions(d_k, relative_clip)  # the layer's own
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary, relative=relative)
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, positions=positions)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
@@ -69,10 +65,9 @@ class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the encoder memory, then the FFN."""
 
     def __init__(self, d_model, heads, d_k, d_ff, dropout, attention_dropout, activation_dropout,
-                 activation, norm_first, rotary=None, relative_clip=None) -> None:
+                 activation, norm_first, positions: AttentionPositions | None = None) -> None:
         super().__init__()
-        relative = None if relative_clip is None else RelativePositions(d_k, relative_clip)  # the layer's own
-        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, rotary=rotary, relative=relative)
+        self.self_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, positions=positions)
         self.cross_attn = MultiHeadAttention(d_model, heads, d_k, attention_dropout, cross=True)
         self.ffn = FeedForward(d_model, d_ff, activation, activation_dropout)
         self.self_block = Residual(d_model, dropout, norm_first)

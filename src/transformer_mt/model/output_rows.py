@@ -11,6 +11,7 @@ product whose columns equal those columns of the whole layer's.
 - any layer with a `restricted(rows)` method of its own: what that gives."""
 
 import warnings
+from typing import Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +19,14 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
 from transformer_mt.errors import ConfigError
+
+
+@runtime_checkable
+class Restrictable(Protocol):
+    """A layer with a restricted form of its own (the int8 copy's, oneDNN's: model/quantize.py, kernels.py)."""
+
+    def restricted(self, rows: torch.Tensor) -> nn.Module:
+        """The layer in_features -> len(rows), column j output row rows[j]."""
 
 
 class Rows(nn.Module):
@@ -40,7 +49,7 @@ def restricted_output(layer: nn.Module, rows: torch.Tensor) -> nn.Module:
         with torch.no_grad():
             bias = None if layer.bias is None else layer.bias.index_select(0, rows)
             return Rows(layer.weight.index_select(0, rows), bias)
-    if callable(getattr(layer, "restricted", None)):
+    if isinstance(layer, Restrictable):
         return layer.restricted(rows)
     raise ConfigError(f"decoding.shortlist=true: the output layer is a {type(layer).__name__}, which has no "
                       "restricted form; use decoding.shortlist=false")

@@ -20,18 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
-from transformer_mt.choices import QUANTIZE
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.kernels import Kernels, onednn_linear, quantized_engine
 from transformer_mt.model.layers import FeedForward
 from transformer_mt.model.output_rows import restricted_int8
-from transformer_mt.validate import check, listing, one_of
-
-
-def check_quantize(value: str) -> str:
-    """`value` if it names a supported quantization, else one line naming the key."""
-    check("quantize", value, one_of(*QUANTIZE), listing(QUANTIZE))
-    return value
 
 
 class RowScaledInt8Linear(nn.Module):

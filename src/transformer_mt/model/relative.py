@@ -15,15 +15,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_mt.validate import check, integer
+from transformer_mt.model.attention import AttentionPositions
+from transformer_mt.packing import Varlen
 
 
-class RelativePositions(nn.Module):
-    """The key and value embeddings of distances -c ... c for heads of width `d_k`."""
+class RelativePositions(AttentionPositions):
+    """The key and value embeddings of distances -c ... c for heads of width `d_k`: one layer's
+    self-attention's (model/positions.py), which asks it to attend."""
+
+    place = "relative"  # checkpoints hold self_attn.relative.keys and .values
 
     def __init__(self, d_k: int, clip: int) -> None:
         super().__init__()
-        check("model.max_relative_positions", clip, integer(1), "an integer >= 1")
         self.clip = clip
         self.keys = nn.Embedding(2 * clip + 1, d_k)
         self.values = nn.Embedding(2 * clip + 1, d_k)
@@ -33,10 +36,12 @@ class RelativePositions(nn.Module):
         return (keys[None, :] - queries[:, None]).clamp(-self.clip, self.clip) + self.clip
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-               is_causal: bool, queries: torch.Tensor, dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """(output (B, H, T, d_k), probabilities (B, H, T, S)) of q (B, H, T, d_k) at positions
-        `queries` (T,) over k, v (B, H, S, d_k) at positions 0 ... S - 1; `mask` broadcasts to
-        (B, H, T, S), True where a key may be attended to; `is_causal`: no key after its query."""
+               is_causal: bool, queries: torch.Tensor, dropout: float,
+               record: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output (B, H, T, d_k), probabilities (B, H, T, S), whatever `record`) of q (B, H, T, d_k)
+        at positions `queries` (T,) over k, v (B, H, S, d_k) at positions 0 ... S - 1; `mask`
+        broadcasts to (B, H, T, S), True where a key may be attended to; `is_causal`: no key after
+        its query."""
         keys = torch.arange(k.size(2), device=q.device)
         distance = self.distances(queries, keys)
         scores = q @ k.transpose(-2, -1) + torch.einsum("bhtd,tsd->bhts", q, self.keys(distance).to(q.dtype))
@@ -49,3 +54,9 @@ class RelativePositions(nn.Module):
         dropped = F.dropout(weights, p=dropout)
         out = dropped @ v + torch.einsum("bhts,tsd->bhtd", dropped, self.values(distance).to(q.dtype))
         return out, weights
+
+    def attend_packed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Varlen, is_causal: bool,
+                      dropout: float) -> torch.Tensor:
+        """Refused: no kernel takes the distance terms on packed streams."""
+        raise ValueError("packed streams have no relative-position path: model.positional=relative needs "
+                         "data.packed=false")

@@ -4,26 +4,30 @@ is added to the embeddings (model.positional=rotary). The pairs rotated are dime
 of each head (the GPT-NeoX and Llama layout), at angles position * base ** (-2i / d)."""
 
 import torch
-from torch import nn
 
-from transformer_mt.validate import check
+from transformer_mt.model.attention import AttentionPositions
 
 BASE = 10000.0
 
 
-class Rotary(nn.Module):
-    """The cosines and sines of every position up to `max_positions` for heads of width `d_k`."""
+class Rotary(AttentionPositions):
+    """The cosines and sines of every position up to `max_positions` for heads of width `d_k`: one
+    table, shared by every self-attention of a model (model/positions.py), which asks it to rotate."""
+
+    place = "rotary"
 
     def __init__(self, d_k: int, max_positions: int) -> None:
         super().__init__()
-        check("model.d_k", d_k, lambda v: v % 2 == 0, "even with model.positional=rotary (it rotates pairs of "
-              "dimensions)")
         inverse = BASE ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
         angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inverse[None, :]  # (P, d_k / 2)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, heads_first: bool = True) -> torch.Tensor:
+        """`rotate`."""
+        return self.rotate(x, positions, heads_first)
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor, heads_first: bool = True) -> torch.Tensor:
         """x rotated by `positions`: x (B, H, T, d_k) with positions (T,) (heads_first), or a packed
         stream x (N, H, d_k) with positions (N,)."""
         cos, sin = self.cos[positions].to(x.dtype), self.sin[positions].to(x.dtype)

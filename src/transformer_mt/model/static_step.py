@@ -21,6 +21,8 @@ set per shape is kept and reused by every batch of that shape."""
 import torch
 from torch import nn
 
+from transformer_mt.model.cache import CrossAttentionCache, LayerCache
+
 SMALLEST = 16  # output capacity and source width are rounded up to a power of two, at least this
 
 
@@ -65,21 +67,44 @@ class StaticBuffers(nn.Module):
         self.position.zero_()
 
 
+class StaticSelfAttention:
+    """Decoder layer `layer`'s self-attention cache on the static buffers (model/cache.py's
+    KeyValueCache): this step's K, V written at `buffers.position` of the layer's (rows, capacity,
+    H, d_k) buffers, in place; every position of them attended to, `valid` (1, 1, 1, capacity)
+    saying which are filled."""
+
+    def __init__(self, buffers: StaticBuffers, layer: int, valid: torch.Tensor) -> None:
+        self.buffers, self.layer, self.valid = buffers, layer, valid
+
+    def positions(self, count: int, device: torch.device) -> torch.Tensor:
+        return self.buffers.position
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.buffers.keys[self.layer], self.buffers.values[self.layer]
+        keys.index_copy_(1, self.buffers.position, k.transpose(1, 2))
+        values.index_copy_(1, self.buffers.position, v.transpose(1, 2))
+        return keys.transpose(1, 2), values.transpose(1, 2)
+
+    def visible(self, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.valid
+
+
+def layer_caches(buffers: StaticBuffers, beams: int) -> list[LayerCache]:
+    """Each decoder layer's cache on the buffers, at `buffers.position`: its self-attention's, and the
+    memory's keys and values (`beams` rows per memory row)."""
+    valid = (torch.arange(buffers.keys.size(2), device=buffers.position.device) <= buffers.position)[None, None, None]
+    return [LayerCache(StaticSelfAttention(buffers, i, valid),
+                       CrossAttentionCache(beams, keys=buffers.memory_keys[i], values=buffers.memory_values[i]))
+            for i in range(buffers.keys.size(0))]
+
+
 def decoder_step(model: nn.Module, buffers: StaticBuffers, token: torch.Tensor, beams: int) -> torch.Tensor:
     """The logits (rows, 1, V) after each row's newest token (rows, 1), at `buffers.position`,
-    which moves on by one; the layers as DecoderLayer.forward runs them, on the static buffers."""
-    position = buffers.position
-    valid = (torch.arange(buffers.keys.size(2), device=token.device) <= position)[None, None, None, :]
-    x = model.embed_dropout(model.tgt_pos.at(model.tgt_embed(token), position))
-    for i, layer in enumerate(model.decoder_layers):
-        keys, values = buffers.keys[i], buffers.values[i]
-        x = layer.self_block(x, lambda h, a=layer.self_attn, k=keys, v=values: a.static_self_attention(
-            h, k, v, position, valid))
-        x = layer.cross_block(x, lambda h, a=layer.cross_attn, i=i: a.memory_attention(
-            h, buffers.memory_keys[i], buffers.memory_values[i], buffers.memory_mask, beams))
-        x = layer.ffn_block(x, layer.ffn)
-    position.add_(1)
-    return model.output_proj(model.decoder_norm(x))
+    which moves on by one: the model's own decoder walk (`decoder_stack`), on the static buffers."""
+    x = model.embed_dropout(model.tgt_pos.at(model.tgt_embed(token), buffers.position))
+    states = model.decoder_stack(x, None, buffers.memory_mask, layer_caches(buffers, beams))
+    buffers.position.add_(1)
+    return model.output_proj(states)
 
 
 class StaticState:

@@ -16,15 +16,12 @@ import torch
 from torch import nn
 
 from transformer_mt.errors import ConfigError
-from transformer_mt.model.cache import DecoderCache
-from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
+from transformer_mt.model.cache import DecoderCache, LayerCache
+from transformer_mt.model.embedding import TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.output_rows import restricted_output
-from transformer_mt.model.rotary import Rotary
+from transformer_mt.model.positions import position_kind
 from transformer_mt.packing import Packing, Varlen
-from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
-
-TIES = ("all", "decoder", "none")  # model.tie_embeddings
 
 
 @dataclass
@@ -52,19 +49,10 @@ class TransformerConfig:
     output_bias: bool = False  # a bias on the output layer (Marian / OPUS-MT models have one)
 
     def __post_init__(self) -> None:
-        for key in ("num_encoder_layers", "num_decoder_layers", "d_model", "d_ff", "heads"):
-            check(f"model.{key}", getattr(self, key), integer(1), "an integer >= 1")
-        check("model.d_k", self.d_k, integer(1), "an integer >= 1 or null", nullable=True)
-        for key in ("dropout", "attention_dropout", "activation_dropout"):
-            check(f"model.{key}", getattr(self, key), *PROBABILITY)
-        check("model.max_positions", self.max_positions, integer(2), "an integer >= 2")
+        """d_k from d_model / heads where it is null; a tied output layer needs one vocabulary. (The keys'
+        own rules are the schema's, transformer_mt/schema/architecture.py, checked when the config is composed.)"""
         if self.d_k is None:
-            if self.d_model % self.heads:
-                raise ConfigError(
-                    f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}; set model.d_k"
-                )
             self.d_k = self.d_model // self.heads
-        check("model.tie_embeddings", self.tie_embeddings, one_of(*TIES), listing(TIES))
         if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
             raise ConfigError(
                 "model.tie_embeddings=all needs a joint vocabulary (equal source and target sizes); with separate "
@@ -88,26 +76,29 @@ class Runners:
 
 class Transformer(nn.Module):
     normalized = False  # decode gives logits (decoding.search.SearchModel)
+    fixed_rows = False  # finished rows may leave the batch (decoding.search.SearchModel)
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = c = config
+        # the kind of positions (model/positions.py), built once: the embeddings' and self-attention's parts
+        self.positions = kind = position_kind(c.positional, c.max_positions, c.d_model, c.d_k,
+                                              c.max_relative_positions)
         layer_args = dict(
             d_model=c.d_model, heads=c.heads, d_k=c.d_k, d_ff=c.d_ff, dropout=c.dropout,
             attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
             activation=c.activation, norm_first=c.norm_first,
-            rotary=Rotary(c.d_k, c.max_positions) if c.positional == "rotary" else None,  # one table, shared
-            relative_clip=c.max_relative_positions if c.positional == "relative" else None,
         )
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
             self.src_embed if c.tie_embeddings == "all" else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         )
-        self.src_pos = PositionalEncoding(c.positional, c.max_positions, c.d_model)
-        self.tgt_pos = PositionalEncoding(c.positional, c.max_positions, c.d_model)
+        self.src_pos, self.tgt_pos = kind.table(), kind.table()
         self.embed_dropout = nn.Dropout(c.dropout)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(**layer_args) for _ in range(c.num_encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(**layer_args) for _ in range(c.num_decoder_layers))
+        self.encoder_layers = nn.ModuleList(EncoderLayer(**layer_args, positions=kind.self_attention())
+                                            for _ in range(c.num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(**layer_args, positions=kind.self_attention())
+                                            for _ in range(c.num_decoder_layers))
         # pre-norm needs a LayerNorm on the outputs of the stacks; post-norm already ends with one
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
@@ -188,9 +179,17 @@ class Transformer(nn.Module):
             packed = packing.tgt
         offset = 0 if cache is None else cache.length  # a Python int: no host sync
         x = self.embed_dropout(self.tgt_pos(self.tgt_embed(tgt), offset=offset, packed=packed))
+        return self.decoder_stack(x, memory, memory_mask, None if cache is None else cache.layers, self_mask, run)
+
+    def decoder_stack(self, x: torch.Tensor, memory: torch.Tensor | None, memory_mask: torch.Tensor | Varlen,
+                      caches: list[LayerCache] | None = None, self_mask: Varlen | None = None,
+                      run: Callable = run_layer) -> torch.Tensor:
+        """The decoder layers in turn on the embedded targets x, then the final norm: the one walk of
+        the decoder, for every path (teacher forcing, packed streams, the growing cache's steps and
+        the static step's, model/static_step.py). caches: one per layer (a DecoderCache's `layers`,
+        or the static buffers'); memory may be None where they hold its keys and values."""
         for i, layer in enumerate(self.decoder_layers):
-            x = run(layer, x, memory, memory_mask, cache=None if cache is None else cache.layers[i],
-                    self_mask=self_mask)
+            x = run(layer, x, memory, memory_mask, cache=None if caches is None else caches[i], self_mask=self_mask)
         return self.decoder_norm(x)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ message `KEY=VALUE: must be WHAT` (OmegaConf's own type errors span several line
 
 import copy
 from collections.abc import Callable
-from dataclasses import field, fields, is_dataclass
+from dataclasses import MISSING as NO_DEFAULT
+from dataclasses import Field, field, fields, is_dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -20,16 +21,32 @@ MISSING = "???"  # a key the user must give (OmegaConf's mark)
 
 
 def key(default: Any, help: str, must: Rule | None = None, nullable: bool = False) -> Any:
-    """A config key with its default, its description and what it must be (null too if `nullable`)."""
+    """A config key with its default, its description and what it must be (null too if `nullable`).
+    A default that is a schema node (a dataclass instance: a group's) makes the key that node."""
     metadata = {"help": help, "must": must, "nullable": nullable}
-    if isinstance(default, list | dict):
+    if isinstance(default, list | dict) or is_dataclass(default):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+class Group:
+    """A schema node with rules between its keys too: `check_together` runs once each key passed its own."""
+
+    @staticmethod
+    def check_together(node: DictConfig, prefix: str) -> None:
+        """Refuse (a ConfigError) what the keys of `node` (whose keys read `prefix`KEY) cannot be together."""
 
 
 def described(kind: type) -> list:
     """The fields of schema class `kind` that are config keys (those made by `key`)."""
     return [f for f in fields(kind) if "help" in f.metadata]
+
+
+def field_default(each: Field) -> Any:
+    """A schema field's default value (MISSING where the user must give it)."""
+    if each.default is not NO_DEFAULT:
+        return each.default
+    return each.default_factory() if each.default_factory is not NO_DEFAULT else MISSING
 
 
 def check_keys(node: DictConfig, prefix: str = "") -> None:
@@ -47,3 +64,5 @@ def check_keys(node: DictConfig, prefix: str = "") -> None:
             check(prefix + each.name, value, *rule, nullable=each.metadata["nullable"])
         if isinstance(value, DictConfig):
             check_keys(value, f"{prefix}{each.name}.")
+    if issubclass(kind, Group) and not any(OmegaConf.is_missing(node, each.name) for each in described(kind)):
+        kind.check_together(node, prefix)

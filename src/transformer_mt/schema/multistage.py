@@ -8,13 +8,14 @@ from typing import Any
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Chunked, Tagged, Trained
+from transformer_mt.schema.task_base import FinishedRun, InputFile, ModelCheckpoints, Task
 from transformer_mt.validate import BOOLEAN, PATH, PATHS, number, one_of, text
 
 BASELINE = "a run folder (task=train's): the trained model's test translations are compared with its; null: "
 
 
 @dataclass
-class DistillTask(Trained, Tagged, Chunked):
+class DistillTask(Trained, Tagged, Chunked, Task):
     """python run.py task=distill task.teacher=RUN_FOLDER|CKPT|[A.ckpt,B.ckpt] [task.baseline=RUN_FOLDER]
     [model=... data=...: the student's run]: sequence-level knowledge distillation (Kim & Rush 2016) in
     stages synthetic/ (the teacher's translations), student/ (a training run), evaluation/; the same
@@ -41,9 +42,12 @@ class DistillTask(Trained, Tagged, Chunked):
     until: Any = key(None, "synthetic: stop once the teacher's translations are done (before the student); null: "
                            "every stage", (one_of("synthetic"), "synthetic or null"), nullable=True)
 
+    reads = (ModelCheckpoints("teacher"), FinishedRun("baseline"))
+    shortlisted = False
+
 
 @dataclass
-class BacktranslateTask(Trained, Chunked):
+class BacktranslateTask(Trained, Chunked, Task):
     """python run.py task=backtranslate task.monolingual=FILE [task.reverse=RUN_FOLDER|CKPT]
     [task.baseline=RUN_FOLDER]: back-translation (Sennrich et al. 2016; sampled, Edunov et al. 2018) in
     stages baseline/, reverse/, synthetic/, forward/ (trained on the parallel data and the tagged
@@ -62,3 +66,6 @@ class BacktranslateTask(Trained, Chunked):
                                    "in training (null: untagged)", (text, "a tag name (bt or <bt>)"), nullable=True)
     weight: Any = key(1.0, "how many times an epoch shows each synthetic pair (0.5: a different half each epoch)",
                       (number(0.0), "a number >= 0"))
+
+    reads = (ModelCheckpoints("reverse"), InputFile("monolingual"), FinishedRun("baseline"))
+    shortlisted = False

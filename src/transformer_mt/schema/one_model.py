@@ -8,6 +8,7 @@ from typing import Any
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
+from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
 from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of
 
 RUN = "the function that runs the task (set by task=NAME)"
@@ -17,15 +18,18 @@ OUTPUT = (PATH[0], "a file path, or null for stdout")
 
 
 @dataclass
-class TrainTask(Trained):
+class TrainTask(Trained, Task):
     """python run.py [model=... data=... trainer=...]: train, validate with BLEU, test the best checkpoint."""
 
     run: Any = key("transformer_mt.tasks.train.run", RUN)
     name: Any = key("train", NAME)
 
+    reads = (TrainingStart(),)
+    shortlisted = False
+
 
 @dataclass
-class EvaluateTask(Trained):
+class EvaluateTask(Trained, Task):
     """python run.py task=evaluate ckpt_path=PATH [data.split=val] [data=...] [decoding=...]: test a
     checkpoint, on its own data (data=checkpoint) unless data=NAME or a preset says otherwise. It
     takes task=train's keys so that a training preset (experiment=multi30k_recipe: its data, model
@@ -35,9 +39,12 @@ class EvaluateTask(Trained):
     run: Any = key("transformer_mt.tasks.evaluate.run", RUN)
     name: Any = key("evaluate", NAME)
 
+    reads = (Checkpoints(),)
+    shortlisted = True
+
 
 @dataclass
-class TranslateTask(Tagged, Engined):
+class TranslateTask(Tagged, Engined, Task):
     """python run.py task=translate ckpt_path=PATH [task.input=FILE] [task.output=FILE] [decoding=beam]:
     translate lines, one output line per input line."""
 
@@ -61,10 +68,14 @@ class TranslateTask(Tagged, Engined):
                                    "against the model", (integer(-(2**31)), "an integer"))
     alignment_heads: Any = key("mean", "mean | max | a head number (checked against the model)")
 
+    reads = (Checkpoints(), InputFile("input", special=True))
+    writes = (OutputFile("output"),)
+    shortlisted = True
+
 
 
 @dataclass
-class ScoreTask(Tagged, Batched):
+class ScoreTask(Tagged, Batched, Task):
     """python run.py task=score ckpt_path=PATH task.source=FILE task.target=FILE | task.input=PAIRS.tsv:
     forced decoding, SUM<TAB>NORMALIZED per pair (the target's log-probability, EOS included)."""
 
@@ -78,3 +89,6 @@ class ScoreTask(Tagged, Batched):
     normalize: Any = key(False, "the second number: false per token (EOS counted); true as decoding.length_norm "
                                 "does", BOOLEAN)
     token_scores: Any = key(False, "also each target token's log-probability, EOS last, space-separated", BOOLEAN)
+
+    reads = (Checkpoints(), ScoredPairs())
+    writes = (OutputFile("output"),)

@@ -1,15 +1,15 @@
-"""docs/configuration.md's "Every key" section, written from the schema: for the top level and each
-task, every key with its default, what it must be and its description. `python -m
+"""docs/configuration.md's "Every key" section, written from the schema: for the top level, each
+group declared in the schema and each task, every key with its default, what it must be and its description. `python -m
 transformer_mt.schema.reference` prints it, `make config-docs` writes it into the page; tests check
 that the page holds exactly this."""
 
 import json
 import sys
-from dataclasses import MISSING as NO_DEFAULT
+from dataclasses import is_dataclass
 from pathlib import Path
 
 from transformer_mt.markdown import markdown_table
-from transformer_mt.schema.keys import MISSING, described
+from transformer_mt.schema.keys import MISSING, described, field_default
 from transformer_mt.schema.store import TASKS
 from transformer_mt.schema.top import RunConfig
 
@@ -19,6 +19,8 @@ END = "<!-- end of every key -->"
 
 def default_text(value: object) -> str:
     """A default as the command line writes it."""
+    if is_dataclass(value):
+        return "(a group: its keys below)"
     if value == MISSING:
         return "(required)"
     if value is None or isinstance(value, bool):
@@ -32,7 +34,7 @@ def key_table(kind: type, prefix: str) -> str:
     """The Markdown table of schema class `kind`'s keys, named `prefix` + key."""
     rows = []
     for each in described(kind):
-        default = each.default_factory() if each.default is NO_DEFAULT else each.default
+        default = field_default(each)
         must = each.metadata["must"]
         rule = (must[1] + (" or null" if each.metadata["nullable"] and "null" not in must[1] else "")) if must else ""
         rows.append([f"`{prefix}{each.name}`", default_text(default), rule, each.metadata["help"]])
@@ -42,6 +44,10 @@ def key_table(kind: type, prefix: str) -> str:
 def reference() -> str:
     """The section's text, between its START and END marks."""
     parts = [START, "", "### Top level", "", key_table(RunConfig, "")]
+    for each in described(RunConfig):  # the groups declared in the schema
+        if is_dataclass(group := field_default(each)):
+            usage = " ".join(line.strip() for line in (type(group).__doc__ or "").splitlines())
+            parts += ["", f"### {each.name}", "", usage, "", key_table(type(group), f"{each.name}.")]
     for name, kind in TASKS.items():
         usage = " ".join(line.strip() for line in (kind.__doc__ or "").splitlines())
         parts += ["", f"### task={name}", "", usage, "", key_table(kind, "task.")]

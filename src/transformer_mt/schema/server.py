@@ -7,6 +7,7 @@ from typing import Any
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Tagged
+from transformer_mt.schema.task_base import ServedModels, Task
 from transformer_mt.validate import integer, text
 
 MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
@@ -14,7 +15,7 @@ MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v
 
 
 @dataclass
-class ServeTask(Tagged):
+class ServeTask(Tagged, Task):
     """python run.py task=serve ckpt_path=PATH | task.models={NAME: PATH, ...} [task.port=8000] [decoding=beam]
     [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /docs; a page at /)
     that batches concurrent requests together; SIGTERM or Ctrl-C finishes the requests in flight and stops."""
@@ -39,3 +40,6 @@ class ServeTask(Tagged):
     api_key: Any = key(None, "a key every request but GET /health must send (header X-API-Key, or Authorization: "
                              "Bearer KEY); null: the environment's TRANSFORMER_MT_API_KEY, else none",
                        (text, "a non-empty string or null"), nullable=True)
+
+    reads = (ServedModels(),)
+    shortlisted = False

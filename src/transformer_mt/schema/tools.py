@@ -7,6 +7,7 @@ from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS, SHORTLIST_
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Batched
+from transformer_mt.schema.task_base import AlignedFiles, Checkpoints, Folder, Task
 from transformer_mt.validate import BOOLEAN, PATH, increasing, integer, listing, one_of, text
 
 COUNT = (integer(1), "an integer >= 1 or null")
@@ -14,7 +15,7 @@ CANDIDATES_K, FREQUENT_F = 30, 300  # task=shortlist's defaults (docs/decoding.m
 
 
 @dataclass
-class AverageTask:
+class AverageTask(Task):
     """python run.py task=average ckpt_path=[a.ckpt,b.ckpt] | task.run_dir=DIR task.last_n=N |
     task.run_dir=DIR task.best_n=N: one checkpoint whose weights are the average of those."""
 
@@ -26,9 +27,11 @@ class AverageTask:
     best_n: Any = key(None, "or its N best by the monitored metric", COUNT, nullable=True)
     output: Any = key(None, "default: average.ckpt in this task's run directory", PATH, nullable=True)
 
+    reads = (Checkpoints(optional=True), Folder("run_dir"))
+
 
 @dataclass
-class ExportTask:
+class ExportTask(Task):
     """python run.py task=export ckpt_path=PATH task.format=hf|ct2 [task.output=DIR]: a Hugging Face
     MarianMTModel folder (its generation_config.json decodes as this command's `decoding`) or a
     CTranslate2 model directory."""
@@ -42,9 +45,11 @@ class ExportTask:
                                   "top-level quantize (none or int8)",
                             (one_of(*CT2_QUANTIZATIONS), listing(CT2_QUANTIZATIONS)), nullable=True)
 
+    reads = (Checkpoints(),)
+
 
 @dataclass
-class PushTask:
+class PushTask(Task):
     """python run.py task=push task.folder=DIR task.repo_id=USER/NAME: upload a task.format=hf export to
     the Hugging Face Hub."""
 
@@ -62,7 +67,7 @@ BOOTSTRAP = (integer(1), "an integer >= 1")
 
 
 @dataclass
-class ReportTask:
+class ReportTask(Task):
     """python run.py task=report task.sweep_dir=outputs/ablation/heads_<date> [task.metric=chrf]:
     report.md, report.csv and report.png of a sweep, each row tested against the base row."""
 
@@ -76,9 +81,11 @@ class ReportTask:
     bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
     randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
 
+    reads = (Folder("sweep_dir"),)
+
 
 @dataclass
-class LengthsTask(Batched):
+class LengthsTask(Batched, Task):
     """python run.py task=lengths task.sweep_dir=DIR task.source=FILE task.reference=FILE
     [task.joins=[1,2,3]] [task.buckets=[15,30,45,60]]: a sweep's models on the test set's sentences
     joined n at a time, BLEU by source length, each row tested against the base row."""
@@ -98,9 +105,12 @@ class LengthsTask(Batched):
     bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
     randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
 
+    reads = (AlignedFiles("source", "reference"), Folder("sweep_dir"))
+    shortlisted = False
+
 
 @dataclass
-class ShortlistTask:
+class ShortlistTask(Task):
     """python run.py task=shortlist ckpt_path=PATH [data=NAME] [task.candidates=K] [task.frequent=F]: the
     lexical table of decoding.shortlist=true, CKPT_STEM.shortlist.json beside the checkpoint, counted on
     the training split of the checkpoint's own data (data=checkpoint) or of data=NAME, with its tokenizer."""
@@ -115,3 +125,5 @@ class ShortlistTask:
     scoring: Any = key("probability", "how a source token's candidates are ranked: probability (c(s,t) / c(s), p(t|s) "
                                       "by co-occurrence, sentence pairs counted) | dice (2 c(s,t) / (c(s) + c(t)))",
                        (one_of(*SHORTLIST_SCORINGS), listing(SHORTLIST_SCORINGS)))
+
+    reads = (Checkpoints(),)

@@ -5,7 +5,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_mt.choices import KERNELS, MATMUL_PRECISIONS, QUANTIZE
+from transformer_mt.schema.architecture import ModelGroup
 from transformer_mt.schema.keys import MISSING, key
+from transformer_mt.schema.lightning_module import ModuleGroup
+from transformer_mt.schema.trainer import TrainerGroup
 from transformer_mt.validate import BOOLEAN, PATHS, integer, listing, one_of, text
 
 GROUP = "the {} group's node (conf/{}/*.yaml: {}=OPTION)"
@@ -52,11 +55,11 @@ class RunConfig:
     intra_threads: Any = key(None, "threads each decoder's operations use (torch.set_num_threads); null: the "
                                    "cores shared out among the decoders (1 each by default)",
                              (integer(1), "an integer >= 1 or null"), nullable=True)
-    module: Any = key({}, "the LightningModule's arguments (conf/config.yaml); the build step adds the model, "
-                          "the vocabularies and the data")
-    model: Any = group("model")
+    module: Any = key(ModuleGroup(), "the LightningModule (its keys: module.*); the build step adds the model, "
+                                      "the vocabularies and the data")
+    model: Any = key(ModelGroup(), "the model (conf/model/*.yaml: model=OPTION; its keys: model.*)")
     data: Any = group("data")
-    trainer: Any = group("trainer")
+    trainer: Any = key(TrainerGroup(), "the Trainer (conf/trainer/*.yaml: trainer=OPTION; its keys: trainer.*)")
     decoding: Any = group("decoding")
     val_decoding: Any = key(None, "validation's decoding when not `decoding`: decoding@val_decoding=greedy")
     optim: Any = group("optim")

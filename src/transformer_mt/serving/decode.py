@@ -4,6 +4,7 @@ from its lines' n-best lists."""
 
 from dataclasses import dataclass
 
+from transformer_mt.decoding.strategy import Search
 from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.serving.api import Output, ScoredText, TranslateRequest, TranslateResponse
 from transformer_mt.serving.batcher import Pending
@@ -17,7 +18,7 @@ class Work:
     batch's token budget."""
 
     served: ServedModel
-    search: object
+    search: Search
     prefixes: list[str] | None
     source_prefix: list[int]
     alignments: bool

@@ -1,7 +1,8 @@
 """A model the server serves: its Translator (the configured decoding, the int8 rule), what GET
-/models says of it, and how a request's options become a search. A request's search runs with the
-served decoding's `options` (length limits, the n-gram ban); a model with several target languages
-(corpora tagged by direction) flags outputs the language identifier places in another one."""
+/models says of it, and how a request's options become a search, by what the configured search
+declares (decoding/strategy.py). A request's search runs with the served decoding's `options`
+(length limits, the n-gram ban); a model with several target languages (corpora tagged by
+direction) flags outputs the language identifier places in another one."""
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from transformer_mt.data.text import clean
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
+from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.members import load_members
 from transformer_mt.inference.pharaoh import Alignments
@@ -71,28 +73,30 @@ class ServedModel:
         return [bool(text.strip()) and decide(text)[0] != language for text in outputs]
 
     def search(self, request: TranslateRequest, limits: Limits, constrained: bool = False
-               ) -> tuple[SearchKey, object]:
+               ) -> tuple[SearchKey, Search]:
         """The search a request asks for (its key, and the search object), checked against `limits`
-        (`constrained`: it gives constraints, which beam search alone takes)."""
+        (`constrained`: it gives constraints, which beam search alone takes), by what the configured
+        search declares: beams (its beam options the defaults), random (sampling: kept as configured
+        unless the request names another search), neither (greedy)."""
         default = self.translator.search
-        beam_options = any(getattr(request, name) is not None for name in ("beam_size", "nbest", "length_penalty"))
-        kind = request.search or ("beam" if isinstance(default, BeamSearch) or beam_options else "greedy"
-                                  if isinstance(default, GreedySearch) else None)
+        declared = default.capabilities
+        greedy = not (declared.beams or declared.random)
+        beam_options = any(v is not None for v in (request.beam_size, request.nbest, request.length_penalty))
+        kind = request.search or ("beam" if declared.beams or beam_options else "greedy" if greedy else None)
         if kind is None:  # the configured search is another (sampling): as configured
-            if beam_options or constrained:
+            if beam_options or (constrained and not declared.constraints):
                 raise RequestError("search", "this model samples (decoding=sample): give search=greedy or "
                                              "search=beam with beam options")
             return ("configured",), default
         if constrained and kind != "beam":
             raise RequestError("constraints", "constraints need beam search (search=beam, or a beam option)")
-        beam, nbest = checked_beam(request, kind, getattr(default, "beam_size", 4), limits)
+        beam, nbest = checked_beam(request, kind, default.beam_size if declared.beams else 4, limits)
         if kind == "greedy":
-            return ("greedy",), (default if isinstance(default, GreedySearch) else GreedySearch(default.options))
-        norm = default.length_norm if isinstance(default, BeamSearch) else PowerLength()
+            return ("greedy",), (default if greedy else GreedySearch(default.options))
+        norm = default.length_norm if declared.beams else PowerLength()
         if request.length_penalty is not None:
             norm = dataclasses.replace(norm, alpha=request.length_penalty)
-        if isinstance(default, BeamSearch) and (beam, nbest, norm) == (default.beam_size, default.nbest,
-                                                                       default.length_norm):
+        if declared.beams and (beam, nbest, norm) == (default.beam_size, default.nbest, default.length_norm):
             return ("beam", beam, nbest, norm), default
         return ("beam", beam, nbest, norm), BeamSearch(beam, norm, nbest, default.options)
 
@@ -105,7 +109,7 @@ class ServedModel:
         """What GET /models says of the model."""
         translator, tokenizer = self.translator, self.translator.tokenizer
         config = translator.models[0].config
-        default = translator.search
+        default, declared = translator.search, translator.search.capabilities
         return {"name": self.name, "checkpoints": [p.name for p in self.paths], "members": len(translator.models),
                 "quantize": translator.quantize,
                 "parameters": sum(p.numel() for p in translator.models[0].parameters()),
@@ -114,9 +118,10 @@ class ServedModel:
                 "tags": tokenizer.src.tag_tokens(), "default_tag": self.default_tag,
                 "languages": {str(k): v for k, v in self.languages.items()},
                 "max_positions": config.max_positions,
-                "decoding": {"search": type(default).__name__, "beam_size": getattr(default, "beam_size", None),
-                             "nbest": getattr(default, "nbest", None),
-                             "length_penalty": getattr(getattr(default, "length_norm", None), "alpha", None)}}
+                "decoding": {"search": type(default).__name__,
+                             "beam_size": default.beam_size if declared.beams else None,
+                             "nbest": default.nbest if declared.nbest else None,
+                             "length_penalty": default.length_norm.alpha if declared.beams else None}}
 
 
 def target_languages(data: dict) -> dict[str | None, str]:

@@ -1,5 +1,6 @@
 """Tasks: one Hydra config in, one job out. `cfg.task.run` names the function that runs the task
-(`run(cfg)`); the task group's other keys are that task's options. The task node has no `_target_`:
+(`run(cfg)`); the task's schema class (transformer_mt/schema, task_base.py) declares the paths it
+reads and writes; the task group's other keys are that task's options. The task node has no `_target_`:
 it is no constructor call."""
 
 import logging
@@ -80,7 +81,7 @@ def run(cfg: DictConfig):
 
 def refuse_missing_values(cfg: DictConfig) -> None:
     """A ConfigError naming every key the composed config leaves `???` (one the user must give, such
-    as data=files's data.corpus.data_dir or task=distill's task.teacher), before any work."""
+    as data=files's data.corpora.files.data_dir or task=distill's task.teacher), before any work."""
     missing = sorted(key for key in OmegaConf.missing_keys(cfg) if not key.startswith("hydra."))  # Hydra's own
     if missing:
         keys = ", ".join(missing)

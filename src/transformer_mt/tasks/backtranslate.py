@@ -1,13 +1,14 @@
 """task=backtranslate: back-translation (Sennrich et al. 2016; sampled, Edunov et al. 2018) in one
 command, in stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
 
-1. baseline/: the parallel-only training run on `data.corpus` (skipped with task.baseline=RUN_FOLDER).
-2. reverse/: the reverse model, a training run on `data.corpus` turned around (its splits written as
-   text files in reverse/data/); skipped with task.reverse=RUN_FOLDER|CKPT|[...].
+1. baseline/: the parallel-only training run on `data.corpora` (skipped with task.baseline=RUN_FOLDER).
+2. reverse/: the reverse model, a training run on the run's corpus (the first of `data.corpora`)
+   turned around (its splits written as text files in reverse/data/); skipped with
+   task.reverse=RUN_FOLDER|CKPT|[...].
 3. synthetic/: the reverse model translates `task.monolingual` (target-side text) with
    `task.reverse_decoding` (unrestricted sampling), in chunks written atomically
    (tasks/pipelines/synthetic.py): train.TGT holds the text, train.SRC its back-translations.
-4. forward/: the training run on `data.corpus` and the synthetic corpus (`data.corpora.bt`, tagged
+4. forward/: the training run on `data.corpora` and the synthetic corpus (`data.corpora.bt`, tagged
    `task.synthetic_tag`, weighted `task.weight`).
 5. evaluation/: the forward model's test translations against the baseline's, by sacreBLEU's
    paired tests: comparison.json and one line in the log.
@@ -26,12 +27,14 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.checkpoints.files import finished_run, model_checkpoints
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
+from transformer_mt.data.mixture import corpus_key
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     engine_input,
     file_sources,
+    first_corpus,
     pipeline_corpus,
     pipeline_stops,
     synthetic_corpus,
@@ -96,7 +99,8 @@ def check_monolingual(path: Path) -> None:
 
 
 def reverse_model(cfg: DictConfig, stage: Stage, corpus, names: tuple[str, str]) -> Path:
-    """Stage 2: the reverse model, trained on data.corpus turned around; its tested checkpoint."""
+    """Stage 2: the reverse model, trained on the run's corpus (the first of data.corpora) turned
+    around; its tested checkpoint."""
     data = stage.folder / "data"
     if stage.done():
         log.info("reverse: done (%s)", stage.folder)
@@ -104,7 +108,7 @@ def reverse_model(cfg: DictConfig, stage: Stage, corpus, names: tuple[str, str])
         splits = write_reversed(corpus, data, names)
         node = {"_target_": "transformer_mt.data.TextFileCorpus", "data_dir": str(data), "src_lang": names[1],
                 "tgt_lang": names[0], "splits": {split: split for split in splits}}
-        train_in(stage, cfg, {"data.corpus": node})
+        train_in(stage, cfg, {corpus_key(first_corpus(cfg.data)[0]): node})
     tested = Path(finished_run(stage.folder, "task.reverse")["tested_checkpoint"])
     return stage.folder / "checkpoints" / tested.name  # in this folder, also where it was moved
 

@@ -2,11 +2,12 @@
 stages, each a subfolder of the run folder (tasks/pipelines/stages.py):
 
 1. synthetic/: the teacher (a checkpoint, a run folder's tested checkpoint, or an ensemble) translates
-   the training sources of `data.corpus` with `task.teacher_decoding` (beam 5), in chunks written
+   the training sources of the run's corpus (the first of `data.corpora`) with `task.teacher_decoding`
+   (beam 5), in chunks written
    atomically (tasks/pipelines/synthetic.py): train.SRC, train.TGT.
 2. student/: a training run, this command's config as task=train (tasks/pipelines/compose.py),
-   on the teacher's translations (`data.corpora.distilled`), `data.corpus` kept for validation and
-   test (and trained on too with task.originals_weight > 0), with the teacher's vocabularies
+   on the teacher's translations (`data.corpora.distilled`), the run's corpus kept for validation
+   and test (and trained on too with task.originals_weight > 0), with the teacher's vocabularies
    (task.teacher_vocabulary). Stopped, it resumes from its last.ckpt.
 3. evaluation/: the student's test translations against `task.baseline`'s (a run folder), by
    sacreBLEU's paired tests: comparison.json and one line in the log.
@@ -26,11 +27,13 @@ from transformer_mt.checkpoints.files import finished_run, model_checkpoints
 from transformer_mt.config import plain
 from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
+from transformer_mt.data.mixture import corpus_key
 from transformer_mt.tasks.pipelines.compose import training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     corpus_sources,
     engine_input,
+    first_corpus,
     pipeline_corpus,
     pipeline_stops,
     synthetic_corpus,
@@ -70,8 +73,9 @@ def distill_stages(cfg: DictConfig, teacher: list[Path], baseline_run: dict | No
     redo_changed(list(stages))
     if options.translations is not None:
         take_finished(synthetic, Path(options.translations), "task.translations")
-    translate_in(synthetic, cfg, teacher, options.teacher_decoding, "the training sources of data.corpus",
-                 partial(corpus_sources, cfg.data.corpus), names, options.get("tag"))
+    name, node = first_corpus(cfg.data)
+    translate_in(synthetic, cfg, teacher, options.teacher_decoding, f"the training sources of {corpus_key(name)}",
+                 partial(corpus_sources, node), names, options.get("tag"))
     if options.until == "synthetic":
         log.info("task.until=synthetic: the teacher's translations are in %s; stopping before the student",
                  synthetic.folder)
@@ -84,16 +88,17 @@ def distill_stages(cfg: DictConfig, teacher: list[Path], baseline_run: dict | No
 
 
 def check_teacher_data(teacher: Path, sources: str, data: DictConfig) -> None:
-    """A warning when the teacher (its first member) was trained on other data than data.corpus's
-    training split (`sources`: its fingerprint), as when `data=` is left off the command line: it
-    translates data.corpus's sources all the same, as asked."""
+    """A warning when the teacher (its first member) was trained on other data than the run's corpus's
+    training split (the first of data.corpora; `sources`: its fingerprint), as when `data=` is left
+    off the command line: it translates that corpus's sources all the same, as asked."""
     from transformer_mt.checkpoints.loading import describe_corpus, read_checkpoint
 
     record = read_checkpoint(teacher, "task.teacher")["hyper_parameters"].get("data")
     if record and record["fingerprints"].get("train") != digest(sources):
+        name, node = first_corpus(data)
         log.warning("task.teacher=%s was trained on other data (%s); translating the training sources of %s as asked",
                     teacher, describe_corpus(record["config"]),
-                    describe_corpus({"corpus": OmegaConf.to_container(data.corpus, resolve=True)}))
+                    describe_corpus({"corpora": {name: OmegaConf.to_container(node, resolve=True)}}))
 
 
 def teacher_vocabulary(checkpoint: Path, folder: Path) -> dict:
@@ -114,8 +119,10 @@ def teacher_vocabulary(checkpoint: Path, folder: Path) -> dict:
 def train_student(cfg: DictConfig, stage: Stage, synthetic: Path, names: tuple[str, str], vocabulary: dict
                   ) -> dict:
     """Stage 2: the student's training run on the teacher's translations (data.corpora.distilled),
-    data.corpus trained on with task.originals_weight (0: only validated and tested on), with the
-    teacher's vocabularies (`vocabulary`: their data.tokenizer keys) or, without, one trained on its data."""
-    distilled = synthetic_corpus(synthetic, names, cfg.data.corpus.get("tag"))
-    return train_in(stage, cfg, {"data.corpus.weight": cfg.task.originals_weight,
+    the run's corpus (the first of data.corpora) trained on with task.originals_weight (0: only
+    validated and tested on), with the teacher's vocabularies (`vocabulary`: their data.tokenizer
+    keys) or, without, one trained on its data."""
+    name, node = first_corpus(cfg.data)
+    distilled = synthetic_corpus(synthetic, names, node.get("tag"))
+    return train_in(stage, cfg, {f"{corpus_key(name)}.weight": cfg.task.originals_weight,
                                  "data.corpora.distilled": distilled, **vocabulary})

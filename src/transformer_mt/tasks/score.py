@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.data.text import clean
+from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import DataError
 from transformer_mt.inference.members import load_translator
 from transformer_mt.inference.scoring import Ids, token_logprobs
@@ -49,18 +50,17 @@ def encode_checked(translator: Translator, pairs: Pairs, prefix: list[int]) -> t
     return src, tgt
 
 
-def normalizer(search, normalize: bool) -> Callable[[int], float]:
+def normalizer(search: Search, normalize: bool) -> Callable[[int], float]:
     """What the second number divides the sum by, given the target's length (EOS counted): the
     length itself, or with `normalize` the search's length_norm (none for greedy and sampling,
     which report the sum)."""
     if not normalize:
         return float
-    norm = getattr(search, "length_norm", None)
-    if norm is None:
+    if not search.capabilities.beams:
         log.warning("%s does not normalize its scores: the second number is the sum, as task=translate reports it",
                     type(search).__name__)
         return lambda length: 1.0
-    return norm
+    return search.length_norm
 
 
 def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores: bool) -> str:

@@ -28,7 +28,6 @@ from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import task_device
-from transformer_mt.errors import ConfigError
 from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
 from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines
@@ -93,17 +92,14 @@ def translate(cfg: DictConfig, done: Done) -> None:
     """Read, load, translate, write; `done` kept up to date."""
     options = cfg.task
     paths = checkpoint_paths(cfg)
+    constrained = bool(cfg.decoding.get("constraints", False))
     if options.engine == "ctranslate2":
-        check_engine(cfg, paths)
+        check_engine(cfg, paths, constrained)
     check_output(options.get("output"))
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     done.total = total
     name = str(options.input) if options.get("input") else "stdin"
-    constrained = bool(cfg.decoding.get("constraints", False))
-    if constrained and options.engine == "ctranslate2":
-        raise ConfigError("decoding.constraints=true: task.engine=ctranslate2 has no constrained search; "
-                          "task.engine=ours")
     parts = split_chunks(chunks, name, total is not None, bool(options.get("prefix")), constrained)
     device = task_device(cfg.trainer)
     workers = Workers.for_device(cfg.inter_threads, cfg.intra_threads, device)  # inter_threads, intra_threads
@@ -134,7 +130,7 @@ def translate(cfg: DictConfig, done: Done) -> None:
                 done.lines = line_no
             out.flush()
     long_lines.report(line_no)
-    if getattr(translator.search, "unmet", 0):
+    if translator.search.capabilities.constraints and translator.search.unmet:
         log.warning("%d lines: their constraints do not fit their length limit (decoding.options.max_len_a, "
                     "max_len_b); each got its translation without them", translator.search.unmet)
     seconds = time.monotonic() - started

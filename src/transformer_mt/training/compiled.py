@@ -10,7 +10,6 @@ from torch._dynamo.exc import FailOnRecompileLimitHit
 from transformer_mt.errors import ConfigError, UserError
 from transformer_mt.model.transformer import Runners
 from transformer_mt.training.loss import chunk_loss
-from transformer_mt.validate import check
 
 
 def compiled_encoder_layer(layer: torch.nn.Module, *args, **kwargs) -> torch.Tensor:
@@ -57,7 +56,6 @@ class CompiledStep:
     chunk: Callable
 
 
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # module.compile_mode
 
 
 def compiled_step(backend: bool | str, shape_grid: int | None = None, mode: str | None = None) -> CompiledStep | None:
@@ -76,14 +74,10 @@ def compiled_step(backend: bool | str, shape_grid: int | None = None, mode: str 
     (static shapes are what CUDA graphs replay; on a CPU inductor skips them)."""
     if backend is False:
         return None
-    check("module.compile", backend, lambda v: isinstance(v, str | bool), "true, false or a torch.compile backend name")
-    check("module.compile_mode", mode, lambda v: v in MODES, f"null or one of {', '.join(MODES)}", nullable=True)
     backend = "inductor" if backend is True else backend
     if backend not in torch.compiler.list_backends(exclude_tags=()):
         raise ConfigError(f"module.compile={backend!r}: not a torch.compile backend "
                           f"({', '.join(torch.compiler.list_backends(exclude_tags=()))})")
-    if mode is not None and backend != "inductor":
-        raise ConfigError(f"module.compile_mode={mode}: a mode of inductor's, not of module.compile={backend}")
     no_duck_sizing = torch.fx.experimental._config.patch(use_duck_shape=False)
     torch._logging.set_logs(recompiles=True)
     options = {"backend": backend, "fullgraph": True, **({"mode": mode} if mode else {})}

@@ -29,7 +29,6 @@ from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
 from transformer_mt.training.results import EvalResults, Evaluation, ScoredSentence
 from transformer_mt.training.steps import logged_step
-from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +99,6 @@ class TranslationModule(L.LightningModule):
         example = torch.full((1, min(32, self.model.config.max_positions - 1)), self.eos_id)
         self.example_input_array = (example, example)  # the model summary's (forward)
         self.evaluations: dict[int, Evaluation] = {}  # the running one of each set (its dataloader index)
-        check("module.vocab_multiple", vocab_multiple, integer(1), "an integer >= 1")
         self.compiled = compiled_step(compile, shape_grid, compile_mode)
         self.guard = NonFiniteGuard(max_nonfinite_steps)
 

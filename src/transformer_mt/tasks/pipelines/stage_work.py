@@ -1,7 +1,7 @@
-"""A pipeline's stages of work: its corpus, the synthetic stage (a model translating lines chunk by
-chunk), a training run in a stage's folder (resumed from its last.ckpt, skipped when finished), the
-corpus node of a synthetic corpus, and a run's test translations against a baseline run's by
-sacreBLEU's paired tests."""
+"""A pipeline's stages of work: its corpus (the first of data.corpora), the synthetic stage (a model
+translating lines chunk by chunk), a training run in a stage's folder (resumed from its last.ckpt,
+skipped when finished), the corpus node of a synthetic corpus, and a run's test translations against
+a baseline run's by sacreBLEU's paired tests."""
 
 import json
 import logging
@@ -18,6 +18,7 @@ from transformer_mt.atomic import atomic_file
 from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import Corpus, count_lines, file_lines
+from transformer_mt.data.mixture import refuse_old_spelling
 from transformer_mt.errors import ConfigError
 from transformer_mt.stops import raise_requested, stops_say
 from transformer_mt.tasks.pipelines.compose import stage_config
@@ -28,10 +29,22 @@ from transformer_mt.tasks.runs.config_checks import check_corpus_named
 log = logging.getLogger(__name__)
 
 
+def first_corpus(data: DictConfig) -> tuple[str, DictConfig]:
+    """The name and node of the pipeline's corpus: the first entry of data.corpora (those set to null
+    left out), the run's own, on which every stage is validated and tested (data/datamodule.py)."""
+    refuse_old_spelling(data)
+    named = [(str(name), node) for name, node in (data.get("corpora") or {}).items() if node is not None]
+    if not named:
+        raise ConfigError("data.corpora is empty: a pipeline needs a corpus (e.g. data=toy, or "
+                          "data.corpora.NAME={_target_: ...})")
+    return named[0]
+
+
 def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
-    """data.corpus, built, and its two languages (`src` and `tgt` for a corpus without, the toy's)."""
+    """The pipeline's corpus (first_corpus), built, and its two languages (`src` and `tgt` for a
+    corpus without, the toy's)."""
     check_corpus_named(cfg)
-    corpus = instantiate(cfg.data.corpus)
+    corpus = instantiate(first_corpus(cfg.data)[1])
     return corpus, (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
 
 

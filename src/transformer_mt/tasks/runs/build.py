@@ -2,7 +2,7 @@
 (tasks/runs/start.py: `checked_start`), with everything it needs.
 
     trainer = build_run_trainer(start)         # loggers, callbacks, the update plan's accumulation
-    datamodule = build_datamodule(start)       # its data prepared and checked
+    datamodule = build_datamodule(start)       # its data prepared (vocabularies, splits) and checked
     module = build_module(start, datamodule)   # the architecture, the vocabularies, the start's weights
 
 Nothing is assigned to, re-set on or loaded into a part afterwards, and the config is never changed.
@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.config import plain
 from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.mixture import refuse_old_spelling
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.model.kernels import for_cpu
 from transformer_mt.tasks.runs.resume import check_resumed_data, say_fresh_callbacks
@@ -114,13 +115,18 @@ def wandb_names(cfg: DictConfig, logger: DictConfig) -> dict[str, str]:
 
 
 def build_datamodule(start: Start) -> TranslationDataModule:
-    """The data config, with the vocabularies the run starts from (None: the datamodule makes them)
-    and, with an update plan, its batch budget; its data prepared and checked: a resume's training
-    data against its checkpoint's, every split the run reads against the batch budget and the model,
-    so that a bad test sentence stops the run before training, not after."""
+    """The data config (a data config that still names `data.corpus` refused in one line), with the
+    vocabularies the run starts from (None: the datamodule makes them) and, with an update plan, its
+    batch budget; then its data prepared (the vocabularies made or found, every split encoded into
+    the cache and read: prepare_data, setup) and checked: a resume's training data against its
+    checkpoint's, every split the run reads against the batch budget and the model, so that a bad
+    test sentence stops the run before training, not after."""
     config = start.config
+    refuse_old_spelling(config.data)
     derived = {"max_tokens": start.plan.batch_tokens} if start.plan else {}
     datamodule = instantiate(config.data, vocabularies=start.vocabularies, **derived)
+    datamodule.prepare_data()
+    datamodule.setup()
     if start.checkpoint is not None:
         check_resumed_data(start.checkpoint, start.resume, config.data, datamodule.fingerprints())
     datamodule.check_splits(["train", "val", config.data.split], start.architecture.get("max_positions"))
@@ -137,7 +143,7 @@ def build_module(start: Start, datamodule: TranslationDataModule) -> Translation
     """cfg.module, plus what the build step settled: the architecture, the vocabularies (which say
     the vocabulary sizes and special ids), the data record, the initial weights and the kernels
     decoding runs on (the key `kernels`)."""
-    vocab, fingerprints = datamodule.vocabularies, datamodule.fingerprints()
+    vocab, fingerprints = datamodule.vocabularies(), datamodule.fingerprints()
     make = instantiate(start.config.module, _partial_=True, _recursive_=False)
     return make(model=start.architecture, tokenizer=vocab.to_dict(),
                 data=data_record(start.config.data, fingerprints), initial_weights=start.weights,

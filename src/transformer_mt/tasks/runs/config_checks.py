@@ -3,13 +3,10 @@
 Most values are checked by the constructor that takes them (TranslationDataModule, TokenizerOptions,
 the searches, the callbacks): those stop a run when the part is built, before any data work. What
 is left here cannot wait for its constructor:
-- the model's keys: the module is built only after the vocabularies (minutes of data work on a
-  large corpus), so `check_model` tries TransformerConfig with stand-in vocabulary sizes first;
-- `module.*` and `optim.*`: the module comes after the vocabularies too, the optimizer and its
-  schedule only inside `trainer.fit`; torch's own messages (`Invalid learning rate: -1`) name no key;
-- `trainer.*`: Lightning's Trainer takes `max_epochs='abc'` or float16 on a CPU without a word and
-  fails (or falls back) only later;
-- `seed`: `L.seed_everything` uses it before anything is built;
+- `optim.*` (RULES, until the optim group has a schema of its own: the model, module and trainer
+  groups are checked by the schema, transformer_mt/schema): the optimizer and its schedule are built
+  only inside `trainer.fit`; torch's own messages (`Invalid learning rate: -1`) name no key;
+- the device and precision asked for against this machine (`check_device`);
 - the dashboard's decoder layer against the model: the callback meets the model only in `fit`.
 - `data.max_len` against `model.max_positions`: the data knows nothing of the model, and a pair
   the model cannot take would stop training only when its batch comes.
@@ -22,22 +19,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import TransformerConfig, attention
-from transformer_mt.validate import PROBABILITY, check, integer, number
+from transformer_mt.validate import check, integer, number
 
 _ABSENT = object()
 
-RULES = [  # key, test, what it must be, null allowed
-    ("seed", integer(0), "an integer >= 0", False),
-    ("module.label_smoothing", *PROBABILITY, False),
-    ("module.max_nonfinite_steps", integer(1), "an integer >= 1", False),
+RULES = [  # key, test, what it must be, null allowed: the optim group's, until it has a schema of its own
     ("optim.optimizer.lr", number(0.0, low_open=True), "a number > 0", True),  # null: optim=finetune's (settle)
     ("optim.optimizer.weight_decay", number(0.0), "a number >= 0", False),
     ("optim.scheduler.warmup_steps", integer(1), "an integer >= 1", False),
-    ("trainer.max_epochs", integer(-1), "an integer >= -1 (-1: no limit) or null", True),
-    ("trainer.max_steps", integer(-1), "an integer >= -1 (-1: no limit)", False),
-    ("trainer.accumulate_grad_batches", integer(1), "an integer >= 1", False),
-    ("trainer.gradient_clip_val", number(0.0), "a number >= 0 or null", True),
-    ("trainer.check_val_every_n_epoch", integer(1), "an integer >= 1 or null", True),
 ]
 
 
@@ -55,19 +44,11 @@ def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
 
 
 def check_corpus_named(cfg: DictConfig) -> None:
-    """A task that reads data.corpus needs a data preset with one: data=checkpoint (task=evaluate's
-    default, the checkpoint's own data) has none."""
+    """A task that reads its corpus (the first of data.corpora) needs a data preset with one:
+    data=checkpoint (task=evaluate's default, the checkpoint's own data) has none."""
     if cfg.data.get("from_checkpoint"):
         raise ConfigError(f"data=checkpoint is task=evaluate's data (a checkpoint's own); task={cfg.task.name} names "
                           "its corpus: data=NAME (toy, multi30k, files, ...)")
-
-
-def check_model(architecture: dict) -> None:
-    """The model's keys, by TransformerConfig's own checks (with stand-in vocabulary sizes)."""
-    try:
-        TransformerConfig(src_vocab_size=1, tgt_vocab_size=1, **architecture)
-    except TypeError as err:  # a key that is no model option
-        raise ConfigError(f"model: {err}".replace("TransformerConfig.__init__() got an ", "")) from None
 
 
 def check_dashboard_layer(cfg: DictConfig, architecture: dict) -> None:

@@ -39,7 +39,6 @@ from transformer_mt.tasks.runs.config_checks import (
     check_corpus_named,
     check_dashboard_layer,
     check_max_len,
-    check_model,
     check_needed_callbacks,
     check_packed,
 )
@@ -93,7 +92,7 @@ def checked_start(cfg: DictConfig) -> Start:
     """Every check of a training run that needs no data, in one place, then what it starts from:
     the config's values, the start (a model to fine-tune, a checkpoint to resume and whether it can
     be), the model, the layers and lengths the callbacks and the data ask of it, and the update plan."""
-    check_config(cfg, ("seed", "module", "optim", "trainer"))
+    check_config(cfg, ("optim", "trainer"))
     check_corpus_named(cfg)
     check_needed_callbacks(cfg)
     check_packed(cfg)
@@ -111,8 +110,8 @@ def checked_start(cfg: DictConfig) -> Start:
 
 
 def settle(cfg: DictConfig) -> Start:
-    """Read what the run starts from (a model to fine-tune, a checkpoint to resume, read once) and
-    check that the model can be built."""
+    """Read what the run starts from (a model to fine-tune, a checkpoint to resume, read once). (The
+    model's keys were checked by the schema when the config was composed.)"""
     config, vocabularies, weights = cfg, None, None
     if cfg.model.get("init_from"):  # fine-tune a model: its architecture, vocabulary and weights
         source, weights, vocabularies = read_init_from(Path(cfg.model.init_from))
@@ -124,7 +123,6 @@ def settle(cfg: DictConfig) -> Start:
     else:  # null is optim=finetune's, derived only with model.init_from
         check("optim.optimizer.lr", cfg.optim.optimizer.get("lr"), number(0.0, low_open=True),
               "a number > 0 (null is optim=finetune's, with model.init_from: a fraction of the starting model's peak)")
-    check_model(architecture(config.model))
     if not cfg.get("ckpt_path"):
         return Start(config, vocabularies, weights)
     path = checkpoint_path(cfg)  # resume: the checkpoint's vocabularies and weights, not new ones

@@ -1,6 +1,5 @@
-"""Which kernel runs each kind of attention: a diagnostic of the speed benchmarks (attention_speed.py,
-loop_speed.py), not part of the model. Imported by its siblings (their folder on sys.path) and by
-tests/benchmarks.
+"""Which kernel runs each kind of attention (a diagnostic: docs/gpus.md, "Checking the attention
+kernels"; the speed benchmarks print it beside their figures).
 
 `attention_calls` runs the model once on a batch and keeps, for each kind of attention (encoder
 self-attention, decoder self-attention, cross-attention), the arguments its first layer passes to
@@ -9,14 +8,14 @@ self-attention, decoder self-attention, cross-attention), the arguments its firs
 (the aten op it ran): flash, efficient, cudnn or math.
 """
 
-import contextlib
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode  # torch's documented way to see the aten ops run
 
 from transformer_mt.model.attention import MultiHeadAttention, sdpa
 
@@ -45,39 +44,45 @@ class SdpaCall:
 
 
 def kind_of(name: str, module: MultiHeadAttention) -> str:
+    """The kind of attention of `module`, named `name` in its model."""
     if module.cross:
         return "cross"
     return "encoder_self" if name.startswith("encoder") else "decoder_self"
 
 
-@contextlib.contextmanager
-def capture(model: torch.nn.Module) -> Iterator[dict[str, SdpaCall]]:
-    """Within the block, the first SDPA call of each attention kind of `model` is recorded (the
-    calls still run). F.scaled_dot_product_attention is patched only inside the block."""
-    calls: dict[str, SdpaCall] = {}
-    current: list[str] = []
-    real = F.scaled_dot_product_attention
+class _FirstCalls(TorchFunctionMode):
+    """Records the first SDPA call made while each kind of attention runs (the calls still run)."""
 
-    def recording(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
-        if current and current[-1] not in calls:
-            calls[current[-1]] = SdpaCall(q, k, v, attn_mask, dropout_p, is_causal)
-        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, **kwargs)
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, SdpaCall] = {}
+        self.current: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention and self.current and self.current[-1] not in self.calls:
+            named = dict(zip(("q", "k", "v", "attn_mask", "dropout_p", "is_causal"), args)) | kwargs
+            self.calls[self.current[-1]] = SdpaCall(named["q"], named["k"], named["v"], named.get("attn_mask"),
+                                                    named.get("dropout_p", 0.0), named.get("is_causal", False))
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def capture(model: torch.nn.Module) -> Iterator[dict[str, SdpaCall]]:
+    """Within the block, the first SDPA call of each attention kind of `model` is recorded."""
+    mode = _FirstCalls()
 
     def leave(*_) -> None:  # a forward hook's return value would replace the module's output
-        current.pop()
+        mode.current.pop()
 
-    handles = []
-    for name, module in model.named_modules():
-        if isinstance(module, MultiHeadAttention):
-            kind = kind_of(name, module)
-            handles.append(module.register_forward_pre_hook(lambda *_, kind=kind: current.append(kind)))
-            handles.append(module.register_forward_hook(leave))
-    try:
-        with mock.patch.object(F, "scaled_dot_product_attention", recording):
-            yield calls
-    finally:
-        for handle in handles:
-            handle.remove()
+    with ExitStack() as stack:
+        for name, module in model.named_modules():
+            if isinstance(module, MultiHeadAttention):
+                kind = kind_of(name, module)
+                stack.callback(module.register_forward_pre_hook(lambda *_, k=kind: mode.current.append(k)).remove)
+                stack.callback(module.register_forward_hook(leave).remove)
+        with mode:
+            yield mode.calls
 
 
 def attention_calls(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor,
@@ -89,7 +94,7 @@ def attention_calls(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Ten
     return calls
 
 
-class OpNames(TorchDispatchMode):
+class _OpNames(TorchDispatchMode):
     """The names of the aten ops run inside the block (below autograd: the kernels chosen)."""
 
     def __init__(self) -> None:
@@ -103,7 +108,7 @@ class OpNames(TorchDispatchMode):
 
 def backend_of(call: SdpaCall) -> str:
     """The SDPA backend torch dispatches this call to (from the name of the aten op it runs)."""
-    with OpNames() as ops:
+    with _OpNames() as ops:
         sdpa(call.q, call.k, call.v, call.attn_mask, call.dropout_p, call.is_causal)
     for marker, backend in BACKEND_OPS:
         if any("scaled_dot_product" in name and marker in name for name in ops.names):

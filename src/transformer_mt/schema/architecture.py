@@ -1,0 +1,54 @@
+"""The `model` group (conf/model/*.yaml): the Transformer's keys (model/transformer.py's
+TransformerConfig, whose vocabulary sizes and pad id come from the tokenizer) and `init_from`."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+from transformer_mt.choices import ACTIVATIONS, POSITIONS, TIES
+from transformer_mt.errors import ConfigError
+from transformer_mt.schema.keys import Group, key
+from transformer_mt.validate import BOOLEAN, PROBABILITY, check, integer, listing, one_of, text
+
+AT_LEAST_1 = (integer(1), "an integer >= 1")
+
+
+@dataclass
+class ModelGroup(Group):
+    """The paper's Table 3, and the switches its ablations need (defaults: the base model)."""
+
+    num_encoder_layers: Any = key(6, "encoder layers (N)", AT_LEAST_1)
+    num_decoder_layers: Any = key(6, "decoder layers (N)", AT_LEAST_1)
+    d_model: Any = key(512, "the width of embeddings and layer outputs", AT_LEAST_1)
+    d_ff: Any = key(2048, "the FFN's inner width", AT_LEAST_1)
+    heads: Any = key(8, "attention heads (h)", AT_LEAST_1)
+    d_k: Any = key(None, "per-head width of Q, K and V (= d_v); null: d_model / heads",
+                   (integer(1), "an integer >= 1 or null"), nullable=True)
+    dropout: Any = key(0.1, "residual dropout, and dropout on embeddings + positions (P_drop)", PROBABILITY)
+    attention_dropout: Any = key(0.0, "dropout on attention probabilities", PROBABILITY)
+    activation_dropout: Any = key(0.0, "dropout inside the FFN, after the activation", PROBABILITY)
+    activation: Any = key("relu", "the FFN's activation", (one_of(*ACTIVATIONS), listing(ACTIVATIONS)))
+    norm_first: Any = key(False, "false: post-norm (the paper); true: pre-norm with final LayerNorms", BOOLEAN)
+    positional: Any = key("sinusoidal", "positions: sinusoidal | learned (added to the embeddings) | rotary "
+                                        "(RoPE) | relative (Shaw et al. 2018): the last two in self-attention",
+                          (one_of(*POSITIONS), listing(POSITIONS)))
+    max_positions: Any = key(1024, "the longest sequence, in tokens", (integer(2), "an integer >= 2"))
+    max_relative_positions: Any = key(16, "positional=relative: distances clipped to +-this", AT_LEAST_1)
+    tie_embeddings: Any = key("all", "all: source = target embedding = output layer; decoder: target = output; "
+                                     "none", (one_of(*TIES), listing(TIES)))
+    output_bias: Any = key(False, "a bias on the output layer (Marian / OPUS-MT models have one)", BOOLEAN)
+    init_from: Any = key(None, "a checkpoint, one of our runs or a local Marian / OPUS-MT folder to start from "
+                               "(a folder's architecture and vocabulary replace the keys above)",
+                         (text, "a path"), nullable=True)
+
+    @staticmethod
+    def check_together(node: DictConfig, prefix: str) -> None:
+        """Heads of width d_model / heads need heads to divide d_model; rotary positions rotate pairs of
+        dimensions: heads of even width."""
+        d_model, heads = node.d_model, node.heads
+        if node.d_k is None and d_model % heads:
+            raise ConfigError(f"{prefix}d_model={d_model} is not divisible by {prefix}heads={heads}; set {prefix}d_k")
+        if node.positional == "rotary":
+            check(f"{prefix}d_k", node.d_k or d_model // heads, lambda v: v % 2 == 0,
+                  f"even with {prefix}positional=rotary (it rotates pairs of dimensions)")
