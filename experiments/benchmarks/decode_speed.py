@@ -20,7 +20,6 @@ compiled static step with CUDA graphs), HF and CTranslate2 on the GPU. README.md
 import copy
 import importlib.util
 import json
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import harness
 import torch
+from decode_rounds import in_rounds
 
 from transformer_mt.choices import KERNELS
 from transformer_mt.data.batching import Collator
@@ -321,47 +321,6 @@ def cache_tables(module, src: list[list[int]], forced_limit: int, device: str = 
     return {"cache": rows, "forced_50_tokens": forced_rows}
 
 
-def in_rounds(args) -> None:
-    """--rounds: each system alone in a fresh process (--script: this one, --only SYSTEM), the order
-    rotated every round, with --load again beside busy processes right after; per pair and search
-    each round's ratio of seconds (peer / ours: x > 1, ours is faster) and their median; with --load
-    the same beside the busy processes, and each system's loaded / quiet time."""
-    given = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SETUP if getattr(args, name) is not None]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "one.json"
-
-        def one(system: str, load: int = 0) -> dict:
-            harness.in_process([sys.executable, str(args.script), "--ckpt", args.ckpt, "--source", args.source,
-                                "--reference", args.reference, "--repeat", "1", "--only", system, "--json", str(out),
-                                *given, *(["--limit", str(args.limit)] if args.limit else [])], load)
-            return {row["search"]: row for row in json.loads(out.read_text())["systems"]}
-
-        measured = harness.rounds({s: lambda s=s: {"quiet": one(s), **({"loaded": one(s, args.load)} if args.load
-                                                                       else {})} for s in SYSTEMS}, args.rounds,
-                                  "decode_speed")
-    quiet, loaded = ([{s: m[s][key] for s in SYSTEMS} for m in measured] if args.load or key == "quiet" else []
-                     for key in ("quiet", "loaded"))
-    result = {**harness.machine(), "setup": " ".join(given), "rounds": quiet,
-              **({"loaded": loaded} if args.load else {})}
-    text = [f"{harness.described(result)}; {args.rounds} rounds, one engine per process; {' '.join(given)}"]
-    for name, rounds in (("ratios", quiet), *((("loaded_ratios", loaded),) if args.load else ())):
-        result[name] = [{**r, "ours": a, "peer": b, "bleu": (rounds[0][a][k]["bleu"], rounds[0][b][k]["bleu"])}
-                        for a, b in PAIRS for k in SEARCHES for r in harness.ratios(
-                            rounds, [(a, b)], lambda m, k=k: m[k]["seconds"], search=k)]
-        text += ["", *([f"Beside {args.load} busy processes:", ""] if name == "loaded_ratios" else []), markdown_table(
-            ["search", "ours", "peer", "median (x > 1: ours is faster)", "rounds", "BLEU ours / peer"],
-            [[r["search"], r["ours"], r["peer"], f"{r['median']:.2f}x", " / ".join(f"{x:.2f}" for x in r["rounds"]),
-              "{:.2f} / {:.2f}".format(*r["bleu"])] for r in result[name]], right=(3,))]
-    if args.load:
-        result["slowdowns"] = [{"system": s, **r} for s in SYSTEMS for search in SEARCHES for r in harness.ratios(
-            [{"quiet": q[s], "loaded": b[s]} for q, b in zip(quiet, loaded)], [("quiet", "loaded")],
-            lambda m, k=search: m[k]["seconds"], search=search)]
-        text += ["", "Loaded / quiet time, each system (medians of the rounds):", "", markdown_table(
-            ["search", *SYSTEMS], [[k, *(f"{r['median']:.2f}x" for r in result["slowdowns"] if r["search"] == k)]
-                                   for k in SEARCHES], right=range(1, 1 + len(SYSTEMS)))]
-    harness.emit(result, "\n".join(text), args.json)
-
-
 def main() -> None:
     parser = harness.parser(__doc__, device="cpu")
     add = parser.add_argument
@@ -387,7 +346,7 @@ def main() -> None:
     add("--ct2-intra", type=int, help=f"CTranslate2's intra_threads (default {THREADS})")
     args = parser.parse_args()
     if args.rounds:
-        in_rounds(args)
+        in_rounds(args, SETUP, SYSTEMS, PAIRS, SEARCHES)
         return
     setup = Setup(**{name: getattr(args, name) for name in SETUP if getattr(args, name) is not None})
     if args.device == "cuda" and not torch.cuda.is_available():

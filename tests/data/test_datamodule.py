@@ -10,8 +10,9 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers import compose_config
+from transformer_mt.data.batching import pin_memory
 from transformer_mt.data.corpus import CleanPairs, Corpus, TextFileCorpus
-from transformer_mt.data.datamodule import TranslationDataModule, pin_memory
+from transformer_mt.data.datamodule import TranslationDataModule
 from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError, DataError

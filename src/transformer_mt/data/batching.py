@@ -53,6 +53,12 @@ class TranslationDataset(Dataset):
         return np.maximum(src, tgt + 1)
 
 
+def pin_memory(trainer) -> bool:
+    """Whether batches go to page-locked memory: when the trainer's root device is a GPU (a faster,
+    asynchronous copy to it)."""
+    return trainer is not None and trainer.strategy.root_device.type == "cuda"
+
+
 def round_up(sizes: np.ndarray | int, multiple: int) -> np.ndarray | int:
     """`sizes` rounded up to a multiple of `multiple`."""
     return -(-sizes // multiple) * multiple

@@ -34,12 +34,14 @@ import torch
 from torch.utils.data import DataLoader
 
 from transformer_mt.atomic import atomic_dir
-from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, first_above, round_up
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset, pin_memory
 from transformer_mt.data.cache_entry import ARROW, digest, discard, open_entry, write_record
-from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText, sample_pairs
+from transformer_mt.data.corpus import SPLITS, CleanPairs, Corpus, ParallelText
 from transformer_mt.data.dropout import EpochDropout, dropout_note
-from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, counted, encode_split, pairs_bar
-from transformer_mt.data.mixture import Mixture, checked_corpora, corpus_key, corpus_tokens, naming, weighted_sample
+from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encode_split
+from transformer_mt.data.fingerprints import CorpusFingerprints
+from transformer_mt.data.fits import check_fits
+from transformer_mt.data.mixture import Mixture, checked_corpora, corpus_key, corpus_tokens, naming, training_sample
 from transformer_mt.data.shape_grid import checked_shape_grid
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
@@ -51,12 +53,6 @@ log = logging.getLogger(__name__)
 
 CACHE_VERSION = "3"  # 2: one ids.arrow per split, written as it is encoded; 3: text spelling a tag is text
 STAGE_SPLITS = {"fit": ["train", "val"], "validate": ["val"], "test": None, "predict": None}  # None: `split`
-
-
-def pin_memory(trainer) -> bool:
-    """Whether batches go to page-locked memory: when the trainer's root device is a GPU (a faster,
-    asynchronous copy to it)."""
-    return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -107,7 +103,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.given_vocabularies = vocabularies
         # what the data work settles, each once
         self._settled: tuple[Vocabularies, str] | None = None  # the vocabularies and their cache key
-        self._corpus_fingerprints: dict[tuple[str, str], str] = {}  # fingerprint(split) hashes whole files: once
+        self.corpus_fingerprints = CorpusFingerprints(self.corpora, self.training, temperature)  # each once
         self._eval_sets: dict[str, list[str]] = {}  # split -> the corpora scored on it (eval_sets)
         self._train_counts: list[int] = []  # the pairs of each training corpus, once the training split is built
         self.mixture: Mixture | None = None  # the epochs' composition, once the training split is loaded
@@ -141,7 +137,7 @@ class TranslationDataModule(L.LightningDataModule):
         files = [self.options.file, self.options.tgt_file]
         file_digests = [hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and Path(f).is_file() else f
                         for f in files]
-        corpus = None if self.options.file else self._corpus_fingerprint("train")
+        corpus = None if self.options.file else self.corpus_fingerprints.content("train")
         options = {k: v for k, v in self.options.to_dict().items() if k != "dropout"}  # ids stay deterministic
         tags = [] if self.options.file else self.tags()  # a given vocabulary is what it is
         return digest(CACHE_VERSION, corpus, options, file_digests, *([tags] if tags else []))
@@ -161,16 +157,11 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _training_sample(self) -> ParallelText:
         """What the vocabulary is trained on: one pass over each training split (every line checked, a
-        seeded sample kept), the corpora by their share of an epoch (mixture.weighted_sample)."""
-        samples = []
-        for name in self.training:
-            pairs = self._pairs(name, "train")
-            with pairs_bar(f"{pairs.name}: reading", pairs, self.progress) as bar:
-                samples.append(sample_pairs(counted(pairs, bar), self.options.train_sample))
-        train = weighted_sample(samples, [self.corpora[name].weight for name in self.training],
-                                self.options.train_sample)
-        seen = sum(sample.stats["pairs"] for sample in samples)
-        sampled = f" (a sample of {seen})" if len(train) != seen or len(samples) > 1 else ""
+        seeded sample kept), the corpora by their share of an epoch (mixture.training_sample)."""
+        train, seen = training_sample((self._pairs(name, "train") for name in self.training),
+                                      [self.corpora[name].weight for name in self.training],
+                                      self.options.train_sample, self.progress)
+        sampled = f" (a sample of {seen})" if len(train) != seen or len(self.training) > 1 else ""
         log.info("training %s (%s, vocab_size=%d) on %d pairs%s", "a joint vocabulary" if self.options.joint
                  else "separate vocabularies", self.options.type, self.options.vocab_size, len(train), sampled)
         return train
@@ -188,7 +179,7 @@ class TranslationDataModule(L.LightningDataModule):
         name = name or self.first
         filters = (self.max_len, self.max_len_ratio) if split == "train" else None
         tag = [self.corpora[name].tag] if self.corpora[name].tag else []
-        key = digest(CACHE_VERSION, self._settle()[1], self._fingerprint_of(name, split), split, filters, *tag)
+        key = digest(CACHE_VERSION, self._settle()[1], self.corpus_fingerprints.of(name, split), split, filters, *tag)
         return self.cache_dir / f"ids-{key}"
 
     def _pairs(self, name: str, split: str) -> CleanPairs:
@@ -254,24 +245,9 @@ class TranslationDataModule(L.LightningDataModule):
         for key in (key for split in dict.fromkeys(splits) for key in self.keys(split)):
             self._load(key)
             split, _, name = key.partition("/")
-            corpus = self.corpora[name or self.first]
-            sizes = self.datasets[key].sizes()
-            padded = round_up(sizes, self.pad_to_multiple)
-            train = split == "train"
-            budget = self.max_tokens if train else self.eval_max_tokens
-            if (i := first_above(padded, budget)) is not None:
-                if self.pad_to_multiple > 1:
-                    budget = f"{budget} (lengths padded to a multiple of data.pad_to_multiple={self.pad_to_multiple})"
-                if train:  # training pairs passed the data.max_len filter
-                    raise ConfigError(f"data.max_len={self.max_len} keeps training pairs of {padded[i]} tokens, more "
-                                      f"than the batch budget data.max_tokens={budget}: lower data.max_len or raise "
-                                      "data.max_tokens")
-                raise DataError(f"{corpus.location(split, i)}: {padded[i]} tokens, more than the batch budget "
-                                f"data.eval_max_tokens={budget} ({split} sentences are never filtered)")
-            if not train and (i := first_above(sizes, max_positions)) is not None:
-                raise DataError(f"{corpus.location(split, i)}: {sizes[i]} tokens (with BOS or EOS), more than "
-                                f"the model takes, model.max_positions={max_positions} ({split} sentences are never "
-                                "filtered)")
+            budget = self.max_tokens if split == "train" else self.eval_max_tokens
+            check_fits(self.corpora[name or self.first], split, self.datasets[key].sizes(), budget,
+                       self.pad_to_multiple, self.max_len, max_positions)
 
     def eval_sets(self, split: str) -> list[str]:
         """The corpora a validation or test `split` scores, by name: the first corpus (its metrics keep
@@ -304,7 +280,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _missing(self, name: str, split: str) -> DataError | None:
         """Why corpus `name` has no `split` (its DataError: no such file, no entry in its splits), or None."""
         try:
-            self._fingerprint_of(name, split)
+            self.corpus_fingerprints.of(name, split)
         except DataError as missing:
             return missing
         return None
@@ -318,28 +294,9 @@ class TranslationDataModule(L.LightningDataModule):
     def fingerprint(self, split: str) -> str | None:
         """A digest of the corpus's `split` (None when the corpus has no such split)."""
         try:
-            return digest(self._corpus_fingerprint(split))
+            return digest(self.corpus_fingerprints.content(split))
         except DataError:  # a corpus without this split (e.g. no test files)
             return None
-
-    def _corpus_fingerprint(self, split: str) -> str:
-        """The split's content: for val and test, the first training corpus's (the first corpus's,
-        unless that one has weight 0); for training, with several corpora (or a tag, a weight, a
-        temperature), each training corpus's with how it is mixed."""
-        only = self.training[0]
-        corpus = self.corpora[only]
-        if split != "train" or (len(self.corpora) == 1 and corpus.weight == 1 and not corpus.tag
-                                and self.temperature is None):
-            return self._fingerprint_of(only, split)
-        mixed = [(name, self._fingerprint_of(name, split), self.corpora[name].weight, self.corpora[name].tag)
-                 for name in self.training]
-        return digest("mixed", mixed, self.temperature)
-
-    def _fingerprint_of(self, name: str, split: str) -> str:
-        if (name, split) not in self._corpus_fingerprints:
-            with naming(name):
-                self._corpus_fingerprints[name, split] = self.corpora[name].fingerprint(split)
-        return self._corpus_fingerprints[name, split]
 
     def setup(self, stage: str | None = None) -> None:
         """Every process: the vocabularies (from the cache prepare_data filled) and this stage's splits

@@ -9,13 +9,14 @@ rescaled so that corpus i's share of the epoch is p_i ∝ (w_i n_i)^(1/T) (the m
 T=1 keeps the weights, a large T tends to equal shares), the epoch keeping sum_i w_i n_i pairs.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from transformer_mt.data.corpus import CORPUS_KEY, Corpus, ParallelText
+from transformer_mt.data.corpus import CORPUS_KEY, CleanPairs, Corpus, ParallelText, sample_pairs
+from transformer_mt.data.encoding import counted, pairs_bar
 from transformer_mt.data.tokenizer import tag_token
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.validate import check, number
@@ -148,6 +149,17 @@ class Mixture:
         lines = [f"  {name}: {c['pairs']} pairs of {c['of']} (weight {c['weight']:.4g}), about {c['tokens']} tokens"
                  for name, c in self.composition().items()]
         return "\n".join(lines + [f"  {name}: none (weight 0: validation and test only)" for name in unused])
+
+
+def training_sample(streams: Iterable[CleanPairs], weights: list[float], size: int | None,
+                    progress: bool | None) -> tuple[ParallelText, int]:
+    """One pass over each training corpus's stream (every line checked, a seeded sample of `size`
+    kept), then their weighted_sample; and the pairs seen in all."""
+    samples = []
+    for pairs in streams:
+        with pairs_bar(f"{pairs.name}: reading", pairs, progress) as bar:
+            samples.append(sample_pairs(counted(pairs, bar), size))
+    return weighted_sample(samples, weights, size), sum(sample.stats["pairs"] for sample in samples)
 
 
 def weighted_sample(samples: list[ParallelText], weights: list[float], size: int | None, seed: int = 0) -> ParallelText:

@@ -79,18 +79,26 @@ def quantized_engine(name: str) -> Iterator[None]:
         torch.backends.quantized.engine = before
 
 
-class OnednnLinear(MkldnnLinear):
+class OnednnLinear(nn.Module):
     """An nn.Linear on oneDNN's fp32 path (torch.utils.mkldnn's Linear: its weight in oneDNN's layout,
     converted once), with the restricted form a vocabulary shortlist asks of an output layer."""
 
     def __init__(self, linear: nn.Linear) -> None:
-        super().__init__(linear, torch.float32)
+        super().__init__()
+        self.packed = MkldnnLinear(linear, torch.float32)
+        self.dense: tuple[torch.Tensor, torch.Tensor] | None = None  # the weight and bias read back, once
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.packed(x)
 
     def restricted(self, rows: torch.Tensor) -> nn.Module:
-        """The layer of rows `rows` on torch's path (model/output_rows.py): the rows of its weight and
-        bias, as they are in fp32, read back from oneDNN's layout."""
+        """The layer of rows `rows` on torch's path (model/output_rows.py): the rows of its fp32 weight
+        and bias, read back from oneDNN's layout at the first call (a shortlist asks every batch)."""
         with torch.no_grad():
-            return Rows(self.weight.to_dense().index_select(0, rows), self.bias.to_dense().index_select(0, rows))
+            if self.dense is None:
+                self.dense = self.packed.weight.to_dense(), self.packed.bias.to_dense()
+            weight, bias = self.dense
+            return Rows(weight.index_select(0, rows), bias.index_select(0, rows))
 
 
 def onednn_linear(linear: nn.Linear) -> nn.Module:
