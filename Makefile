@@ -94,4 +94,4 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 config-docs: $(VENV)/.installed
-	$(BIN)/python -m transformer_mt.schema.reference --write docs/configuration.md
+	$(BIN)/python -m transformer_mt.tasks.options.reference --write docs/configuration.md

@@ -15,10 +15,10 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.multirun import child_argv
 from transformer_mt.renamed import refuse_old_keys
 from transformer_mt.run_folder import register_resolvers
-from transformer_mt.schema.store import TASKS, register
 from transformer_mt.stops import STOPS, exit_stopped, stop_signals
-from transformer_mt.task_help import asked_task, task_help
 from transformer_mt.tasks import main as run_job  # no torch nor Lightning: a task imports them once checked
+from transformer_mt.tasks.options import register
+from transformer_mt.tasks.options.help import OPTIONS, asked_options, task_help
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 register_resolvers()  # ${pid:} in run folder names (conf/hydra/default.yaml)
@@ -39,10 +39,11 @@ if __name__ == "__main__":
         refuse_old_keys(sys.argv[1:])  # an old spelling: one line naming its new key, before Hydra's error
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    if (task := asked_task(sys.argv[1:])) is not None:  # task=NAME --help: that task's keys
-        if task not in TASKS:
-            sys.exit(f"error: {task_help(task)}")
-        print(task_help(task))
+    if asked := asked_options(sys.argv[1:]):  # task=NAME --help (decoding=NAME, optim=NAME): its keys
+        unknown = [(group, name) for group, name in asked if name not in OPTIONS[group]]
+        if unknown:
+            sys.exit(f"error: {task_help(unknown[0][1], unknown[0][0])}")
+        print("\n\n".join(task_help(name, group) for group, name in asked))
         sys.exit(0)
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises its errors here, not its own report
     try:

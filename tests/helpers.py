@@ -21,9 +21,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 from tests.warm_start import Server
+from transformer_mt.errors import ConfigError
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.run_folder import register_resolvers
-from transformer_mt.schema.store import register
+from transformer_mt.schema.keys import check_keys
+from transformer_mt.tasks.options import register
 from transformer_mt.training.last_checkpoint import LastCheckpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +97,18 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
         cfg.hydra.job.num = 0
     HydraConfig().set_config(cfg)
     return cfg
+
+
+def schema_refusal(output_dir: Path, key: str, value: object, *overrides: str) -> str:
+    """The schema's one line refusing `key`=`value` (a Python value, written as the command line
+    writes it) with `overrides`, or '' if the composed config passes."""
+    written = "null" if value is None else str(value).lower() if isinstance(value, bool) else \
+        f"'{value}'" if isinstance(value, str) else str(value)
+    try:
+        check_keys(compose_config(output_dir, [*overrides, f"{key}={written}"]))
+    except ConfigError as err:
+        return str(err)
+    return ""
 
 
 _warm: list[Server] = []  # this worker's warm server, once started

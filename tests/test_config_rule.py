@@ -2,12 +2,15 @@
 `task.`, in its schema class (transformer_mt.schema); the top level holds only what every task
 shares; each renamed key is refused with one line naming its new key."""
 
+from inspect import getsource
+
 import pytest
+from omegaconf import OmegaConf
 
 from tests.helpers import assert_clean_failure, compose_config, run_py
 from transformer_mt.errors import ConfigError
 from transformer_mt.renamed import RENAMED, refuse_old_keys
-from transformer_mt.schema.store import TASKS
+from transformer_mt.tasks.options import TASKS
 
 
 def test_every_task_keeps_its_options_under_task_and_adds_nothing_at_the_top(tmp_path):
@@ -16,7 +19,8 @@ def test_every_task_keeps_its_options_under_task_and_adds_nothing_at_the_top(tmp
     for name in TASKS:
         cfg = compose_config(tmp_path, [f"task={name}"])
         assert set(cfg) == shared, (name, set(cfg) ^ shared)  # its keys land under task., nowhere else
-        assert cfg.task.name == name and cfg.task.run == f"transformer_mt.tasks.{name}.run"
+        runner = OmegaConf.get_type(cfg, "task").runner  # its module's run function, imported when it runs
+        assert cfg.task.name == name and f"from transformer_mt.tasks.{name} import run" in getsource(runner)
         assert not {f"task.{key}" for key in cfg.task} & set(RENAMED)  # no renamed key
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers import ROOT
-from transformer_mt.schema.store import TASKS as TASK_SCHEMAS
+from transformer_mt.tasks.options import TASKS as TASK_SCHEMAS
 
 PACKAGE = ROOT / "src" / "transformer_mt"
 # what each part of transformer_mt may build on: lower numbers only (its own package aside)
@@ -19,7 +19,6 @@ LAYERS = {
     "stops": 1,  # a process stopped by a signal: one line, exit statuses 130 / 143, the signals raised
     "schema": 2,  # the config's keys (Hydra structured configs), registered before Hydra composes
     "composition": 2,  # Hydra's composition errors as one line (run.py)
-    "task_help": 3,  # task=NAME --help, from the schema (run.py)
     "packing": 1,  # the layout of packed sequences: data builds it, the model runs on it
     "user_cache": 1,  # the user's cache folder: what belongs to the machine or a checkpoint, not to a run
     "progress": 2, "plots": 2, "run_folder": 2, "multirun": 2,
@@ -108,12 +107,12 @@ TASKS = sorted(TASK_SCHEMAS)
 
 
 def test_the_tasks_package_shows_its_entry_points():
-    """tasks/ holds one module per task (its schema class, transformer_mt.schema, names its run function there) and
-    its helpers in named subpackages."""
+    """tasks/ holds one module per task (its class in tasks/options names its run function there) and its
+    helpers in named subpackages."""
     top = PACKAGE / "tasks"
     assert sorted(p.stem for p in top.glob("*.py") if p.stem != "__init__") == TASKS
     folders = sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__")
-    assert folders == ["lines", "pipelines", "runs"]
+    assert folders == ["lines", "options", "pipelines", "runs"]
 
 
 def test_no_two_modules_share_a_confusable_name():

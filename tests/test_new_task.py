@@ -1,5 +1,5 @@
 """Adding a task is one schema class and one module (schema/task_base.py): a throwaway task, declared
-here with its keys, its run function and the paths it reads and writes, composes as task=NAME, has
+here with its keys, its runner (a function) and the paths it reads and writes, composes as task=NAME, has
 its paths checked by the preflight before it runs, and runs through the same job as every task."""
 
 from dataclasses import dataclass
@@ -29,7 +29,6 @@ def shout(cfg: DictConfig) -> dict:
 class ShoutTask(Task):
     """python run.py task=shout task.input=FILE task.output=FILE: each line upper-cased."""
 
-    run: Any = key(f"{__name__}.shout", "the function that runs the task")
     name: Any = key("shout", "the task's name (set by task=NAME)")
     input: Any = key(MISSING, "a text file", PATH)
     output: Any = key(MISSING, "the file written", PATH)
@@ -37,7 +36,7 @@ class ShoutTask(Task):
 
     reads = (InputFile("input"),)
     writes = (OutputFile("output"),)
-
+    runner = staticmethod(shout)
 
 
 @pytest.fixture

@@ -9,17 +9,20 @@ import pytest
 from tests.helpers import ROOT, compose_config, not_our_checkpoint
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import described
-from transformer_mt.schema.multistage import BacktranslateTask, DistillTask
-from transformer_mt.schema.reference import END, START, reference
+from transformer_mt.schema.optim import OPTIMS, AdamNode, InverseSqrtNode, NoamNode
+from transformer_mt.schema.search_keys import SEARCHES, SearchOptionsNode
 from transformer_mt.schema.shared import Trained
-from transformer_mt.schema.store import TASKS
 from transformer_mt.schema.top import RunConfig
 from transformer_mt.tasks import run
+from transformer_mt.tasks.options import TASKS
+from transformer_mt.tasks.options.multistage import BacktranslateTask, DistillTask
+from transformer_mt.tasks.options.reference import END, START, reference
 from transformer_mt.tasks.pipelines.compose import TRAINING_TASK_KEYS
 
 
 def test_every_key_has_a_description_and_every_task_class_a_usage():
-    for kind in (RunConfig, *TASKS.values()):
+    for kind in (RunConfig, *TASKS.values(), *SEARCHES.values(), *OPTIMS.values(), SearchOptionsNode, AdamNode,
+                 NoamNode, InverseSqrtNode):
         keys = [f.name for f in fields(kind) if f.name != "defaults"]
         assert keys == [f.name for f in described(kind)], kind  # every field made by schema.keys.key
         assert all(len(f.metadata["help"]) > 10 for f in described(kind)), kind
@@ -65,6 +68,28 @@ def test_the_pipelines_take_the_training_keys_of_task_train():
     (["task=report", "task.sweep_dir=s", "task.bootstrap_samples=0"],
      "task.bootstrap_samples=0: must be an integer >= 1"),
     (["task=average", "task.run_dir=r", "task.last_n=0"], "task.last_n=0: must be an integer >= 1 or null"),
+    # the decoding group, one node per search (schema/search_keys.py), also as validation's decoding
+    (["decoding=sample", "decoding.temperature=0"], "decoding.temperature=0: must be a number > 0"),
+    (["decoding=sample", "decoding.top_p=1.5"], "decoding.top_p=1.5: must be a number in (0, 1]"),
+    (["decoding=sample", "decoding.nbest=0"], "decoding.nbest=0: must be an integer >= 1"),
+    (["decoding=beam", "decoding.beam_size=0"], "decoding.beam_size=0: must be an integer >= 1"),
+    (["decoding=beam", "decoding.beam_size=2", "decoding.nbest=3"],
+     "decoding.nbest=3: must be between 1 and decoding.beam_size=2"),
+    (["decoding=beam", "decoding.constraints=yes"], "decoding.constraints='yes': must be true or false"),
+    (["decoding.options.static_step=yes"], "decoding.options.static_step='yes': must be true or false"),
+    (["decoding.options.check_every=0"], "decoding.options.check_every=0: must be an integer >= 1"),
+    (["decoding@val_decoding=beam", "val_decoding.options.max_len_a=-1"],
+     "val_decoding.options.max_len_a=-1: must be a number >= 0"),
+    # the optim group, one node per option (schema/optim.py)
+    (["optim.optimizer.lr=-1"], "optim.optimizer.lr=-1: must be a number > 0"),
+    (["optim.optimizer.betas=[0.9]"], "optim.optimizer.betas=[0.9]: must be two numbers in [0, 1)"),
+    (["optim=inverse_sqrt", "optim.scheduler.warmup_steps=0"], "optim.scheduler.warmup_steps=0: must be an integer"),
+    (["optim.finetune.peak_fraction=0"], "optim.finetune.peak_fraction=0: must be a number > 0"),
+    # rules between groups (schema/between_groups.py)
+    (["optim=finetune"], "optim.optimizer.lr=null is optim=finetune's, derived from the starting model's peak: it "
+                         "needs model.init_from"),
+    (["data.packed=true", "model.positional=relative"], "data.packed=true: model.positional=relative attends"),
+    (["~callbacks.rng_state"], "callbacks.rng_state: a training run needs it"),
 ])
 def test_a_bad_value_is_one_line_naming_its_key_before_any_work(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as err:

@@ -16,9 +16,9 @@ PACKAGE = ROOT / "src" / "transformer_mt"
 HAND_WRITTEN = re.compile(r"must be|, got ")
 # hand-written ConfigErrors that may say "must be": (file, a fragment of the message) -> why not `check`
 ALLOWED = {
-    ("decoding/beam.py", "must be between 1 and decoding.beam_size"):
+    ("schema/search_keys.py", "must be between 1 and beam_size"):
         "a relation between two keys (decoding.nbest against decoding.beam_size), not one value's check",
-    ("tasks/runs/config_checks.py", "which must be on and keep at least that many"):
+    ("schema/between_groups.py", "which must be on and keep at least that many"):
         "a relation between task.last_n and callbacks.epoch_checkpoint.save_top_k, explained in words",
 }
 

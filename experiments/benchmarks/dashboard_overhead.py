@@ -26,8 +26,8 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 from transformer_mt.markdown import markdown_table  # noqa: E402
-from transformer_mt.schema.store import register  # noqa: E402
 from transformer_mt.tasks import train  # noqa: E402
+from transformer_mt.tasks.options import register  # noqa: E402
 from transformer_mt.training.curves import LearningCurves  # noqa: E402
 from transformer_mt.training.dashboard import TranslationDashboard  # noqa: E402
 

@@ -23,6 +23,7 @@ from transformer_mt.data.corpus import read_lines
 from transformer_mt.inference.line_translation import translate_lines
 from transformer_mt.inference.members import load_translator
 from transformer_mt.markdown import markdown_table
+from transformer_mt.schema.search_keys import BeamNode
 from transformer_mt.tasks.lines.reading import line_chunks
 from transformer_mt.tasks.pipelines.stage_work import file_sources
 from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, write_synthetic
@@ -40,7 +41,7 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=1, help="the synthetic stage's CPU processes")
     args = parser.parse_args()
     lines = read_lines(args.source)[: args.limit]
-    decoding = OmegaConf.load(harness.ROOT / "conf" / "decoding" / "beam.yaml")  # task=distill's teacher_decoding
+    decoding = OmegaConf.structured(BeamNode)  # decoding=beam: task=distill's teacher_decoding
     decoding.beam_size, decoding.length_norm.alpha = args.beam, 1.0
     module = load_translator([Path(args.ckpt)], instantiate(decoding))
     translation = TranslationSettings((Path(args.ckpt),), plain(decoding), None, None, args.max_tokens,

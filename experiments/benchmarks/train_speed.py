@@ -123,7 +123,7 @@ def compose_run_config(args):
     """The run config of `python run.py model=<model> [module.compile=...] ...` (hydra compose)."""
     from hydra import compose, initialize_config_dir
 
-    from transformer_mt.schema.store import register
+    from transformer_mt.tasks.options import register
 
     register()  # as run.py does
     overrides = [f"model={args.model}", *([f"++module.compile={args.compile}"] if args.compile else []),

@@ -10,6 +10,7 @@ LONG_LINES = ("error", "skip", "truncate")  # task.long_lines
 ALIGNMENT_UNITS = ("words", "subwords")  # task.alignment_unit
 ALIGNMENT_HEADS = ("mean", "max")  # task.alignment_heads (or a head number)
 TOKENIZED_BLEU = (False, True, "compound")  # task.tokenized_bleu
+SPLITS = ("train", "val", "test")  # a corpus's splits; data.split
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # float32_matmul_precision
 OWN_LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt (tasks/runs/rerun.py)
 SHORTLIST_SCORINGS = ("dice", "probability")  # task.scoring (task=shortlist)

@@ -20,17 +20,24 @@ ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at 
 def composed(overrides: Sequence[str]) -> DictConfig | None:
     """The config the `overrides` compose (the bare default config if they fail too), Hydra's own
     keys (its choices: hydra.runtime.choices) included; None if neither composes."""
+    for attempt in (list(overrides), []):
+        cfg = composed_exactly(attempt)
+        if cfg is not None:
+            return cfg
+    return None
+
+
+def composed_exactly(overrides: Sequence[str]) -> DictConfig | None:
+    """The config the `overrides` compose, or None if they do not."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    for attempt in (list(overrides), []):
-        GlobalHydra.instance().clear()  # what hydra.main left
-        try:
-            with initialize_config_dir(version_base="1.3", config_dir=str(CONF), job_name="keys"):
-                return compose(config_name="config", overrides=attempt, return_hydra_config=True)
-        except ConfigCompositionException:
-            continue
-    return None
+    GlobalHydra.instance().clear()  # what hydra.main left
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF), job_name="keys"):
+            return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    except ConfigCompositionException:
+        return None
 
 
 def known_keys(cfg: DictConfig | None) -> list[str]:
@@ -39,8 +46,11 @@ def known_keys(cfg: DictConfig | None) -> list[str]:
 
 
 def option_keys(group: str, option: str) -> list[str]:
-    """Every key of option `option` of config group `group` (conf/GROUP/OPTION.yaml)."""
-    return leaf_keys(OmegaConf.load(CONF / group / f"{option}.yaml"))
+    """Every key of option `option` of config group `group` (conf/GROUP/OPTION.yaml, and the schema's
+    node it extends: the group composed with that option)."""
+    cfg = composed_exactly([f"{group}={option}"])
+    node = OmegaConf.select(cfg, group.replace("/", ".")) if cfg is not None else None
+    return leaf_keys(node) if isinstance(node, DictConfig) else []
 
 
 def other_option(key: str, cfg: DictConfig | None) -> str | None:

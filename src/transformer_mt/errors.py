@@ -19,7 +19,8 @@ class UserError(Exception):
 
 
 class DataError(UserError):
-    """Bad data: a missing file, misaligned files, invalid UTF-8, an empty training set."""
+    """Bad data: a missing file, misaligned files, invalid UTF-8, an empty training set, a file that
+    is not what its key says (a checkpoint, a lexical table, a run or model folder)."""
 
 
 class ConfigError(UserError, ValueError):

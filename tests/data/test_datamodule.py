@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.helpers import compose_config
+from tests.helpers import compose_config, schema_refusal
 from transformer_mt.data.batching import pin_memory
 from transformer_mt.data.corpus import CleanPairs, Corpus, TextFileCorpus
 from transformer_mt.data.datamodule import TranslationDataModule
@@ -162,8 +162,8 @@ def test_pin_memory_only_when_the_root_device_is_cuda():
 
 @pytest.mark.parametrize("value", [0, -8, 2.5, "8", None])
 def test_pad_to_multiple_must_be_a_positive_integer(tmp_path, value):
-    with pytest.raises(ConfigError, match=f"data.pad_to_multiple={value!r}"):
-        make_dm(tmp_path / "corpus", tmp_path / "cache", pad_to_multiple=value)
+    assert schema_refusal(tmp_path, "data.pad_to_multiple", value) == \
+        f"data.pad_to_multiple={value!r}: must be an integer >= 1"
 
 
 def loader_batches(tmp_path, **options) -> list[dict]:

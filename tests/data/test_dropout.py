@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers import schema_refusal
 from transformer_mt.data import TranslationDataModule
 from transformer_mt.data.dropout import MergeDropout, PieceSampling, Sequences, merge_children, resegmenter
 from transformer_mt.data.tokenizer import MarianVocabulary, TokenizerOptions
@@ -119,9 +120,9 @@ def test_validation_test_and_the_cache_stay_deterministic(tmp_path):
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.0, "0.1", True])
-def test_a_bad_probability_is_one_line_naming_the_key(value):
-    with pytest.raises(ConfigError, match=r"^data.tokenizer.dropout="):
-        TokenizerOptions(dropout=value)
+def test_a_bad_probability_is_one_line_naming_the_key(tmp_path, value):
+    assert schema_refusal(tmp_path, "data.tokenizer.dropout", value) == \
+        f"data.tokenizer.dropout={value!r}: must be a number in [0, 1)"
 
 
 def test_a_sentencepiece_row_is_sampled_by_its_index_and_key_alone_and_keeps_its_eos(tmp_path):

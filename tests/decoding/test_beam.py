@@ -8,7 +8,6 @@ import torch
 from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, A, B, MarkovModel
 from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, Hypothesis, PowerLength, SearchOptions
-from transformer_mt.errors import ConfigError
 
 
 def src_for(*tables: int) -> torch.Tensor:
@@ -128,13 +127,6 @@ def test_max_and_min_length_and_no_repeat_ngrams():
     impossible = BeamSearch(beam_size=2,
                             options=SearchOptions(max_len_a=0, max_len_b=8, no_repeat_ngram_size=2, min_len=6))
     assert impossible(model, src_for(1), BOS, EOS) == [[Hypothesis([], float("-inf"), float("-inf"))]]
-
-
-def test_bad_options_name_the_key():
-    with pytest.raises(ConfigError, match=r"^decoding\.nbest=3: must be between 1 and decoding\.beam_size=2$"):
-        BeamSearch(beam_size=2, nbest=3)
-    with pytest.raises(ConfigError, match=r"^decoding\.beam_size=0: must be an integer >= 1$"):
-        BeamSearch(beam_size=0)
 
 
 @pytest.mark.parametrize("search_cls, options", [(GreedySearch, {}), (BeamSearch, {"beam_size": 4, "nbest": 4})])

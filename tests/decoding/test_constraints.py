@@ -12,7 +12,6 @@ from tests.decoding.toy_models import BOS, EOS, TABLE_1, TABLE_2, A, B, MarkovMo
 from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import BeamSearch, PowerLength, SearchOptions
 from transformer_mt.decoding.constraints import Progress
-from transformer_mt.errors import ConfigError
 
 
 def toy_search(**kwargs) -> BeamSearch:
@@ -101,5 +100,3 @@ def test_without_constraints_beam_search_is_bit_identical():
     before = BeamSearch(beam_size=4, nbest=3, options=options)(model, src, 1, 2)
     flagged = BeamSearch(beam_size=4, nbest=3, options=options, constraints=True)
     assert flagged(model, src, 1, 2) == before and flagged(model, src, 1, 2, constraints=[[]] * 4) == before
-    with pytest.raises(ConfigError, match=r"^decoding\.constraints='yes': must be true or false$"):
-        BeamSearch(constraints="yes")

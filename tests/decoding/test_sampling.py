@@ -10,7 +10,6 @@ from tests.decoding.toy_models import BOS, EOS, MarkovModel
 from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import GreedySearch, Sampling, SearchOptions
 from transformer_mt.decoding.sampling import top_k_filter, top_p_filter
-from transformer_mt.errors import ConfigError
 
 
 def test_top_k_1_equals_greedy():
@@ -69,12 +68,3 @@ def test_samples_follow_the_model_distribution(temperature):
     assert all(math.isclose(h[0].logprob, math.log(probs[h[0].tokens[0]]), rel_tol=1e-5) for h in hyps[:50])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"temperature": 0}, "decoding.temperature=0: must be a number > 0"),
-    ({"top_p": 1.5}, "decoding.top_p=1.5: must be a number in (0, 1]"),
-    ({"nbest": 0}, "decoding.nbest=0: must be an integer >= 1"),
-])
-def test_bad_options_name_the_key(kwargs, message):
-    with pytest.raises(ConfigError) as err:
-        Sampling(**kwargs)
-    assert str(err.value) == message

@@ -6,7 +6,6 @@ import torch
 
 from tests.helpers import make_model, padded_sources
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Sampling, SearchOptions
-from transformer_mt.errors import ConfigError
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model.static_step import StaticDecoder, StaticState
 
@@ -117,8 +116,6 @@ def test_the_static_step_is_on_by_default_on_a_gpu_only():
     assert not SearchOptions().static(cpu) and SearchOptions().static(cuda)
     assert SearchOptions(static_step=True).static(cpu) and not SearchOptions(static_step=False).static(cuda)
     assert not SearchOptions(static_step=True, use_cache=False).static(cpu)
-    with pytest.raises(ConfigError, match="decoding.options.static_step='yes'"):
-        SearchOptions(static_step="yes").static(cpu)
 
 
 class SpecialIds:

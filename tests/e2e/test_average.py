@@ -5,9 +5,9 @@ import torch
 
 from tests.helpers import compose_config
 from transformer_mt.checkpoints.averaging import average_checkpoints
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.schema.between_groups import check_averaging
 from transformer_mt.tasks import run
-from transformer_mt.tasks.runs.config_checks import check_averaging
 
 
 def fake_checkpoint(path, d_model=4, tokenizer="tok", seed=0, dtype=torch.float32):
@@ -57,14 +57,14 @@ def test_tied_weights_stay_one_tensor_so_the_average_is_saved_once(tmp_path):
 def test_mismatched_checkpoints_are_a_clear_error(tmp_path, other, message):
     fake_checkpoint(tmp_path / "a.ckpt")
     fake_checkpoint(tmp_path / "b.ckpt", **other)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(DataError, match=message):
         average_checkpoints([tmp_path / "a.ckpt", tmp_path / "b.ckpt"])
 
 
 def test_selection_needs_checkpoints_or_a_run_dir(tmp_path):
     with pytest.raises(ConfigError, match=r"needs ckpt_path=\[a.ckpt,b.ckpt,...\], or task.run_dir=DIR"):
         run(compose_config(tmp_path, ["task=average"]))
-    with pytest.raises(ConfigError, match="no epoch checkpoints"):
+    with pytest.raises(DataError, match="no epoch checkpoints"):
         run(compose_config(tmp_path, ["task=average", f"task.run_dir={tmp_path}", "task.last_n=2"]))
 
 

@@ -16,7 +16,7 @@ from transformer_mt.checkpoints.upgrades import (
     upgrade,
 )
 from transformer_mt.decoding import BeamSearch, GnmtLength, GreedySearch, PowerLength, SearchOptions
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.tasks import run
 from transformer_mt.training.from_checkpoint import load_module
 
@@ -79,7 +79,7 @@ def test_a_checkpoint_whose_ids_disagree_with_its_tokenizer_is_one_line(tmp_path
     checkpoint = torch.load(LEGACY, weights_only=True)
     checkpoint["hyper_parameters"]["eos_id"] = 7
     torch.save(checkpoint, tmp_path / "bad.ckpt")
-    with pytest.raises(ConfigError, match=r"bad.ckpt: its tokenizer does not match its model: eos_id=7 \(its "
+    with pytest.raises(DataError, match=r"bad.ckpt: its tokenizer does not match its model: eos_id=7 \(its "
                                           r"tokenizer: 2\)"):
         load_module(tmp_path / "bad.ckpt")
 

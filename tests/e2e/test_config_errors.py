@@ -117,7 +117,7 @@ def fails(tmp_path, overrides, error=ConfigError):
 def test_resume_refuses_a_weights_only_checkpoint(small_run, tmp_path):
     out, _ = small_run
     epoch = out / "checkpoints" / "epochs" / "epoch000.ckpt"
-    message = fails(tmp_path, [*SMALL, f"ckpt_path={epoch}"])
+    message = fails(tmp_path, [*SMALL, f"ckpt_path={epoch}"], DataError)
     assert message == (f"ckpt_path={epoch}: a weights-only checkpoint (no optimizer state, no training position); "
                        "it can be evaluated, translated or averaged, not resumed: resume from checkpoints/last.ckpt")
 
@@ -140,7 +140,7 @@ def test_resume_refuses_other_training_data(small_run, tmp_path):
 
 def test_a_file_that_is_not_our_checkpoint_is_one_line(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.ckpt")
-    message = fails(tmp_path / "run", ["task=evaluate", f"ckpt_path={tmp_path}/other.ckpt"])
+    message = fails(tmp_path / "run", ["task=evaluate", f"ckpt_path={tmp_path}/other.ckpt"], DataError)
     assert f"ckpt_path={tmp_path}/other.ckpt: not a transformer-mt checkpoint" in message
 
 

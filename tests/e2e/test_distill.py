@@ -23,7 +23,7 @@ from tests.helpers import (
     stopped_in_the_third_chunk,
 )
 from transformer_mt.checkpoints.loading import read_checkpoint
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.evaluation.significance import paired_test
 from transformer_mt.run_folder import FolderLock
 from transformer_mt.tasks import run
@@ -307,7 +307,7 @@ def test_a_teacher_that_is_not_there_is_one_line(tmp_path):
 def test_a_baseline_that_is_no_finished_run_is_refused_before_any_work(small_run, tmp_path):
     for baseline, why in ((tmp_path / "nowhere", "no such folder"),
                           (tmp_path, "a folder without metrics.json (not a finished training run)")):
-        with pytest.raises(ConfigError) as err:
+        with pytest.raises(DataError) as err:
             run(compose_config(tmp_path / "run", ["task=distill", f"task.teacher={small_run[0]}",
                                                   f"task.baseline={baseline}"]))
         assert str(err.value) == f"task.baseline={baseline}: {why}"

@@ -7,7 +7,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from tests.helpers import ROOT, compose_config
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.inference.members import load_translator
 from transformer_mt.tasks import run
 
@@ -43,7 +43,7 @@ def test_a_model_ensembled_with_itself_translates_and_scores_as_it_does_alone(to
 def test_members_with_different_tokenizers_and_an_ensemble_where_one_checkpoint_goes_are_refused(
         small_checkpoint, tmp_path):
     (tmp_path / "in.txt").write_text("a dog\n")
-    with pytest.raises(ConfigError, match=rf"ckpt_path: {small_checkpoint} and {SHIPPED} have different tokenizers"):
+    with pytest.raises(DataError, match=rf"ckpt_path: {small_checkpoint} and {SHIPPED} have different tokenizers"):
         run(compose_config(tmp_path / "t", ["task=translate", f"task.input={tmp_path}/in.txt",
                                             f"ckpt_path=[{small_checkpoint},{SHIPPED}]"]))
     with pytest.raises(ConfigError, match=r"this task takes one checkpoint \(a list, ckpt_path=\[a.ckpt,b.ckpt\], "

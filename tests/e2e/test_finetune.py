@@ -99,5 +99,6 @@ def test_a_schedule_picked_for_fine_tuning_is_said_against_the_starting_peak(toy
     assert fine_tuning_optim(cfg, 0.00442) is cfg  # the run's own schedule, as picked
     assert "the schedule peaks at lr 0.028, 6.3 x the 0.00442 the starting model peaked at; fine-tuning that high " \
            "can undo what it learned" in caplog.text
-    with pytest.raises(ConfigError, match=r"optim.optimizer.lr=None: must be a number > 0 \(null is optim=finetune"):
+    with pytest.raises(ConfigError, match=r"optim.optimizer.lr=null is optim=finetune's, derived from the starting "
+                                          r"model's peak: it needs model.init_from"):
         run(compose_config(tmp_path / "scratch", ["optim=finetune", *SMALL_RUN]))

@@ -1,12 +1,18 @@
 """What the GPU presets set, composed on the CPU: TF32 for float32 matmuls, the paper's batch on one
 card, and packed attention refused where torch's varlen kernel cannot run it."""
 
+from dataclasses import dataclass
+from typing import Any
+
 import pytest
 import torch
+from hydra.core.config_store import ConfigStore
 
 from tests.helpers import compose_config
 from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.model import attention
+from transformer_mt.schema.keys import key
+from transformer_mt.schema.task_base import Task
 from transformer_mt.tasks import run
 from transformer_mt.tasks.runs import config_checks as checks
 from transformer_mt.tasks.runs.config_checks import check_packed
@@ -21,15 +27,24 @@ def record_precision(cfg) -> dict:
     return {}
 
 
+@dataclass
+class RecordPrecision(Task):
+    """python run.py task=record_precision: the float32 matmul precision it runs under, recorded."""
+
+    name: Any = key("record_precision", "the task's name (set by task=NAME)")
+    runner = staticmethod(record_precision)
+
+
 def test_float32_matmul_precision_holds_while_the_task_runs_and_trainer_gpu_sets_tf32(tmp_path):
     assert compose_config(tmp_path).float32_matmul_precision == "highest"  # torch's default: CPU runs unchanged
     assert compose_config(tmp_path, ["trainer=gpu"]).float32_matmul_precision == "high"
     SEEN.clear()
     before = torch.get_float32_matmul_precision()
-    run(compose_config(tmp_path, ["float32_matmul_precision=high", f"task.run={__name__}.record_precision"]))
+    ConfigStore.instance().store(group="task", name="record_precision", node=RecordPrecision)
+    run(compose_config(tmp_path, ["float32_matmul_precision=high", "task=record_precision"]))
     assert SEEN == ["high"] and torch.get_float32_matmul_precision() == before
     with pytest.raises(ConfigError, match=r"^float32_matmul_precision='tf32': must be highest, high"):
-        run(compose_config(tmp_path, ["float32_matmul_precision=tf32", f"task.run={__name__}.record_precision"]))
+        run(compose_config(tmp_path, ["float32_matmul_precision=tf32", "task=record_precision"]))
 
 
 @pytest.mark.parametrize("experiment", [[], ["experiment=multi30k_recipe"], ["experiment=paper/wmt14_en_de_big"]])

@@ -81,17 +81,37 @@ def test_task_help_prints_that_tasks_command_and_keys_at_once(task):
 
     from tests.helpers import ROOT
     from transformer_mt.schema.keys import described
-    from transformer_mt.schema.store import TASKS
+    from transformer_mt.tasks.options import TASKS
 
     start = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), f"task={task}", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and time.monotonic() - start < 3, result.stderr
     assert result.stdout.startswith(f"python run.py task={task}" if task != "train" else "python run.py [")
-    keys = [each.name for each in described(TASKS[task]) if each.name not in ("run", "name")]
+    keys = [each.name for each in described(TASKS[task]) if each.name != "name"]
     assert keys and all(f"\ntask.{key} = " in result.stdout for key in keys)
     unknown = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=distil", "--help"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
     assert unknown.returncode == 1 and unknown.stderr.strip() == (
         "error: task=distil: no such task; the tasks: train, evaluate, translate, score, average, export, push, "
         "report, lengths, distill, backtranslate, serve, shortlist")
+
+
+@pytest.mark.parametrize(("group", "name", "keys"), [
+    ("decoding", "beam", ["beam_size = 4", "nbest = 1", "options.max_len_b = 50", "options.check_every = null"]),
+    ("decoding", "greedy", ["shortlist = false", "options.max_len_a = 1.2"]),
+    ("optim", "noam", ["optimizer.lr = 1.0", "scheduler.warmup_steps = 4000"]),
+    ("optim", "auto", ["optimizer.lr = 1.0", "finetune.optimizer.lr = null", "finetune.peak_fraction = 0.1"]),
+])
+def test_an_options_help_lists_its_keys_from_the_schema(group, name, keys):
+    """`decoding=NAME --help`, `optim=NAME --help`: the option's use and every key of its node with its
+    default (a nested node's keys too), from the schema, without Hydra or torch."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), f"{group}={name}", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith(f"{group}={name}: "), result.stderr
+    assert all(f"\n{group}.{key}\n" in result.stdout for key in keys), result.stdout

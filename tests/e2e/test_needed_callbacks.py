@@ -8,8 +8,8 @@ import pytest
 
 from tests.helpers import SMALL_RUN, assert_clean_failure, compose_config, interrupt_at, run_py
 from transformer_mt.errors import ConfigError
+from transformer_mt.schema.between_groups import NEEDED_CALLBACKS
 from transformer_mt.tasks import run
-from transformer_mt.tasks.runs.config_checks import NEEDED_CALLBACKS
 
 pytestmark = pytest.mark.slow
 

@@ -46,13 +46,16 @@ REFUSED = [
     (["decoding.shortlist=true"], "decoding.shortlist=true: task=train does not decode over a vocabulary shortlist"),
     (["task=shortlist", "ckpt_path={tmp}/text.ckpt"], "ckpt_path={tmp}/text.ckpt: not a readable transformer-mt"),
 ]
-# a bad value of each group the schema declares (schema/architecture.py, trainer.py, module.py): refused alike
+# a bad value of each group the schema declares (schema/architecture.py, trainer.py, lightning_module.py,
+# search_keys.py, optim.py): refused alike
 GROUP_VALUES = [
     (["model.heads=0"], "model.heads=0: must be an integer >= 1"),
     (["model=base", "model.heads=5"], "model.d_model=512 is not divisible by model.heads=5; set model.d_k"),
     (["trainer.max_epochs=abc"], "trainer.max_epochs='abc': must be an integer >= -1"),
     (["trainer.precision=abc"], "trainer.precision='abc': must be 32-true, bf16-mixed, 16-mixed"),
     (["module.label_smoothing=1.0"], "module.label_smoothing=1.0: must be a number in [0, 1)"),
+    (["decoding=beam", "decoding.beam_size=0"], "decoding.beam_size=0: must be an integer >= 1"),
+    (["optim.optimizer.lr=-1"], "optim.optimizer.lr=-1: must be a number > 0"),
 ]
 
 
@@ -87,7 +90,7 @@ def test_a_path_or_config_refusal_comes_before_torch_is_imported(without_torch, 
 
 
 def test_a_bad_value_of_any_group_is_refused_within_seconds(tmp_path):
-    """Five refusals as whole processes, torch importable: each about Hydra's composition (a second
+    """Seven refusals as whole processes, torch importable: each about Hydra's composition (a second
     here), where building anything would take the imports of torch and Lightning first (8.8 s here
     before the groups had a schema). 3 s: three times the composition, well under those imports."""
     times = []

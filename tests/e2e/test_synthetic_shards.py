@@ -11,10 +11,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.helpers import ROOT
 from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError
+from transformer_mt.schema.search_keys import SampleNode
 from transformer_mt.tasks.pipelines.stage_work import corpus_sources, file_sources
 from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, translate_chunks, write_synthetic
 
@@ -23,7 +23,7 @@ CPU = torch.device("cpu")
 
 def translation(checkpoint: Path, tag: str | None = None) -> TranslationSettings:
     """Sampling (each chunk seeded from the seed and its number) with short outputs, chunks of 40 lines."""
-    decoding = OmegaConf.load(ROOT / "conf" / "decoding" / "sample.yaml")
+    decoding = OmegaConf.structured(SampleNode)  # decoding=sample's keys and defaults
     decoding.options.max_len_b = 5
     return TranslationSettings((checkpoint,), plain(decoding), None, tag, 512, 40, 7)
 

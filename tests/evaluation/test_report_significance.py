@@ -16,7 +16,7 @@ from sacrebleu.significance import PairedTest
 
 from tests.helpers import compose_config
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.evaluation.metrics import tokenized_lowercased_bleu
 from transformer_mt.evaluation.significance import difference_interval, paired_test
 from transformer_mt.tasks import run
@@ -296,7 +296,7 @@ def test_jobs_from_before_ter_show_a_dash(sweep, tmp_path):
 
 def test_missing_translations_and_other_references_are_refused_in_one_line(sweep, tmp_path):
     (sweep / "0" / "test.translations.txt").unlink()
-    with pytest.raises(ConfigError, match=r"job 0: its test translations .* are missing"):
+    with pytest.raises(DataError, match=r"job 0: its test translations .* are missing"):
         report(sweep, tmp_path)
     refs = REFS[:-1] + ["another reference"]
     hyps = better_hyps(1)
@@ -305,7 +305,7 @@ def test_missing_translations_and_other_references_are_refused_in_one_line(sweep
     # names relative to the job folder, as in a sweep folder moved since: found there
     (sweep / "0" / "metrics.json").write_text(json.dumps({"test/bleu": 1.0, "translations": "test.translations.txt",
                                                           "references": "test.references.txt"}))
-    with pytest.raises(ConfigError, match=r"job 0 was scored on other references than the base row's job 2 "
+    with pytest.raises(DataError, match=r"job 0 was scored on other references than the base row's job 2 "
                                           r"\(seed 1\)"):
         report(sweep, tmp_path)
 

@@ -12,7 +12,7 @@ import torch
 
 from tests.helpers import compose_config, run_py
 from transformer_mt.data.toy import ToyCorpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.tasks import run
 
@@ -97,10 +97,10 @@ def test_import_then_export_gives_back_the_same_weights(opus):
 
 def test_a_marian_model_we_cannot_represent_is_refused_with_the_reason(tmp_path):
     folder = opus_folder(tmp_path / "tanh", activation="tanh")
-    with pytest.raises(ConfigError, match=r"model.init_from=.*tanh: a Marian model we cannot represent: "
+    with pytest.raises(DataError, match=r"model.init_from=.*tanh: a Marian model we cannot represent: "
                                           r"activation 'tanh'"):
         read_marian(folder)
-    with pytest.raises(ConfigError, match=r"model.init_from=.*nowhere: no config.json there"):
+    with pytest.raises(DataError, match=r"model.init_from=.*nowhere: no config.json there"):
         read_marian(tmp_path / "nowhere")
 
 

@@ -13,7 +13,7 @@ import torch
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.checkpoints.loading import checkpoint_tokenizer, read_checkpoint
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.progress import ProgressBar
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def average_checkpoints(paths: list[Path], bar: ProgressBar | None = None) -> di
     if bar is not None:
         bar.advance()
     if checkpoint_tokenizer(first) is None:
-        raise ConfigError(f"{paths[0]}: not a transformer-mt checkpoint (no tokenizer)")
+        raise DataError(f"{paths[0]}: not a transformer-mt checkpoint (no tokenizer)")
     sums = {k: v.double() if v.is_floating_point() else v for k, v in first["state_dict"].items()}
     for path in paths[1:]:
         other = read_checkpoint(path)
@@ -40,7 +40,7 @@ def average_checkpoints(paths: list[Path], bar: ProgressBar | None = None) -> di
             if value.is_floating_point():
                 sums[name] += value.double()
             elif not torch.equal(value, sums[name]):
-                raise ConfigError(f"{path}: integer tensor {name} differs from {paths[0]}'s")
+                raise DataError(f"{path}: integer tensor {name} differs from {paths[0]}'s")
         if bar is not None:
             bar.advance()
     state = first["state_dict"]
@@ -60,17 +60,17 @@ def check_compatible(first_path: Path, first: dict, path: Path, other: dict) -> 
     a, b = first["state_dict"], other.get("state_dict", {})
     if a.keys() != b.keys():
         missing, extra = sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
-        raise ConfigError(f"{path}: parameters differ from {first_path} (missing {missing[:3]}, extra {extra[:3]})")
+        raise DataError(f"{path}: parameters differ from {first_path} (missing {missing[:3]}, extra {extra[:3]})")
     for name in a:
         if a[name].shape != b[name].shape:
-            raise ConfigError(f"{path}: {name} has shape {tuple(b[name].shape)}, "
+            raise DataError(f"{path}: {name} has shape {tuple(b[name].shape)}, "
                               f"{first_path} has {tuple(a[name].shape)}")
     ha, hb = first["hyper_parameters"].get("model"), other.get("hyper_parameters", {}).get("model")
     if ha != hb:
         keys = sorted(k for k in set(ha) | set(hb or {}) if ha.get(k) != (hb or {}).get(k))
-        raise ConfigError(f"{path}: model.{keys[0]} differs from {first_path}'s")
+        raise DataError(f"{path}: model.{keys[0]} differs from {first_path}'s")
     if checkpoint_tokenizer(first) != checkpoint_tokenizer(other):
-        raise ConfigError(f"{path}: its tokenizer differs from {first_path}'s")
+        raise DataError(f"{path}: its tokenizer differs from {first_path}'s")
 
 
 def epoch_folder(run_dir: Path) -> Path:

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -36,7 +36,7 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
     for path in paths:
         if not path.is_file():
-            raise ConfigError(f"ckpt_path={path}: no such file")
+            raise DataError(f"ckpt_path={path}: no such file")
     return paths
 
 
@@ -51,7 +51,7 @@ def model_checkpoints(given, key: str) -> list[Path]:
         if path.is_dir():
             path = Path(finished_run(path, key)["tested_checkpoint"])
         if not path.is_file():
-            raise ConfigError(f"{key}={each}: no such checkpoint")
+            raise DataError(f"{key}={each}: no such checkpoint")
         paths.append(path)
     return paths
 
@@ -60,9 +60,9 @@ def finished_run(folder: Path, key: str) -> dict:
     """The metrics.json of a finished training run in `folder` (`key`: the setting that names it)."""
     path = folder / "metrics.json"
     if not folder.is_dir():
-        raise ConfigError(f"{key}={folder}: no such folder")
+        raise DataError(f"{key}={folder}: no such folder")
     if not path.is_file():
-        raise ConfigError(f"{key}={folder}: a folder without metrics.json (not a finished training run)")
+        raise DataError(f"{key}={folder}: a folder without metrics.json (not a finished training run)")
     return json.loads(path.read_text())
 
 

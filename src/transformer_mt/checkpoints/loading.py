@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from transformer_mt.checkpoints.files import file_damage, unreadable
 from transformer_mt.checkpoints.upgrades import upgrade
 from transformer_mt.config import plain
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 
 
 def describe_corpus(data: dict) -> str:
@@ -80,12 +80,12 @@ def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
         raise unreadable(key, path, damage(path, err)) from err
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict) \
             or "model" not in (checkpoint.get("hyper_parameters") or {}):
-        raise ConfigError(f"{key}={path}: not a transformer-mt checkpoint (it has no state_dict and model "
+        raise DataError(f"{key}={path}: not a transformer-mt checkpoint (it has no state_dict and model "
                           "hyper-parameters)")
     try:
         return upgrade(checkpoint)
     except ValueError as err:
-        raise ConfigError(f"{key}={path}: {err}") from None
+        raise DataError(f"{key}={path}: {err}") from None
 
 
 def damage(path: Path, err: Exception) -> str:

@@ -13,7 +13,7 @@ from itertools import chain
 from pathlib import Path
 
 from transformer_mt.atomic import atomic_file
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 
 KIND, VERSION = "transformer-mt shortlist", 1
 
@@ -32,7 +32,7 @@ def check_shortlist_exists(checkpoint: Path) -> Path:
     """The table's path, or the one line of a missing table: the key, the file and the command."""
     path = shortlist_path(checkpoint)
     if not path.is_file():
-        raise ConfigError(f"decoding.shortlist=true: {checkpoint} has no lexical table ({path}); build it with "
+        raise DataError(f"decoding.shortlist=true: {checkpoint} has no lexical table ({path}); build it with "
                           f"{build_command(checkpoint)}")
     return path
 
@@ -58,16 +58,16 @@ def read_shortlist(path: Path, checkpoint: Path, digest: str, src_size: int, tgt
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not a readable lexical table ({' '.join(str(err).split())[:120]}){again}") \
+        raise DataError(f"{path}: not a readable lexical table ({' '.join(str(err).split())[:120]}){again}") \
             from None
     if not isinstance(data, dict) or data.get("kind") != KIND or data.get("version") != VERSION:
-        raise ConfigError(f"{path}: not a lexical table of this version ({KIND}, version {VERSION}){again}")
+        raise DataError(f"{path}: not a lexical table of this version ({KIND}, version {VERSION}){again}")
     if data.get("vocabularies") != digest:
-        raise ConfigError(f"{path}: built for other vocabularies than {checkpoint}'s{again}")
+        raise DataError(f"{path}: built for other vocabularies than {checkpoint}'s{again}")
     table, frequent = data.get("table"), data.get("frequent_ids")
     if not isinstance(table, list) or len(table) != src_size or not all(isinstance(row, list) for row in table):
-        raise ConfigError(f"{path}: its table must hold one list per source token ({src_size}){again}")
+        raise DataError(f"{path}: its table must hold one list per source token ({src_size}){again}")
     ids = chain(frequent if isinstance(frequent, list) else [None], *table)
     if not all(type(i) is int and 0 <= i < tgt_size for i in ids):
-        raise ConfigError(f"{path}: it holds ids that are no target token ids (0 to {tgt_size - 1}){again}")
+        raise DataError(f"{path}: it holds ids that are no target token ids (0 to {tgt_size - 1}){again}")
     return data

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer_mt.choices import SPLITS
 from transformer_mt.data.text import clean, decode_text, text_lines
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "test")
 CHUNK = 10_000  # pairs per chunk of a stream
 # the key a corpus says in its errors, not knowing its name (the datamodule puts it in: mixture.naming)
 CORPUS_KEY = "data.corpora.NAME"

@@ -42,12 +42,9 @@ from transformer_mt.data.encoding import EVAL_FEATURES, TRAIN_FEATURES, encode_s
 from transformer_mt.data.fingerprints import CorpusFingerprints
 from transformer_mt.data.fits import check_fits
 from transformer_mt.data.mixture import Mixture, checked_corpora, corpus_key, corpus_tokens, naming, training_sample
-from transformer_mt.data.shape_grid import checked_shape_grid
 from transformer_mt.data.tokenizer import TokenizerOptions, Vocabularies, tag_token
 from transformer_mt.data.vocabulary_training import cached_vocabularies, check_file_matches
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.progress import wanted
-from transformer_mt.validate import BOOLEAN, check, integer, listing, number, one_of
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +75,6 @@ class TranslationDataModule(L.LightningDataModule):
                  vocabularies: Vocabularies | None = None, progress: bool | None = None, packed: bool = False,
                  temperature: float | None = None, shape_grid: int | None = None) -> None:
         super().__init__()
-        check("data.max_tokens", max_tokens, integer(1), "an integer >= 1")
-        check("data.eval_max_tokens", eval_max_tokens, integer(1), "an integer >= 1 or null", nullable=True)
-        check("data.max_len", max_len, integer(1), "an integer >= 1")
-        check("data.max_len_ratio", max_len_ratio, number(1.0), "a number >= 1 or null", nullable=True)
-        check("data.num_workers", num_workers, integer(0), "an integer >= 0")
-        check("data.num_proc", num_proc, integer(1), "an integer >= 1")
-        check("data.pad_to_multiple", pad_to_multiple, integer(1), "an integer >= 1")
-        check("data.packed", packed, *BOOLEAN)
-        check("data.split", split, one_of(*SPLITS), listing(SPLITS))
-        check("data.temperature", temperature, number(0.0, low_open=True), "a number > 0 or null", nullable=True)
-        wanted(progress)  # a bad value is named now, not when a bar is first wanted
         self.corpora = checked_corpora(corpora)
         self.first = next(iter(self.corpora))  # the run's own corpus: validation and test
         self.training = [name for name, corpus in self.corpora.items() if corpus.weight > 0]
@@ -99,7 +85,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc
         self.pad_to_multiple, self.progress, self.packed = pad_to_multiple, progress, packed
         self.temperature = temperature
-        self.shape_grid = checked_shape_grid(shape_grid, packed, self.options.dropout)
+        self.shape_grid = shape_grid
         self.given_vocabularies = vocabularies
         # what the data work settles, each once
         self._settled: tuple[Vocabularies, str] | None = None  # the vocabularies and their cache key

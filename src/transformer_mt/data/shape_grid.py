@@ -13,19 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.validate import check, integer
-
-
-def checked_shape_grid(k: int | None, packed: bool, dropout: float) -> int | None:
-    """data.shape_grid, refused where batches have no fixed shapes to bound."""
-    check("data.shape_grid", k, integer(1), "an integer >= 1 or null", nullable=True)
-    if k and packed:
-        raise ConfigError("data.shape_grid with data.packed=true: packed batches have no padded shape to bound")
-    if k and dropout > 0:
-        raise ConfigError("data.shape_grid with data.tokenizer.dropout: the lengths change every epoch, so no "
-                          "grid fitted once holds them; set one of the two")
-    return k
+from transformer_mt.errors import DataError
 
 
 def padding_table(values: np.ndarray, counts: np.ndarray, max_tokens: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.validate import PROBABILITY, check, integer, listing, one_of
+from transformer_mt.validate import check
 
 log = logging.getLogger(__name__)
 
@@ -68,17 +68,6 @@ class TokenizerOptions:
     # trained on at most this many training pairs (a fixed-seed sample; null: all of them)
     train_sample: int | None = 750_000
     dropout: float = 0.0  # subword regularization of the training split, each epoch (data/dropout.py)
-
-    def __post_init__(self) -> None:
-        for key, choices in (("type", ("bpe", "sentencepiece")), ("model_type", ("unigram", "bpe")),
-                             ("normalization", ("nfkc", "none"))):
-            check(f"data.tokenizer.{key}", getattr(self, key), one_of(*choices), listing(choices))
-        smallest = len(SPECIAL_TOKENS) + 1
-        check("data.tokenizer.vocab_size", self.vocab_size, integer(smallest), f"an integer >= {smallest}")
-        check("data.tokenizer.train_sample", self.train_sample, integer(1), "an integer >= 1 or null", nullable=True)
-        check("data.tokenizer.dropout", self.dropout, *PROBABILITY)
-        if self.tgt_file and self.joint:
-            raise ConfigError(f"data.tokenizer.tgt_file={self.tgt_file!r}: needs data.tokenizer.joint=false")
 
     def to_dict(self) -> dict:
         return asdict(self)

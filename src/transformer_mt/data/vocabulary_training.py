@@ -103,8 +103,6 @@ def build_vocabularies(src_lines: Iterable[str], tgt_lines: Iterable[str], optio
         src = TextTokenizer.load(options.file)
         if options.joint:
             return Vocabularies(src)
-        if not options.tgt_file:
-            raise ConfigError("data.tokenizer.joint=false with data.tokenizer.file also needs data.tokenizer.tgt_file")
         return Vocabularies(src, TextTokenizer.load(options.tgt_file))
     train = train_bpe if options.type == "bpe" else train_sentencepiece
     if options.joint:

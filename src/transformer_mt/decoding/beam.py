@@ -6,10 +6,8 @@ from dataclasses import dataclass
 import torch
 
 from transformer_mt.decoding.constraints import ConstrainedBeamRun, Phrase
-from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, checked_shortlist, run_search
+from transformer_mt.decoding.search import Hypothesis, SearchModel, SearchOptions, run_search
 from transformer_mt.decoding.strategy import Search, SearchCapabilities
-from transformer_mt.errors import ConfigError
-from transformer_mt.validate import BOOLEAN, check, integer
 
 
 @dataclass(frozen=True)
@@ -82,15 +80,11 @@ class BeamSearch(Search):
     def __init__(self, beam_size: int = 4, length_norm: Callable[[int], float] | None = None, nbest: int = 1,
                  options: SearchOptions | None = None, constraints: bool = False, shortlist: bool = False
                  ) -> None:
-        check("decoding.beam_size", beam_size, integer(1), "an integer >= 1")
-        if not integer(1, beam_size)(nbest):
-            raise ConfigError(f"decoding.nbest={nbest!r}: must be between 1 and decoding.beam_size={beam_size}")
-        check("decoding.constraints", constraints, *BOOLEAN)
         self.beam_size, self.nbest = beam_size, nbest
         self.length_norm = length_norm or PowerLength()
         self.options = options or SearchOptions()
         self.constraints = constraints  # input lines carry constraints (source<TAB>phrase<TAB>...)
-        self.shortlist = checked_shortlist(shortlist)  # over a vocabulary shortlist (search.SHORTLIST)
+        self.shortlist = shortlist  # over a vocabulary shortlist (search.SHORTLIST)
         self.unmet = 0  # sentences whose constraints did not fit their length limit (decoded without)
 
     @torch.no_grad()

@@ -7,7 +7,6 @@ from transformer_mt.decoding.search import (
     SearchModel,
     SearchOptions,
     TokenRun,
-    checked_shortlist,
     run_search,
 )
 from transformer_mt.decoding.strategy import Phrase, Search, SearchCapabilities
@@ -24,7 +23,7 @@ class GreedySearch(Search):
 
     def __init__(self, options: SearchOptions | None = None, shortlist: bool = False) -> None:
         self.options = options or SearchOptions()
-        self.shortlist = checked_shortlist(shortlist)
+        self.shortlist = shortlist
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,

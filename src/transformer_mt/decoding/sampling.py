@@ -7,11 +7,9 @@ from transformer_mt.decoding.search import (
     SearchModel,
     SearchOptions,
     TokenRun,
-    checked_shortlist,
     run_search,
 )
 from transformer_mt.decoding.strategy import Phrase, Search, SearchCapabilities
-from transformer_mt.validate import check, integer, number
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -61,12 +59,9 @@ class Sampling(Search):
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                  nbest: int = 1, options: SearchOptions | None = None, shortlist: bool = False) -> None:
-        check("decoding.temperature", temperature, number(0.0, low_open=True), "a number > 0")
-        check("decoding.top_p", top_p, number(0.0, 1.0, low_open=True), "a number in (0, 1]")
-        check("decoding.nbest", nbest, integer(1), "an integer >= 1")
         self.temperature, self.top_k, self.top_p, self.seed, self.nbest = temperature, top_k, top_p, seed, nbest
         self.options = options or SearchOptions()
-        self.shortlist = checked_shortlist(shortlist)
+        self.shortlist = shortlist
 
     def distribution(self, lprobs: torch.Tensor) -> torch.Tensor:
         """The probabilities tokens are drawn from, given the model's log-probabilities."""

@@ -16,8 +16,6 @@ from typing import Any, Protocol
 
 import torch
 
-from transformer_mt.validate import BOOLEAN, check, integer
-
 
 class SearchModel(Protocol):
     """What a search needs from a model; `transformer_mt.model.Transformer` is one, and so are the
@@ -64,19 +62,12 @@ task=shortlist ckpt_path=CKPT builds it), the frequent target tokens and the spe
 (decoding/shortlist.py). A search only declares it; whoever loads the checkpoint reads the table."""
 
 
-def checked_shortlist(value: bool) -> bool:
-    """decoding.shortlist, checked (SHORTLIST)."""
-    check("decoding.shortlist", value, *BOOLEAN)
-    return value
-
-
 def check_interval(check_every: int | None, device: torch.device) -> int:
     """Steps between the looks at which rows ended: `check_every`, or by default 1 on the CPU (a
     look costs nothing there, and ended rows leave the batch at once) and CHECK_EVERY elsewhere (a
     look waits for the GPU's queue to drain; ended rows ride along, masked, until the next)."""
     if check_every is None:
         return 1 if device.type == "cpu" else CHECK_EVERY
-    check("decoding.options.check_every", check_every, integer(1), "an integer >= 1 or null")
     return check_every
 
 
@@ -163,8 +154,6 @@ class SearchOptions:
         by default on a GPU only. On a 2-core CPU it ran at 0.31x the eager step's speed (beam 4)
         and every new shape compiles for seconds; on a GPU the eager step waits on kernel launches.
         Without a cache (use_cache false) never."""
-        check("decoding.options.static_step", self.static_step, lambda v: isinstance(v, bool), "true, false or null",
-              nullable=True)
         wanted = device.type == "cuda" if self.static_step is None else self.static_step
         return wanted and self.use_cache
 

@@ -9,7 +9,7 @@ import torch
 from transformer_mt.checkpoints.loading import model_weights, read_checkpoint
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.strategy import Search
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.inference.shortlist_loading import load_shortlist
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Transformer, TransformerConfig
@@ -32,7 +32,7 @@ def checkpoint_vocabularies(checkpoint: dict, path: Path, key: str = "ckpt_path"
     """A checkpoint's vocabularies (one without: a ConfigError naming `key`)."""
     tokenizer = checkpoint["hyper_parameters"].get("tokenizer")
     if tokenizer is None:
-        raise ConfigError(f"{key}={path}: the checkpoint has no tokenizer")
+        raise DataError(f"{key}={path}: the checkpoint has no tokenizer")
     return Vocabularies.from_dict(tokenizer)
 
 
@@ -41,7 +41,7 @@ def shared_vocabularies(paths: list[Path], checkpoints: list[dict]) -> Vocabular
     first = checkpoint_vocabularies(checkpoints[0], paths[0])
     for path, checkpoint in zip(paths[1:], checkpoints[1:]):
         if checkpoint_vocabularies(checkpoint, path).to_dict() != first.to_dict():
-            raise ConfigError(f"ckpt_path: {paths[0]} and {path} have different tokenizers; the members of an "
+            raise DataError(f"ckpt_path: {paths[0]} and {path} have different tokenizers; the members of an "
                               "ensemble must share one")
     return first
 

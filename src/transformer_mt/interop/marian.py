@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import torch
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
 from transformer_mt.model import TransformerConfig
 
@@ -223,7 +223,7 @@ def marian_architecture(config, folder) -> dict:
     ]
     for bad, reason in problems:
         if bad:
-            raise ConfigError(f"{where}: a Marian model we cannot represent: {reason}")
+            raise DataError(f"{where}: a Marian model we cannot represent: {reason}")
     return {"num_encoder_layers": config.encoder_layers, "num_decoder_layers": config.decoder_layers,
             "d_model": config.d_model, "d_ff": config.encoder_ffn_dim, "heads": config.encoder_attention_heads,
             "d_k": None, "activation": "swish" if config.activation_function == "silu" else config.activation_function,
@@ -244,14 +244,14 @@ def marian_vocabularies(folder):
         ids = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
         pieces = [piece for piece, _ in sorted(ids.items(), key=lambda item: item[1])]
         if [ids[p] for p in pieces] != list(range(len(pieces))):
-            raise ConfigError(f"model.init_from={folder}: vocab.json does not number its pieces 0..{len(pieces) - 1}")
+            raise DataError(f"model.init_from={folder}: vocab.json does not number its pieces 0..{len(pieces) - 1}")
         target = folder / "target.spm" if (folder / "target.spm").is_file() else folder / "source.spm"
         src = MarianVocabulary((folder / "source.spm").read_bytes(), pieces)
         tgt = MarianVocabulary(target.read_bytes(), pieces)
         return Vocabularies(src, tgt)
     if (folder / "tokenizer.json").is_file():
         return Vocabularies(TextTokenizer.load(folder / "tokenizer.json"))
-    raise ConfigError(f"model.init_from={folder}: no tokenizer (source.spm + vocab.json, or tokenizer.json)")
+    raise DataError(f"model.init_from={folder}: no tokenizer (source.spm + vocab.json, or tokenizer.json)")
 
 
 def read_marian(folder) -> tuple[dict, dict[str, torch.Tensor], "object"]:
@@ -263,21 +263,21 @@ def read_marian(folder) -> tuple[dict, dict[str, torch.Tensor], "object"]:
 
     folder = Path(folder)
     if not (folder / "config.json").is_file():
-        raise ConfigError(f"model.init_from={folder}: no config.json there (a local Marian model folder)")
+        raise DataError(f"model.init_from={folder}: no config.json there (a local Marian model folder)")
     config = MarianConfig.from_pretrained(folder)
     if config.model_type != "marian":
-        raise ConfigError(f"model.init_from={folder}: a {config.model_type!r} model, not a Marian one")
+        raise DataError(f"model.init_from={folder}: a {config.model_type!r} model, not a Marian one")
     architecture = marian_architecture(config, folder)
     vocab = marian_vocabularies(folder)
     if vocab.src.vocab_size != config.vocab_size:
-        raise ConfigError(f"model.init_from={folder}: the tokenizer has {vocab.src.vocab_size} pieces, the model "
+        raise DataError(f"model.init_from={folder}: the tokenizer has {vocab.src.vocab_size} pieces, the model "
                           f"{config.vocab_size}")
     if vocab.special_ids()["pad_id"] != config.pad_token_id:
-        raise ConfigError(f"model.init_from={folder}: <pad> is {vocab.special_ids()['pad_id']} in the tokenizer, "
+        raise DataError(f"model.init_from={folder}: <pad> is {vocab.special_ids()['pad_id']} in the tokenizer, "
                           f"{config.pad_token_id} in config.json")
     marian = MarianMTModel.from_pretrained(folder).eval()
     if not torch.equal(marian.lm_head.weight, marian.model.shared.weight):
-        raise ConfigError(f"model.init_from={folder}: a Marian model we cannot represent: its output layer is not "
+        raise DataError(f"model.init_from={folder}: a Marian model we cannot represent: its output layer is not "
                           "tied to the embeddings")
     ours = TransformerConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.vocab_size,
                              pad_id=config.pad_token_id, **architecture)

@@ -49,6 +49,12 @@ def field_default(each: Field) -> Any:
     return each.default_factory() if each.default_factory is not NO_DEFAULT else MISSING
 
 
+def rule_words(each: Field) -> str:
+    """What a key must be, in words (`an integer >= 1`, `... or null` where null is allowed too)."""
+    words = each.metadata["must"][1]
+    return words + (" or null" if each.metadata["nullable"] and "null" not in words else "")
+
+
 def check_keys(node: DictConfig, prefix: str = "") -> None:
     """Check every schema key of `node` and of the schema nodes under it (a ConfigError naming the
     first bad one); values the user must still give (`???`) are left to refuse_missing_values."""
@@ -61,8 +67,8 @@ def check_keys(node: DictConfig, prefix: str = "") -> None:
         value = node[each.name]
         rule = each.metadata["must"]
         if rule is not None:
-            check(prefix + each.name, value, *rule, nullable=each.metadata["nullable"])
-        if isinstance(value, DictConfig):
+            check(prefix + each.name, value, rule[0], rule_words(each), nullable=each.metadata["nullable"])
+        if isinstance(value, DictConfig) and not OmegaConf.is_interpolation(node, each.name):  # `${decoding}`: its own
             check_keys(value, f"{prefix}{each.name}.")
     if issubclass(kind, Group) and not any(OmegaConf.is_missing(node, each.name) for each in described(kind)):
         kind.check_together(node, prefix)

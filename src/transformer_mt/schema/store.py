@@ -1,24 +1,21 @@
-"""Registers the schema in Hydra's ConfigStore: `run_schema` under conf/config.yaml, and each task
-class as the option `task=NAME`. run.py and the tests' composing call `register()` once before Hydra
-composes."""
+"""Registers the schema in Hydra's ConfigStore: `run_schema` under conf/config.yaml, and each option
+node of the data, decoding and optim groups as schema_GROUP_NAME, which conf/GROUP/NAME.yaml (for
+data's: conf/data_shared.yaml) extends. The task classes, which name their runners, are registered
+above it (tasks/options: `register`, which calls this one); run.py and the tests' composing call that
+once before Hydra composes."""
 
 from hydra.core.config_store import ConfigStore
 
-from transformer_mt.schema.multistage import BacktranslateTask, DistillTask
-from transformer_mt.schema.one_model import EvaluateTask, ScoreTask, TrainTask, TranslateTask
-from transformer_mt.schema.server import ServeTask
-from transformer_mt.schema.tools import AverageTask, ExportTask, LengthsTask, PushTask, ReportTask, ShortlistTask
+from transformer_mt.schema.data_keys import DATA
+from transformer_mt.schema.optim import OPTIMS
+from transformer_mt.schema.search_keys import SEARCHES
 from transformer_mt.schema.top import RunConfig
 
-TASKS = {"train": TrainTask, "evaluate": EvaluateTask, "translate": TranslateTask, "score": ScoreTask,
-         "average": AverageTask, "export": ExportTask, "push": PushTask, "report": ReportTask, "lengths": LengthsTask,
-         "distill": DistillTask, "backtranslate": BacktranslateTask, "serve": ServeTask,
-         "shortlist": ShortlistTask}
 
-
-def register() -> None:
-    """The schema's configs in the ConfigStore (storing again replaces them: calling twice is harmless)."""
+def register_groups() -> None:
+    """The top level and the groups' option nodes in the ConfigStore (storing again replaces them)."""
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
-    for name, kind in TASKS.items():
-        store.store(group="task", name=name, node=kind)
+    for group, options in (("data", DATA), ("decoding", SEARCHES), ("optim", OPTIMS)):  # what conf/ extends
+        for name, kind in options.items():
+            store.store(name=f"schema_{group}_{name}", node=kind)  # not a group: --help lists groups

@@ -1,10 +1,13 @@
-"""What every task class declares besides its keys: the paths it reads and writes (the preflight,
-tasks/runs/preflight.py, checks each before torch is imported) and whether it decodes over a
-vocabulary shortlist. Adding a task is its class (a subclass of Task, its keys as fields, `run` the
-function that runs it) and its module: the preflight reads these declarations, no list of tasks."""
+"""What every task class declares besides its keys: its runner, the paths it reads and writes (the
+preflight, tasks/runs/preflight.py, checks each before torch is imported), whether it decodes over a
+vocabulary shortlist and whether it trains. Adding a task is its class (a subclass of Task in
+tasks/options, its keys as fields, `runner` its module's run function) and its module: the job and
+the preflight read these declarations, no list of tasks."""
 
 from dataclasses import dataclass
 from typing import ClassVar
+
+from omegaconf import DictConfig
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,10 @@ class Task:
     # True: decodes over decoding.shortlist when asked; False: decodes, never over one (asking is refused);
     # None: decodes nothing a shortlist restricts (task=score is teacher-forced)
     shortlisted: ClassVar[bool | None] = None
+    trains: ClassVar[bool] = False  # trains a model on the run's corpus (the rules between groups of training)
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """Run the task on `cfg` (checked) and return its metrics: each task class names its module's
+        run function, imported only when the task runs (after the checks, which need no torch)."""
+        raise NotImplementedError

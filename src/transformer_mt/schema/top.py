@@ -4,9 +4,12 @@ composed from conf/<group>/*.yaml, or for `task` from this package's task classe
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import DictConfig
+
 from transformer_mt.choices import KERNELS, MATMUL_PRECISIONS, QUANTIZE
 from transformer_mt.schema.architecture import ModelGroup
-from transformer_mt.schema.keys import MISSING, key
+from transformer_mt.schema.between_groups import check_between_groups
+from transformer_mt.schema.keys import MISSING, Group, key
 from transformer_mt.schema.lightning_module import ModuleGroup
 from transformer_mt.schema.trainer import TrainerGroup
 from transformer_mt.validate import BOOLEAN, PATHS, integer, listing, one_of, text
@@ -20,7 +23,7 @@ def group(name: str, default: Any = MISSING) -> Any:
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Group):
     """The composed config of `python run.py`."""
 
     seed: Any = key(1234, "the run's seed (L.seed_everything, the data order, sampling)",
@@ -58,11 +61,14 @@ class RunConfig:
     module: Any = key(ModuleGroup(), "the LightningModule (its keys: module.*); the build step adds the model, "
                                       "the vocabularies and the data")
     model: Any = key(ModelGroup(), "the model (conf/model/*.yaml: model=OPTION; its keys: model.*)")
-    data: Any = group("data")
+    data: Any = key(MISSING, "the data group's node (conf/data/*.yaml: data=OPTION; its keys: the data sections "
+                             "below, the corpora's their classes')")
     trainer: Any = key(TrainerGroup(), "the Trainer (conf/trainer/*.yaml: trainer=OPTION; its keys: trainer.*)")
-    decoding: Any = group("decoding")
+    decoding: Any = key(MISSING, "the decoding group's node (conf/decoding/*.yaml: decoding=OPTION; each "
+                                 "option's keys: decoding=NAME below)")
     val_decoding: Any = key(None, "validation's decoding when not `decoding`: decoding@val_decoding=greedy")
-    optim: Any = group("optim")
+    optim: Any = key(MISSING, "the optim group's node (conf/optim/*.yaml: optim=OPTION; each option's keys: "
+                              "optim=NAME below)")
     logger: Any = group("logger", None)
     callbacks: Any = group("callbacks")
     paths: Any = group("paths")
@@ -70,3 +76,8 @@ class RunConfig:
                              "push, report, lengths, distill, backtranslate, serve, shortlist)")
     row: Any = key(None, "experiment=ablation/*: the row a sweep job runs (a key of `rows`)")
     rows: Any = key(None, "experiment=ablation/*: the settings of each row, by name")
+
+    @staticmethod
+    def check_together(node: DictConfig, prefix: str) -> None:
+        """The rules between groups (schema/between_groups.py)."""
+        check_between_groups(node)

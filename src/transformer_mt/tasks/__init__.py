@@ -1,7 +1,7 @@
-"""Tasks: one Hydra config in, one job out. `cfg.task.run` names the function that runs the task
-(`run(cfg)`); the task's schema class (transformer_mt/schema, task_base.py) declares the paths it
-reads and writes; the task group's other keys are that task's options. The task node has no `_target_`:
-it is no constructor call."""
+"""Tasks: one Hydra config in, one job out. The task's class (tasks/options: the option task=NAME)
+names its runner, the `run(cfg)` of its module here, and declares the paths it reads and writes
+(schema/task_base.py); the task group's keys are that task's options. The task node has no
+`_target_`: it is no constructor call."""
 
 import logging
 import math

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from transformer_mt.checkpoints.averaging import epoch_checkpoints, epoch_folder, write_average
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import read_checkpoint
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 
 
 def select_checkpoints(cfg: DictConfig) -> list[Path]:
@@ -29,16 +29,16 @@ def select_checkpoints(cfg: DictConfig) -> list[Path]:
     run_dir = Path(options.run_dir)
     folder, found = epoch_folder(run_dir), epoch_checkpoints(run_dir)
     if not found:
-        raise ConfigError(f"task.run_dir={options.run_dir}: no epoch checkpoints in {folder}")
+        raise DataError(f"task.run_dir={options.run_dir}: no epoch checkpoints in {folder}")
     n = int(options.last_n or options.best_n)
     if n > len(found):
-        raise ConfigError(f"task.{'last_n' if options.last_n else 'best_n'}={n}, but {folder} has only {len(found)}")
+        raise DataError(f"task.{'last_n' if options.last_n else 'best_n'}={n}, but {folder} has only {len(found)}")
     if options.last_n:
         return found[-n:]
     scored = [(read_checkpoint(p, key="task.run_dir").get("val_bleu"), p) for p in found]
     unscored = [p for s, p in scored if s is None]
     if unscored:
-        raise ConfigError(f"{unscored[0]}: no val_bleu recorded, so task.best_n cannot rank it")
+        raise DataError(f"{unscored[0]}: no val_bleu recorded, so task.best_n cannot rank it")
     return [p for _, p in sorted(scored, key=lambda sp: -sp[0])[:n]]
 
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import describe_corpus
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.tasks.runs.build import build_trainer
 from transformer_mt.tasks.runs.config_checks import check_config
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
@@ -31,7 +31,7 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
     if not cfg.data.get("from_checkpoint"):
         return cfg.data
     if record is None:
-        raise ConfigError(f"ckpt_path={path} records no data config (an older checkpoint): name the data to "
+        raise DataError(f"ckpt_path={path} records no data config (an older checkpoint): name the data to "
                           "evaluate on (data=NAME)")
     data = OmegaConf.create(record["config"])
     for key, value in cfg.data.items():
@@ -42,7 +42,7 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
 
 
 def run(cfg: DictConfig) -> dict:
-    check_config(cfg, ("trainer",))
+    check_config(cfg)
     trainer = build_trainer(cfg, with_logger=False)
     paths = checkpoint_paths(cfg)
     path = paths[0]

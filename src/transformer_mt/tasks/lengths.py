@@ -29,7 +29,7 @@ from sacrebleu.metrics import BLEU
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
 from transformer_mt.checkpoints.loading import task_device
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.evaluation.lengths import (
     Segment,
     bucket_names,
@@ -54,11 +54,11 @@ def tested_checkpoint(job: Job) -> Path:
     checkpoints/ folder when the sweep folder was moved)."""
     named = job.metrics.get("tested_checkpoint")
     if not named:
-        raise ConfigError(f"job {job.number} ({job.folder}): its metrics.json names no tested_checkpoint, the "
+        raise DataError(f"job {job.number} ({job.folder}): its metrics.json names no tested_checkpoint, the "
                           "model the length test translates with")
     path = job.located(named, "checkpoints")
     if not path.is_file():
-        raise ConfigError(f"job {job.number}: its tested checkpoint {named} is missing; the length test "
+        raise DataError(f"job {job.number}: its tested checkpoint {named} is missing; the length test "
                           "translates with it")
     return path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_mt.errors import ConfigError, HubError
+from transformer_mt.errors import ConfigError, DataError, HubError
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def run(cfg: DictConfig) -> dict:
                           "task.repo_id=USER/NAME")
     folder = Path(options.folder)
     if not (folder / "config.json").is_file() or not (folder / "tokenizer_config.json").is_file():
-        raise ConfigError(f"task.folder={folder}: not a Hugging Face export (no config.json and "
+        raise DataError(f"task.folder={folder}: not a Hugging Face export (no config.json and "
                           "tokenizer_config.json); write one with task=export task.format=hf")
     from huggingface_hub import HfApi, constants
 

@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 
 from transformer_mt import plots
 from transformer_mt.atomic import atomic_file
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.evaluation.significance import (
     BOOTSTRAP_SAMPLES,
     LEVEL,
@@ -146,7 +146,7 @@ def compare(row: Row, base_row: Row, metric: str = "bleu", n_bootstrap: int = BO
         base_hyps, base_refs = other.test_outputs()
         hyps, refs = job.test_outputs()
         if refs != base_refs:
-            raise ConfigError(f"job {job.number} was scored on other references than the base row's job "
+            raise DataError(f"job {job.number} was scored on other references than the base row's job "
                               f"{other.number} (seed {job.seed}): different test sets cannot be compared")
         results.append((job, paired_test(base_hyps, hyps, refs, n_bootstrap, n_randomization, metric)))
     return results

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_mt.checkpoints.averaging import epoch_checkpoints, write_average
 from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.stops import STOPS, Terminated, say, stopped_by, stops_say
 from transformer_mt.tasks.runs.build import RunCallbacks, build_datamodule, build_module, build_run_trainer
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
@@ -197,7 +197,7 @@ def average_at_end(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     if trainer.is_global_zero:
         paths = epoch_checkpoints(run_dir)[-n:]
         if not paths:
-            raise ConfigError(f"task.last_n={n}: no epoch checkpoints in {run_dir}/checkpoints/epochs")
+            raise DataError(f"task.last_n={n}: no epoch checkpoints in {run_dir}/checkpoints/epochs")
         if len(paths) < n:
             log.warning("task.last_n=%d, but the run wrote %d epoch checkpoints: averaging those", n,
                         len(paths))

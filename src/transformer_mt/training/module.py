@@ -19,7 +19,7 @@ from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.ensemble import Ensemble
 from transformer_mt.decoding.shortlist import Shortlist
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.inference.members import build_transformer, load_members
 from transformer_mt.inference.translator import Translator
@@ -113,7 +113,7 @@ class TranslationModule(L.LightningModule):
             return []
         models, vocabularies, _ = load_members([Path(p) for p in paths])
         if vocabularies.to_dict() != self.tokenizer.to_dict():
-            raise ConfigError(f"ckpt_path: {paths[0]} has other vocabularies than the ensemble's first member; the "
+            raise DataError(f"ckpt_path: {paths[0]} has other vocabularies than the ensemble's first member; the "
                               "members of an ensemble must share one")
         return models
 

@@ -11,8 +11,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from transformer_mt.config import plain
 from transformer_mt.schema.keys import described
-from transformer_mt.schema.one_model import TrainTask
 from transformer_mt.schema.shared import Trained
+from transformer_mt.tasks.options.one_model import TrainTask
 
 # the parts of the config that say what a stage trains: another value redoes the stage
 SHAPING = ("data", "model", "optim", "module", "seed", "tokens_per_update")

@@ -1,8 +1,10 @@
 """Work shared by several devices, one process each (torch.multiprocessing): the synthetic stage's
 chunks on trainer.devices > 1. A process on the CPU is forked and gets its share of the threads; one
-on a GPU is spawned (CUDA does not survive a fork). A ConfigError in a process is the run's, in
-one line; the processes are stopped when the run stops."""
+on a GPU is spawned (CUDA does not survive a fork). A user's error in a process (a UserError: a
+ConfigError, a DataError) is the run's, raised again in the parent, one line; the processes are
+stopped when the run stops."""
 
+import pickle
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +13,7 @@ from tempfile import TemporaryDirectory
 import torch
 import torch.multiprocessing as mp
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import UserError
 
 # work(rank, world, device): the share of process `rank` of `world`, on `device`
 Work = Callable[[int, int, torch.device], None]
@@ -29,9 +31,9 @@ def run_on_devices(work: Work, devices: list[torch.device], poll: Callable[[], N
             while not context.join(timeout=every):
                 poll()
         except mp.ProcessExitedException as err:
-            message = Path(errors, str(err.error_index))
-            if message.is_file():
-                raise ConfigError(message.read_text(encoding="utf-8")) from None
+            pickled = Path(errors, str(err.error_index))
+            if pickled.is_file():  # written by share() in this run's temporary folder, for this process
+                raise pickle.loads(pickled.read_bytes()) from None
             raise
         finally:
             for process in context.processes:
@@ -41,11 +43,11 @@ def run_on_devices(work: Work, devices: list[torch.device], poll: Callable[[], N
 
 
 def share(rank: int, work: Work, devices: list[torch.device], threads: int, errors: str) -> None:
-    """Process `rank`: its share of `work` with `threads` threads; a ConfigError's line is written to
+    """Process `rank`: its share of `work` with `threads` threads; a UserError is written (pickled) to
     errors/RANK for the parent, and the process exits with status 1."""
     torch.set_num_threads(threads)
     try:
         work(rank, len(devices), devices[rank])
-    except ConfigError as err:
-        Path(errors, str(rank)).write_text(str(err), encoding="utf-8")
+    except UserError as err:
+        Path(errors, str(rank)).write_bytes(pickle.dumps(err))
         sys.exit(1)

@@ -19,12 +19,11 @@ from transformer_mt.checkpoints.loading import task_devices
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import Corpus, count_lines, file_lines
 from transformer_mt.data.mixture import refuse_old_spelling
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.stops import raise_requested, stops_say
 from transformer_mt.tasks.pipelines.compose import stage_config
 from transformer_mt.tasks.pipelines.stages import Stage
 from transformer_mt.tasks.pipelines.synthetic import Sources, TranslationSettings, write_synthetic
-from transformer_mt.tasks.runs.config_checks import check_corpus_named
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,6 @@ def first_corpus(data: DictConfig) -> tuple[str, DictConfig]:
 def pipeline_corpus(cfg: DictConfig) -> tuple[Corpus, tuple[str, str]]:
     """The pipeline's corpus (first_corpus), built, and its two languages (`src` and `tgt` for a
     corpus without, the toy's)."""
-    check_corpus_named(cfg)
     corpus = instantiate(first_corpus(cfg.data)[1])
     return corpus, (getattr(corpus, "src_lang", "src"), getattr(corpus, "tgt_lang", "tgt"))
 
@@ -162,7 +160,7 @@ def compare_with_baseline(stage: Stage, baseline: dict, metrics: dict, what: str
     hyps, base_hyps = (Path(m["translations"]).read_text().splitlines() for m in (metrics, baseline))
     refs = Path(metrics["references"]).read_text().splitlines()
     if Path(baseline["references"]).read_text().splitlines() != refs:
-        raise ConfigError(f"the baseline {baseline['translations']} was tested on other references than the {what}")
+        raise DataError(f"the baseline {baseline['translations']} was tested on other references than the {what}")
     stage.start()
     result = paired_test(base_hyps, hyps, refs)
     comparison = {"baseline": baseline["translations"], "baseline_bleu": result.baseline, f"{what}_bleu": result.system,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformer_mt.atomic import atomic_dir, atomic_file
 from transformer_mt.data.cache_entry import digest
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +89,10 @@ def take_finished(stage: Stage, other: Path, key: str) -> None:
         return
     theirs = Stage(stage.name, Path(other) / stage.folder.name, stage.inputs)
     if not theirs.done():
-        raise ConfigError(f"{key}={other}: its {stage.name} stage is not done ({theirs.folder})")
+        raise DataError(f"{key}={other}: its {stage.name} stage is not done ({theirs.folder})")
     changed = theirs.changed()
     if changed:
-        raise ConfigError(f"{key}={other}: its {stage.name} stage was made with other {', '.join(changed)} than this "
+        raise DataError(f"{key}={other}: its {stage.name} stage was made with other {', '.join(changed)} than this "
                           "run's")
     shutil.rmtree(stage.folder, ignore_errors=True)
     with atomic_dir(stage.folder) as tmp:

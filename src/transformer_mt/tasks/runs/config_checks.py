@@ -1,17 +1,13 @@
-"""The config checks that must come before any part of a run is built, each failure naming its key.
-
-Most values are checked by the constructor that takes them (TranslationDataModule, TokenizerOptions,
-the searches, the callbacks): those stop a run when the part is built, before any data work. What
-is left here cannot wait for its constructor:
-- `optim.*` (RULES, until the optim group has a schema of its own: the model, module and trainer
-  groups are checked by the schema, transformer_mt/schema): the optimizer and its schedule are built
-  only inside `trainer.fit`; torch's own messages (`Invalid learning rate: -1`) name no key;
-- the device and precision asked for against this machine (`check_device`);
-- the dashboard's decoder layer against the model: the callback meets the model only in `fit`.
-- `data.max_len` against `model.max_positions`: the data knows nothing of the model, and a pair
-  the model cannot take would stop training only when its batch comes.
-- `data.packed` on a GPU against what torch's varlen kernel takes (`check_packed`): elsewhere
-  packed attention falls back to the exact reference, slower than plain padding.
+"""The checks of a run that need more than its config, before any part of it is built, each failure
+naming its key (the config's own values and the rules between its groups are the schema's,
+transformer_mt/schema, checked right after composition):
+- the device and precision asked for against this machine (`check_device`), and data.packed on a
+  GPU against what torch's varlen kernel takes (`check_packed`): elsewhere packed attention falls
+  back to the exact reference, slower than plain padding;
+- against the model the run builds (from the config, a checkpoint or model.init_from's folder): the
+  dashboard's decoder layer (the callback meets the model only in `fit`), and `data.max_len`
+  against `model.max_positions` (a pair the model cannot take would stop training only when its
+  batch comes).
 """
 
 import torch
@@ -19,36 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model import TransformerConfig, attention
-from transformer_mt.validate import check, integer, number
-
-_ABSENT = object()
-
-RULES = [  # key, test, what it must be, null allowed: the optim group's, until it has a schema of its own
-    ("optim.optimizer.lr", number(0.0, low_open=True), "a number > 0", True),  # null: optim=finetune's (settle)
-    ("optim.optimizer.weight_decay", number(0.0), "a number >= 0", False),
-    ("optim.scheduler.warmup_steps", integer(1), "an integer >= 1", False),
-]
 
 
-def check_config(cfg: DictConfig, groups: tuple[str, ...]) -> None:
-    """Check the RULES keys of `groups` (e.g. ("module", "trainer")) that the config has, and with
-    "trainer" the device and precision asked for."""
-    for key, ok, what, nullable in RULES:
-        if key.split(".")[0] not in groups:
-            continue
-        value = OmegaConf.select(cfg, key, default=_ABSENT)
-        if value is not _ABSENT:
-            check(key, value, ok, what, nullable)
-    if "trainer" in groups:
-        check_device(cfg.trainer, bool(OmegaConf.select(cfg, "optim.optimizer.fused", default=False)))
-
-
-def check_corpus_named(cfg: DictConfig) -> None:
-    """A task that reads its corpus (the first of data.corpora) needs a data preset with one:
-    data=checkpoint (task=evaluate's default, the checkpoint's own data) has none."""
-    if cfg.data.get("from_checkpoint"):
-        raise ConfigError(f"data=checkpoint is task=evaluate's data (a checkpoint's own); task={cfg.task.name} names "
-                          "its corpus: data=NAME (toy, multi30k, files, ...)")
+def check_config(cfg: DictConfig) -> None:
+    """The device and precision asked for, against this machine (the values themselves passed the schema)."""
+    check_device(cfg.trainer, bool(OmegaConf.select(cfg, "optim.optimizer.fused", default=False)))
 
 
 def check_dashboard_layer(cfg: DictConfig, architecture: dict) -> None:
@@ -103,12 +74,9 @@ def check_packed(cfg: DictConfig) -> None:
     calls it: fp16 / bf16 activations and no attention dropout. Without it packed attention takes
     the exact reference (unpack, padded SDPA, pack), slower than plain padding, so the run stops
     here with the key and the reason. On a CPU packing always takes the reference (no kernel).
-    Relative positions have no packed path: data.packed with model.positional=relative is refused."""
+    (Relative positions, which have no packed path, the schema refuses: schema/between_groups.py.)"""
     if not OmegaConf.select(cfg, "data.packed", default=False):
         return
-    if OmegaConf.select(cfg, "model.positional", default=None) == "relative":
-        raise ConfigError("data.packed=true: model.positional=relative attends through distance embeddings that "
-                          "no packed path takes; set data.packed=false (or another model.positional)")
     if not on_gpu(cfg.trainer):
         return
     precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
@@ -125,36 +93,3 @@ def check_packed(cfg: DictConfig) -> None:
         return
     raise ConfigError(f"data.packed=true: torch's varlen attention kernel cannot run ({reason}), and packed "
                       "attention without it is slower than padding; set data.packed=false")
-
-
-# the callbacks a training run needs (conf/callbacks_always.yaml, in every callbacks= option), and what for
-NEEDED_CALLBACKS = {
-    "model_checkpoint": "checkpoints/best.ckpt, which the test evaluates",
-    "last_checkpoint": "checkpoints/last.ckpt, the stop on Ctrl-C and SIGTERM, and the resume",
-    "step_budget": "the final validation of a trainer.max_steps stop inside an epoch",
-    "step_meter": "tokens per second (train/tokens_per_sec, metrics.json's tokens_per_sec)",
-    "timer": "the training time (metrics.json's train_seconds, trainer.max_time)",
-    "rng_state": "the RNG states in checkpoints (a resume equal to an uninterrupted run)",
-}
-
-
-def check_needed_callbacks(cfg: DictConfig) -> None:
-    """Every callback a training run needs is in its config (every callbacks= option has them; one
-    removed, `~callbacks.NAME` or null, is one line naming it)."""
-    callbacks = cfg.get("callbacks") or {}
-    for name, why in NEEDED_CALLBACKS.items():
-        if not OmegaConf.select(callbacks, f"{name}._target_", default=None):
-            raise ConfigError(f"callbacks.{name}: a training run needs it ({why}); it is in every callbacks= option "
-                              "(conf/callbacks_always.yaml) and cannot be removed")
-
-
-def check_averaging(cfg: DictConfig) -> None:
-    """task.last_n needs the epoch checkpoints it averages: one line before any work."""
-    n = cfg.task.get("last_n") or 0
-    if not n:
-        return
-    epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
-    keep = epochs.get("save_top_k") if epochs else None
-    if not isinstance(keep, int) or (keep != -1 and keep < n):
-        raise ConfigError(f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
-                          " which must be on and keep at least that many (save_top_k: -1 or >= N)")

@@ -17,7 +17,7 @@ import torch
 from transformer_mt.checkpoints.loading import checkpoint_tokenizer, model_weights, read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks.runs.preflight import missing_init_from
 
 TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
@@ -35,7 +35,7 @@ def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabular
     checkpoint = read_checkpoint(checkpoint_file, key="model.init_from")
     tokenizer = checkpoint_tokenizer(checkpoint)
     if tokenizer is None:
-        raise ConfigError(f"model.init_from={checkpoint_file}: the checkpoint has no tokenizer")
+        raise DataError(f"model.init_from={checkpoint_file}: the checkpoint has no tokenizer")
     model = {k: v for k, v in checkpoint["hyper_parameters"]["model"].items() if k not in TRAINING_KEYS}
     weights = model_weights(checkpoint)
     return model, weights, Vocabularies.from_dict(tokenizer)
@@ -50,7 +50,7 @@ def run_checkpoint(run_dir: Path) -> Path:
     for candidate in (*candidates, run_dir / "checkpoints" / "best.ckpt"):
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"model.init_from={run_dir}: a folder with neither config.json (a Marian model) nor "
+    raise DataError(f"model.init_from={run_dir}: a folder with neither config.json (a Marian model) nor "
                       "checkpoints/best.ckpt (a run of ours)")
 
 

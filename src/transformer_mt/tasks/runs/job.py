@@ -1,11 +1,10 @@
 """The job of a config that passed its checks (transformer_mt.tasks.run): Lightning's log lines
 through the job's logging once, the resolved config saved in the run directory, and
-cfg.task.run(cfg) with float32 matmuls at `float32_matmul_precision` while it runs."""
+the task class's runner (tasks/options) with float32 matmuls at `float32_matmul_precision` while it runs."""
 
 from pathlib import Path
 
 import torch
-from hydra.utils import get_method
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -13,13 +12,13 @@ from transformer_mt.tasks.runs.lightning_logs import route_lightning_logs
 
 
 def run_checked(cfg: DictConfig):
-    """The metrics cfg.task.run(cfg) returns."""
+    """The metrics the task's runner returns (the function its class names: tasks/options)."""
     route_lightning_logs()
     save_resolved_config(cfg)
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
     try:
-        return get_method(cfg.task.run)(cfg)
+        return OmegaConf.get_type(cfg, "task").runner(cfg)
     finally:
         torch.set_float32_matmul_precision(before)
 

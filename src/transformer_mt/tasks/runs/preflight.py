@@ -19,7 +19,7 @@ from transformer_mt.checkpoints.shortlist_file import check_shortlist_exists
 from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.data.corpus import check_file
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.schema.task_base import (
     AlignedFiles,
     Checkpoints,
@@ -68,7 +68,7 @@ def check_read(cfg: DictConfig, declared: PathDeclaration) -> None:
         case AlignedFiles(first=first, second=second):
             check_aligned_files(str(options[first]), str(options[second]))
         case Folder(key=key) if options.get(key) and not Path(options[key]).is_dir():
-            raise ConfigError(f"task.{key}={options[key]}: no such directory")
+            raise DataError(f"task.{key}={options[key]}: no such directory")
         case FinishedRun(key=key) if options.get(key):
             finished_run(Path(options[key]), f"task.{key}")
 
@@ -116,6 +116,6 @@ def served_checkpoints(cfg: DictConfig) -> dict[str, list[Path]]:
         paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
         for path in paths:
             if not path.is_file():
-                raise ConfigError(f"task.models.{name}={path}: no such file")
+                raise DataError(f"task.models.{name}={path}: no such file")
         served[str(name)] = paths
     return served

@@ -48,7 +48,7 @@ def check_resume(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
 def check_resumable(path: Path, checkpoint: dict, arch: dict) -> None:
     """Resuming needs a full checkpoint of the same model."""
     if "optimizer_states" not in checkpoint or "loops" not in checkpoint:
-        raise ConfigError(f"ckpt_path={path}: a weights-only checkpoint (no optimizer state, no training "
+        raise DataError(f"ckpt_path={path}: a weights-only checkpoint (no optimizer state, no training "
                           "position); it can be evaluated, translated or averaged, not resumed: resume from "
                           "checkpoints/last.ckpt")
     defaults = {f.name: f.default for f in fields(TransformerConfig)}

@@ -33,19 +33,11 @@ from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.runs.config_checks import (
-    check_averaging,
-    check_config,
-    check_corpus_named,
-    check_dashboard_layer,
-    check_max_len,
-    check_needed_callbacks,
-    check_packed,
-)
+from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
 from transformer_mt.tasks.runs.init_from import check_architecture, read_init_from
 from transformer_mt.tasks.runs.resume import check_resume
-from transformer_mt.validate import check, integer, number
+from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +84,8 @@ def checked_start(cfg: DictConfig) -> Start:
     """Every check of a training run that needs no data, in one place, then what it starts from:
     the config's values, the start (a model to fine-tune, a checkpoint to resume and whether it can
     be), the model, the layers and lengths the callbacks and the data ask of it, and the update plan."""
-    check_config(cfg, ("optim", "trainer"))
-    check_corpus_named(cfg)
-    check_needed_callbacks(cfg)
+    check_config(cfg)
     check_packed(cfg)
-    check_averaging(cfg)
     start = settle(cfg)
     config = start.config
     check_dashboard_layer(config, start.architecture)
@@ -120,9 +109,6 @@ def settle(cfg: DictConfig) -> Start:
                  cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()), len(weights),
                  "a joint vocabulary" if vocabularies.joint else "separate vocabularies")
         config = fine_tuning_optim(with_model(cfg, source), starting_peak_lr(Path(cfg.model.init_from)))
-    else:  # null is optim=finetune's, derived only with model.init_from
-        check("optim.optimizer.lr", cfg.optim.optimizer.get("lr"), number(0.0, low_open=True),
-              "a number > 0 (null is optim=finetune's, with model.init_from: a fraction of the starting model's peak)")
     if not cfg.get("ckpt_path"):
         return Start(config, vocabularies, weights)
     path = checkpoint_path(cfg)  # resume: the checkpoint's vocabularies and weights, not new ones

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import DataError
 from transformer_mt.multirun import FAILURE_FILE
 
 SEED = "seed"
@@ -50,11 +50,11 @@ class Job:
         for key, what in (("translations", "test translations"), ("references", "test references")):
             named = self.metrics.get(key)
             if not named:
-                raise ConfigError(f"{self.folder}/metrics.json: no {key!r} ({what}), which the significance tests "
+                raise DataError(f"{self.folder}/metrics.json: no {key!r} ({what}), which the significance tests "
                                   "need (a run from before references were kept: evaluate it again)")
             path = self.located(named)
             if not path.is_file():
-                raise ConfigError(f"job {self.number}: its {what} {named} are missing; the significance tests "
+                raise DataError(f"job {self.number}: its {what} {named} are missing; the significance tests "
                                   "need them")
             texts.append(path.read_text(encoding="utf-8").splitlines())
         return texts[0], texts[1]
@@ -116,11 +116,11 @@ def read_sweep(folder: Path) -> Sweep:
     """The sweep in `folder` (task.sweep_dir): its jobs, the keys they vary and the sweep config's
     values of those (`multirun.yaml`; none without it)."""
     if not folder.is_dir():
-        raise ConfigError(f"task.sweep_dir={folder}: no such directory")
+        raise DataError(f"task.sweep_dir={folder}: no such directory")
     jobs = [read_job(f) for f in sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
                                         key=lambda p: int(p.name))]
     if not jobs:
-        raise ConfigError(f"task.sweep_dir={folder}: no job directories (0/, 1/, ...) in it")
+        raise DataError(f"task.sweep_dir={folder}: no job directories (0/, 1/, ...) in it")
     keys = list(dict.fromkeys(k for job in jobs for k in job.settings if k != SEED))
     varied = [k for k in keys if len({job.settings.get(k) for job in jobs}) > 1]
     sweep_config = OmegaConf.load(folder / "multirun.yaml") if (folder / "multirun.yaml").is_file() else None

@@ -1,9 +1,11 @@
 """The task group's options that train and use one model: train, evaluate, translate, score. Each
-class is the option `task=NAME` (registered in the ConfigStore by schema.store); its docstring is the
+class is the option `task=NAME` (registered in the ConfigStore by tasks/options' `register`); its docstring is the
 task's usage, its fields the keys `task.KEY`, declared here once with default, rule and description."""
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from omegaconf import DictConfig
 
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
 from transformer_mt.schema.keys import key
@@ -11,7 +13,6 @@ from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
 from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
 from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of
 
-RUN = "the function that runs the task (set by task=NAME)"
 NAME = "the task's name (set by task=NAME)"
 INPUT = (PATH[0], "a file path, or null for stdin")
 OUTPUT = (PATH[0], "a file path, or null for stdout")
@@ -21,11 +22,18 @@ OUTPUT = (PATH[0], "a file path, or null for stdout")
 class TrainTask(Trained, Task):
     """python run.py [model=... data=... trainer=...]: train, validate with BLEU, test the best checkpoint."""
 
-    run: Any = key("transformer_mt.tasks.train.run", RUN)
     name: Any = key("train", NAME)
 
     reads = (TrainingStart(),)
     shortlisted = False
+    trains = True
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/train.py's run."""
+        from transformer_mt.tasks.train import run
+
+        return run(cfg)
 
 
 @dataclass
@@ -36,11 +44,17 @@ class EvaluateTask(Trained, Task):
     and decoding) evaluates too; it tests ckpt_path whatever task.last_n says."""
 
     defaults: list = field(default_factory=lambda: [{"override /data@_global_.data": "checkpoint"}, "_self_"])
-    run: Any = key("transformer_mt.tasks.evaluate.run", RUN)
     name: Any = key("evaluate", NAME)
 
     reads = (Checkpoints(),)
     shortlisted = True
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/evaluate.py's run."""
+        from transformer_mt.tasks.evaluate import run
+
+        return run(cfg)
 
 
 @dataclass
@@ -48,7 +62,6 @@ class TranslateTask(Tagged, Engined, Task):
     """python run.py task=translate ckpt_path=PATH [task.input=FILE] [task.output=FILE] [decoding=beam]:
     translate lines, one output line per input line."""
 
-    run: Any = key("transformer_mt.tasks.translate.run", RUN)
     name: Any = key("translate", NAME)
     input: Any = key(None, "a text file, one sentence per line; null reads stdin", INPUT, nullable=True)
     output: Any = key(None, "a file, written once complete; null writes stdout", OUTPUT, nullable=True)
@@ -72,6 +85,12 @@ class TranslateTask(Tagged, Engined, Task):
     writes = (OutputFile("output"),)
     shortlisted = True
 
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/translate.py's run."""
+        from transformer_mt.tasks.translate import run
+
+        return run(cfg)
 
 
 @dataclass
@@ -79,7 +98,6 @@ class ScoreTask(Tagged, Batched, Task):
     """python run.py task=score ckpt_path=PATH task.source=FILE task.target=FILE | task.input=PAIRS.tsv:
     forced decoding, SUM<TAB>NORMALIZED per pair (the target's log-probability, EOS included)."""
 
-    run: Any = key("transformer_mt.tasks.score.run", RUN)
     name: Any = key("score", NAME)
     source: Any = key(None, "source sentences, one a line (with task.target)", PATH, nullable=True)
     target: Any = key(None, "their translations to score, line for line", PATH, nullable=True)
@@ -92,3 +110,10 @@ class ScoreTask(Tagged, Batched, Task):
 
     reads = (Checkpoints(), ScoredPairs())
     writes = (OutputFile("output"),)
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/score.py's run."""
+        from transformer_mt.tasks.score import run
+
+        return run(cfg)

@@ -3,11 +3,13 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import DictConfig
+
 from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS, SHORTLIST_SCORINGS
 from transformer_mt.schema.keys import MISSING, key
-from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Batched
 from transformer_mt.schema.task_base import AlignedFiles, Checkpoints, Folder, Task
+from transformer_mt.tasks.options.one_model import NAME
 from transformer_mt.validate import BOOLEAN, PATH, increasing, integer, listing, one_of, text
 
 COUNT = (integer(1), "an integer >= 1 or null")
@@ -19,7 +21,6 @@ class AverageTask(Task):
     """python run.py task=average ckpt_path=[a.ckpt,b.ckpt] | task.run_dir=DIR task.last_n=N |
     task.run_dir=DIR task.best_n=N: one checkpoint whose weights are the average of those."""
 
-    run: Any = key("transformer_mt.tasks.average.run", RUN)
     name: Any = key("average", NAME)
     run_dir: Any = key(None, "a training run's directory: its epoch checkpoints (checkpoints/epochs/)", PATH,
                        nullable=True)
@@ -29,6 +30,13 @@ class AverageTask(Task):
 
     reads = (Checkpoints(optional=True), Folder("run_dir"))
 
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/average.py's run."""
+        from transformer_mt.tasks.average import run
+
+        return run(cfg)
+
 
 @dataclass
 class ExportTask(Task):
@@ -36,7 +44,6 @@ class ExportTask(Task):
     MarianMTModel folder (its generation_config.json decodes as this command's `decoding`) or a
     CTranslate2 model directory."""
 
-    run: Any = key("transformer_mt.tasks.export.run", RUN)
     name: Any = key("export", NAME)
     format: Any = key("hf", "hf: a Hugging Face MarianMTModel folder | ct2: a CTranslate2 model directory",
                       (one_of(*EXPORT_FORMATS), "hf (Hugging Face Marian) or ct2 (CTranslate2)"))
@@ -47,19 +54,32 @@ class ExportTask(Task):
 
     reads = (Checkpoints(),)
 
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/export.py's run."""
+        from transformer_mt.tasks.export import run
+
+        return run(cfg)
+
 
 @dataclass
 class PushTask(Task):
     """python run.py task=push task.folder=DIR task.repo_id=USER/NAME: upload a task.format=hf export to
     the Hugging Face Hub."""
 
-    run: Any = key("transformer_mt.tasks.push.run", RUN)
     name: Any = key("push", NAME)
     folder: Any = key(None, "the folder task=export task.format=hf wrote", PATH, nullable=True)
     repo_id: Any = key(None, "the Hub repository, USER/NAME", (text, "USER/NAME"), nullable=True)
     private: Any = key(True, "create the repository private", BOOLEAN)
     commit_message: Any = key("Upload a transformer-mt model", "the upload's commit message",
                               (text, "a non-empty string"))
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/push.py's run."""
+        from transformer_mt.tasks.push import run
+
+        return run(cfg)
 
 
 BASE_ROW = (integer(0), "an integer >= 0 or null")
@@ -71,7 +91,6 @@ class ReportTask(Task):
     """python run.py task=report task.sweep_dir=outputs/ablation/heads_<date> [task.metric=chrf]:
     report.md, report.csv and report.png of a sweep, each row tested against the base row."""
 
-    run: Any = key("transformer_mt.tasks.report.run", RUN)
     name: Any = key("report", NAME)
     sweep_dir: Any = key(None, "a sweep's directory (python run.py -m ... wrote it)", PATH, nullable=True)
     base_row: Any = key(None, "the base row's number (report.md's row column); null: the row whose settings "
@@ -83,6 +102,13 @@ class ReportTask(Task):
 
     reads = (Folder("sweep_dir"),)
 
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/report.py's run."""
+        from transformer_mt.tasks.report import run
+
+        return run(cfg)
+
 
 @dataclass
 class LengthsTask(Batched, Task):
@@ -90,7 +116,6 @@ class LengthsTask(Batched, Task):
     [task.joins=[1,2,3]] [task.buckets=[15,30,45,60]]: a sweep's models on the test set's sentences
     joined n at a time, BLEU by source length, each row tested against the base row."""
 
-    run: Any = key("transformer_mt.tasks.lengths.run", RUN)
     name: Any = key("lengths", NAME)
     sweep_dir: Any = key(MISSING, "a sweep's directory (python run.py -m ... wrote it)", PATH)
     source: Any = key(MISSING, "the test set's source sentences, one a line", PATH)
@@ -108,6 +133,13 @@ class LengthsTask(Batched, Task):
     reads = (AlignedFiles("source", "reference"), Folder("sweep_dir"))
     shortlisted = False
 
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/lengths.py's run."""
+        from transformer_mt.tasks.lengths import run
+
+        return run(cfg)
+
 
 @dataclass
 class ShortlistTask(Task):
@@ -116,7 +148,6 @@ class ShortlistTask(Task):
     the training split of the checkpoint's own data (data=checkpoint) or of data=NAME, with its tokenizer."""
 
     defaults: list = field(default_factory=lambda: [{"override /data@_global_.data": "checkpoint"}, "_self_"])
-    run: Any = key("transformer_mt.tasks.shortlist.run", RUN)
     name: Any = key("shortlist", NAME)
     candidates: Any = key(CANDIDATES_K, "K: the target tokens kept for each source token, best first by task.scoring "
                                         "(beyond the frequent ones)", (integer(1), "an integer >= 1"))
@@ -127,3 +158,10 @@ class ShortlistTask(Task):
                        (one_of(*SHORTLIST_SCORINGS), listing(SHORTLIST_SCORINGS)))
 
     reads = (Checkpoints(),)
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/shortlist.py's run."""
+        from transformer_mt.tasks.shortlist import run
+
+        return run(cfg)

@@ -4,10 +4,12 @@ models, each loaded once, with requests batched together under a token budget.""
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import DictConfig
+
 from transformer_mt.schema.keys import key
-from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Tagged
 from transformer_mt.schema.task_base import ServedModels, Task
+from transformer_mt.tasks.options.one_model import NAME
 from transformer_mt.validate import integer, text
 
 MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
@@ -20,7 +22,6 @@ class ServeTask(Tagged, Task):
     [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /docs; a page at /)
     that batches concurrent requests together; SIGTERM or Ctrl-C finishes the requests in flight and stops."""
 
-    run: Any = key("transformer_mt.tasks.serve.run", RUN)
     name: Any = key("serve", NAME)
     models: Any = key(None, "the models served by name, each a checkpoint or a list (an ensemble); null: "
                             "ckpt_path, served as `default`", MODELS, nullable=True)
@@ -43,3 +44,10 @@ class ServeTask(Tagged, Task):
 
     reads = (ServedModels(),)
     shortlisted = False
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/serve.py's run."""
+        from transformer_mt.tasks.serve import run
+
+        return run(cfg)

@@ -5,10 +5,12 @@ Trained), declared there once."""
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import DictConfig
+
 from transformer_mt.schema.keys import MISSING, key
-from transformer_mt.schema.one_model import NAME, RUN
 from transformer_mt.schema.shared import Chunked, Tagged, Trained
 from transformer_mt.schema.task_base import FinishedRun, InputFile, ModelCheckpoints, Task
+from transformer_mt.tasks.options.one_model import NAME
 from transformer_mt.validate import BOOLEAN, PATH, PATHS, number, one_of, text
 
 BASELINE = "a run folder (task=train's): the trained model's test translations are compared with its; null: "
@@ -22,7 +24,6 @@ class DistillTask(Trained, Tagged, Chunked, Task):
     command again goes on where it stopped."""
 
     defaults: list = field(default_factory=lambda: [{"/decoding@teacher_decoding": "beam"}, "_self_"])
-    run: Any = key("transformer_mt.tasks.distill.run", RUN)
     name: Any = key("distill", NAME)
     teacher: Any = key(MISSING, "a run folder (its tested checkpoint), a checkpoint, or a list of them: an "
                                 "ensemble", PATHS)
@@ -44,6 +45,14 @@ class DistillTask(Trained, Tagged, Chunked, Task):
 
     reads = (ModelCheckpoints("teacher"), FinishedRun("baseline"))
     shortlisted = False
+    trains = True
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/distill.py's run."""
+        from transformer_mt.tasks.distill import run
+
+        return run(cfg)
 
 
 @dataclass
@@ -54,7 +63,6 @@ class BacktranslateTask(Trained, Chunked, Task):
     synthetic corpus), evaluation/; the same command again goes on where it stopped."""
 
     defaults: list = field(default_factory=lambda: [{"/decoding@reverse_decoding": "sample"}, "_self_"])
-    run: Any = key("transformer_mt.tasks.backtranslate.run", RUN)
     name: Any = key("backtranslate", NAME)
     monolingual: Any = key(MISSING, "target-side text, one sentence per line", PATH)
     reverse: Any = key(None, "the reverse model (a run folder, a checkpoint or a list: an ensemble); null: "
@@ -69,3 +77,11 @@ class BacktranslateTask(Trained, Chunked, Task):
 
     reads = (ModelCheckpoints("reverse"), InputFile("monolingual"), FinishedRun("baseline"))
     shortlisted = False
+    trains = True
+
+    @staticmethod
+    def runner(cfg: DictConfig) -> dict | None:
+        """tasks/backtranslate.py's run."""
+        from transformer_mt.tasks.backtranslate import run
+
+        return run(cfg)
