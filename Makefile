@@ -2,7 +2,8 @@
 # make test          : set up .venv if needed, then run the test suite on both cores (pytest-xdist)
 # make test-fast     : the unit tests (all but tests/e2e and tests/interop, which train and export
 #                      models), for the edit-test loop: about 40 seconds
-# make test-portable : the tests that train, decode, export or compare precisions (PORTABLE_TESTS) a
+# make test-portable : the tests that train, decode, export or compare precisions (PORTABLE_TESTS,
+#                      but those marked `cli`: messages, files, statuses, no computed number) a
 #                      second time, computing as another CPU would: PORTABLE=avx2 (torch, MKL, oneDNN
 #                      and CTranslate2 held to AVX2) where torch computes with AVX-512, else
 #                      PORTABLE=default (no vector code); .ci/run runs it after make test
@@ -67,7 +68,7 @@ test-portable: install
 	$(if $(PROFILE_$(PORTABLE)),,$(error PORTABLE=$(PORTABLE): must be avx2 or default))
 	@echo "numeric profile $(PORTABLE): $(PROFILE_$(PORTABLE))"
 	env $(PROFILE_$(PORTABLE)) TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache/inductor-$(PORTABLE) \
-		$(BIN)/python -m pytest $(XDIST) $(PORTABLE_TESTS) $(PYTEST_ARGS)
+		$(BIN)/python -m pytest $(XDIST) -m "not cli" $(PORTABLE_TESTS) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -36,6 +36,8 @@ def one_of(*choices) -> Callable[[object], bool]:
 
 
 BOOLEAN = (one_of(False, True), "true or false")
+AT_LEAST_0 = (integer(0), "an integer >= 0")
+AT_LEAST_1 = (integer(1), "an integer >= 1")  # a count (with null allowed, the schema says "or null")
 
 
 def listing(choices: Iterable) -> str:

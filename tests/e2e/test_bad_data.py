@@ -15,6 +15,8 @@ from tests.helpers import (
 from transformer_mt.errors import DataError, find_user_error
 from transformer_mt.tasks import run
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 
 def files_fails(tmp_path, *extra: str) -> str:
     """As files_run (one epoch of data=files on the corpus in tmp_path/corpus, cache tmp_path/cache),

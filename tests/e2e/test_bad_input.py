@@ -14,6 +14,8 @@ from tests.helpers import (
 from transformer_mt.errors import DataError, find_user_error
 from transformer_mt.tasks import run
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 
 def fails(tmp_path, *overrides: str, error: type = DataError) -> str:
     """`python run.py OVERRIDES` (run directory tmp_path/run, cache tmp_path/cache) in this process

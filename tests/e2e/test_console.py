@@ -9,6 +9,8 @@ from tests.helpers import FAST, compose_config, run_py
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 
 def config_groups(help_text: str) -> dict[str, list[str]]:
     """The `group: option, option` lines of `python run.py --help`."""

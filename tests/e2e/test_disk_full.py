@@ -4,11 +4,14 @@ file, and the last.ckpt written before is whole."""
 
 import os
 
+import pytest
 import torch
 
 from tests.helpers import assert_clean_failure, run_py
 from transformer_mt.atomic import atomic_file
 from transformer_mt.training.atomic_io import AtomicCheckpointIO
+
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
 
 TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 

@@ -18,6 +18,8 @@ from transformer_mt.tasks.runs import config_checks as checks
 from transformer_mt.tasks.runs.config_checks import check_packed
 from transformer_mt.tasks.runs.start import UpdatePlan, update_plan
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 SEEN: list[str] = []
 
 

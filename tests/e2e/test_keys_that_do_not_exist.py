@@ -7,6 +7,8 @@ import pytest
 
 from tests.helpers import run_py
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 CASES = [
     (["optim.warmup_steps=20"], "error: optim.warmup_steps: no such key (did you mean optim.scheduler.warmup_steps?)"),
     (["model.hedas=4"], "error: model.hedas: no such key (did you mean model.heads?)"),

@@ -1,7 +1,11 @@
 """A multirun whose jobs fail for a user's mistake: one line per failed job, every job run, and one
 summary line at the end with exit status 1, as a single run fails; no traceback."""
 
+import pytest
+
 from tests.helpers import assert_clean_failure, run_py
+
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
 
 NEEDS_CKPT = "this task needs ckpt_path=PATH (a checkpoint written by task=train)"
 

@@ -18,6 +18,8 @@ from transformer_mt.errors import ConfigError, find_user_error
 from transformer_mt.progress import DELAY, ProgressBar
 from transformer_mt.tasks import run
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 ESC = "\x1b["
 
 

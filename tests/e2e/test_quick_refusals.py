@@ -13,6 +13,8 @@ import torch
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 REFUSED = [
     (["task=translate", "ckpt_path={tmp}/missing.ckpt"], "ckpt_path={tmp}/missing.ckpt: no such file"),
     (["task=translate", "ckpt_path={tmp}/text.ckpt"],

@@ -10,6 +10,8 @@ import pytest
 from tests.helpers import ROOT, assert_clean_failure, python, run_py
 from transformer_mt.run_folder import launching_process
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 
 

@@ -16,6 +16,8 @@ from transformer_mt.data.toy import ToyCorpus
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.tasks import run
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from tests.helpers import ROOT, assert_clean_failure, assert_nothing_half_written, python
 
+pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
+
 TOY = ["data.corpora.toy.num_train=600", "data.corpora.toy.num_val=20", "data.corpora.toy.num_test=20"]
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 import torch
 
-from transformer_mt.errors import ConfigError
+from tests.helpers import schema_refusal
 from transformer_mt.training.atomic_io import AtomicCheckpointIO
 from transformer_mt.training.last_checkpoint import LastCheckpoint
 
@@ -41,11 +41,11 @@ def test_the_temporary_file_is_beside_the_checkpoint_not_in_tmpdir(tmp_path, mon
     assert not list(elsewhere.iterdir())
 
 
-@pytest.mark.parametrize("kwargs, key", [({"every_n_steps": 0}, "every_n_steps"),
-                                         ({"every_n_minutes": -1}, "every_n_minutes")])
-def test_last_checkpoint_triggers_are_checked(tmp_path, kwargs, key):
-    with pytest.raises(ConfigError, match=rf"^callbacks\.last_checkpoint\.{key}=-?\d+: must be "):
-        LastCheckpoint(str(tmp_path), **kwargs)
+@pytest.mark.parametrize("key, value, what", [("every_n_steps", 0, "an integer >= 1 or null"),
+                                              ("every_n_minutes", -1, "a number > 0 or null")])
+def test_last_checkpoint_triggers_are_checked(tmp_path, key, value, what):
+    assert schema_refusal(tmp_path, f"callbacks.last_checkpoint.{key}", value) == \
+        f"callbacks.last_checkpoint.{key}={value}: must be {what}"
 
 
 class FakeTrainer:

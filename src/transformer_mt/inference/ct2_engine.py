@@ -116,7 +116,7 @@ def engine_options(search: Search) -> dict:
     if declared.nbest:
         found["num_hypotheses"] = search.nbest
     if declared.beams:
-        if not isinstance(search.length_norm, Ct2Translator.capabilities.length_norms):
+        if not (Ct2Translator.capabilities.any_length_norm or isinstance(search.length_norm, PowerLength)):
             raise ConfigError("task.engine=ctranslate2 has only the exponential length penalty: "
                               "decoding.length_norm._target_=transformer_mt.decoding.PowerLength")
         found |= {"beam_size": search.beam_size, "length_penalty": search.length_norm.alpha}
@@ -130,7 +130,7 @@ class Ct2Translator(Engine):
     """Token ids in, hypotheses out, decoded by CTranslate2 with the search it is made with (engine.py)."""
 
     capabilities = EngineCapabilities(ensembles=False, alignments=False, constraints=False,
-                                      length_norms=(PowerLength,))  # CTranslate2's length_penalty
+                                      any_length_norm=False)  # CTranslate2's length_penalty: PowerLength's
 
     def __init__(self, folder: Path, tokenizer: Vocabularies, search: Search, max_positions: int, device: torch.device,
                  inter: int = 1, intra: int = 1, shortlist: bool = False) -> None:

@@ -22,7 +22,7 @@ class EngineCapabilities:
     ensembles: bool  # several checkpoints' members searched as one (ckpt_path=[a,b])
     alignments: bool  # Pharaoh alignments from our model's cross-attention (task.alignment; a Translator's members)
     constraints: bool  # constrained beam search (decoding.constraints)
-    length_norms: tuple[type, ...]  # what beam search may rank finished hypotheses by (object: any)
+    any_length_norm: bool  # beam search ranks by any length norm (False: fairseq's PowerLength only)
 
 
 class Engine(Protocol):

@@ -36,7 +36,7 @@ class Translator(Engine):
     with a `shortlist`, each batch over its candidates only; with `kernels` (model/kernels.py), the
     linear layers on the kernels chosen for this CPU (None: torch's). task.engine=ours (engine.py)."""
 
-    capabilities = EngineCapabilities(ensembles=True, alignments=True, constraints=True, length_norms=(object,))
+    capabilities = EngineCapabilities(ensembles=True, alignments=True, constraints=True, any_length_norm=True)
 
     def __init__(self, models: list[nn.Module], tokenizer: Vocabularies, search: Search | None, quantize: str = "none",
                  shortlist: Shortlist | None = None, kernels: Kernels | None = None) -> None:

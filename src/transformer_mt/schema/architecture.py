@@ -9,9 +9,7 @@ from omegaconf import DictConfig
 from transformer_mt.choices import ACTIVATIONS, POSITIONS, TIES
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import BOOLEAN, PROBABILITY, check, integer, listing, one_of, text
-
-AT_LEAST_1 = (integer(1), "an integer >= 1")
+from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PROBABILITY, check, integer, listing, one_of, text
 
 
 @dataclass
@@ -24,7 +22,7 @@ class ModelGroup(Group):
     d_ff: Any = key(2048, "the FFN's inner width", AT_LEAST_1)
     heads: Any = key(8, "attention heads (h)", AT_LEAST_1)
     d_k: Any = key(None, "per-head width of Q, K and V (= d_v); null: d_model / heads",
-                   (integer(1), "an integer >= 1 or null"), nullable=True)
+                   AT_LEAST_1, nullable=True)
     dropout: Any = key(0.1, "residual dropout, and dropout on embeddings + positions (P_drop)", PROBABILITY)
     attention_dropout: Any = key(0.0, "dropout on attention probabilities", PROBABILITY)
     activation_dropout: Any = key(0.0, "dropout inside the FFN, after the activation", PROBABILITY)

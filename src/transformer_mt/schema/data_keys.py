@@ -11,9 +11,8 @@ from omegaconf import DictConfig
 from transformer_mt.choices import SPLITS
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import BOOLEAN, PROBABILITY, integer, listing, number, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PROBABILITY, integer, listing, number, one_of, text
 
-AT_LEAST_1 = (integer(1), "an integer >= 1")
 SMALLEST_VOCABULARY = 5  # the four special tokens and one more
 PATH_OR_NULL = (text, "a path")
 
@@ -31,7 +30,7 @@ class TokenizerNode(Group):
                      BOOLEAN)
     vocab_size: Any = key(8000, "tokens per vocabulary", (integer(SMALLEST_VOCABULARY),
                                                           f"an integer >= {SMALLEST_VOCABULARY}"))
-    min_frequency: Any = key(2, "bpe: the fewest occurrences of a merged pair", (integer(0), "an integer >= 0"))
+    min_frequency: Any = key(2, "bpe: the fewest occurrences of a merged pair", AT_LEAST_0)
     character_coverage: Any = key(1.0, "sentencepiece: the share of characters covered",
                                   (number(0.0, 1.0, low_open=True), "a number in (0, 1]"))
     lowercase: Any = key(False, "lowercase the text before tokenizing", BOOLEAN)
@@ -77,7 +76,7 @@ class DataNode(Group):
                              (number(1.0), "a number >= 1"), nullable=True)
     split: Any = key("test", "the split that test (and task=evaluate) scores", (one_of(*SPLITS), listing(SPLITS)))
     seed: Any = key("${seed}", "the data order's seed (the run's)")
-    num_workers: Any = key(0, "DataLoader worker processes per training process", (integer(0), "an integer >= 0"))
+    num_workers: Any = key(0, "DataLoader worker processes per training process", AT_LEAST_0)
     pad_to_multiple: Any = key(1, "batch lengths padded up to a multiple of this (8: tensor-core shapes); "
                                   "max_tokens counts the padded lengths", AT_LEAST_1)
     packed: Any = key(False, "training batches packed end to end with no padding (attention per sentence)", BOOLEAN)
@@ -105,7 +104,7 @@ class CheckpointDataNode(Group):
     split: Any = key(None, "the split scored (null: the checkpoint's: test, unless trained otherwise)",
                      (one_of(*SPLITS), listing(SPLITS)), nullable=True)
     eval_max_tokens: Any = key(None, "padded tokens per batch (null: the checkpoint's)", AT_LEAST_1, nullable=True)
-    num_workers: Any = key(0, "DataLoader worker processes", (integer(0), "an integer >= 0"))
+    num_workers: Any = key(0, "DataLoader worker processes", AT_LEAST_0)
     num_proc: Any = key(1, "processes encoding the corpus when the cache is built", AT_LEAST_1)
     pad_to_multiple: Any = key(1, "batch lengths padded up to a multiple of this", AT_LEAST_1)
     cache_dir: Any = key("${paths.cache_dir}", "where token ids are cached", PATH_OR_NULL)

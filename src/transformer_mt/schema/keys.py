@@ -56,16 +56,20 @@ def rule_words(each: Field) -> str:
 
 
 def check_keys(node: DictConfig, prefix: str = "") -> None:
-    """Check every schema key of `node` and of the schema nodes under it (a ConfigError naming the
-    first bad one); values the user must still give (`???`) are left to refuse_missing_values."""
+    """Check every schema key of `node` and of the schema nodes under it, also inside a plain mapping
+    (the callbacks by name; a ConfigError naming the first bad one); values the user must still give
+    (`???`) are left to refuse_missing_values."""
     kind = OmegaConf.get_type(node)
     if not (isinstance(kind, type) and is_dataclass(kind)):
+        for name in node:  # a mapping of nodes (callbacks.NAME): those declared in the schema are checked
+            if not OmegaConf.is_interpolation(node, name) and isinstance(node[name], DictConfig):
+                check_keys(node[name], f"{prefix}{name}.")
         return
     for each in described(kind):
-        if OmegaConf.is_missing(node, each.name):
-            continue
-        value = node[each.name]
         rule = each.metadata["must"]
+        if OmegaConf.is_missing(node, each.name) or (rule is None and OmegaConf.is_interpolation(node, each.name)):
+            continue  # (an interpolation without a rule of its own is not resolved here: `${hydra:...}`)
+        value = node[each.name]
         if rule is not None:
             check(prefix + each.name, value, rule[0], rule_words(each), nullable=each.metadata["nullable"])
         if isinstance(value, DictConfig) and not OmegaConf.is_interpolation(node, each.name):  # `${decoding}`: its own

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import BOOLEAN, PROBABILITY, integer, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PROBABILITY, one_of, text
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -25,9 +25,9 @@ class ModuleGroup(Group):
     decoding: Any = key("${decoding}", "the test's decoding (the decoding group)")
     quantize: Any = key("${quantize}", "how test decodes (the top-level quantize)")
     val_decoding: Any = key("${oc.select:val_decoding,null}", "validation's decoding (null: `decoding`)")
-    num_samples: Any = key(3, "validation translations logged each epoch", (integer(0), "an integer >= 0"))
+    num_samples: Any = key(3, "validation translations logged each epoch", AT_LEAST_0)
     max_nonfinite_steps: Any = key(3, "stop after this many consecutive steps with a NaN / inf loss (they are "
-                                      "skipped, not applied)", (integer(1), "an integer >= 1"))
+                                      "skipped, not applied)", AT_LEAST_1)
     compile: Any = key(False, "torch.compile the training step by regions (one encoder layer, one decoder layer, "
                               "the output layer + loss): false | true (inductor) | a backend name; worth it on a "
                               "GPU, minutes of compiling on a CPU", (lambda v: BOOLEAN[0](v) or text(v),
@@ -42,7 +42,7 @@ class ModuleGroup(Group):
                                                                 "static shapes (one graph per shape)")
     vocab_multiple: Any = key(1, "the output layer + fused loss over the vocabulary padded to a multiple of this "
                                  "(e.g. 128: whole GPU tiles); the loss and gradients are unchanged",
-                              (integer(1), "an integer >= 1"))
+                              AT_LEAST_1)
 
     @staticmethod
     def check_together(node: DictConfig, prefix: str) -> None:

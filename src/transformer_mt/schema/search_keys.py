@@ -10,10 +10,8 @@ from omegaconf import DictConfig
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import BOOLEAN, integer, number
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, number
 
-AT_LEAST_0 = (integer(0), "an integer >= 0")
-AT_LEAST_1 = (integer(1), "an integer >= 1")
 SHORTLIST = ("true: the output layer of each batch holds only its candidates (the lexical table beside the "
              "checkpoint: task=shortlist builds it)")
 

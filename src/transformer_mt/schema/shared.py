@@ -6,7 +6,7 @@ from typing import Any
 
 from transformer_mt.choices import ENGINES, TOKENIZED_BLEU
 from transformer_mt.schema.keys import key
-from transformer_mt.validate import PATH, integer, listing, one_of, text
+from transformer_mt.validate import AT_LEAST_1, PATH, integer, listing, one_of, text
 
 TOKENIZED_BLEU_RULE = (one_of(*TOKENIZED_BLEU),
                        "false, true (13a-tokenized, lowercased) or compound (the paper's: tokenized, hyphenated "
@@ -44,7 +44,7 @@ class Batched:
     """A task whose model translates or scores in batches."""
 
     max_tokens: Any = key(4096, "token budget of a batch the model translates or scores (padded)",
-                          (integer(1), "an integer >= 1"))
+                          AT_LEAST_1)
 
 
 @dataclass
@@ -67,4 +67,4 @@ class Chunked(Engined):
 
     chunk_lines: Any = key(10000, "the synthetic corpus is written (and resumed) this many lines at a time; with "
                                   "trainer.devices N > 1, device k translates chunks k, k + N, ...",
-                           (integer(1), "an integer >= 1"))
+                           AT_LEAST_1)

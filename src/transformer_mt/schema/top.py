@@ -12,14 +12,19 @@ from transformer_mt.schema.between_groups import check_between_groups
 from transformer_mt.schema.keys import MISSING, Group, key
 from transformer_mt.schema.lightning_module import ModuleGroup
 from transformer_mt.schema.trainer import TrainerGroup
-from transformer_mt.validate import BOOLEAN, PATHS, integer, listing, one_of, text
-
-GROUP = "the {} group's node (conf/{}/*.yaml: {}=OPTION)"
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PATHS, listing, one_of, text
 
 
-def group(name: str, default: Any = MISSING) -> Any:
-    """A group's node: composed from its options; its keys are those options' (a constructor's arguments)."""
-    return key(default, GROUP.format(name, name, name))
+@dataclass
+class PathsGroup(Group):
+    """The folders every run reads and writes (conf/paths/default.yaml)."""
+
+    root_dir: Any = key("${oc.env:PROJECT_ROOT,.}", "the project (run.py sets PROJECT_ROOT)")
+    data_dir: Any = key("${oc.env:DATA_DIR,${paths.root_dir}/data}", "the corpora's folder: $DATA_DIR, else data/ "
+                                                                     "in the project")
+    cache_dir: Any = key("${oc.env:TRANSFORMER_MT_CACHE,${paths.root_dir}/.cache}", "tokenizers and token ids "
+                         "shared by runs: $TRANSFORMER_MT_CACHE, else .cache/ in the project")
+    output_dir: Any = key("${hydra:runtime.output_dir}", "the run's folder (Hydra's)")
 
 
 @dataclass
@@ -27,7 +32,7 @@ class RunConfig(Group):
     """The composed config of `python run.py`."""
 
     seed: Any = key(1234, "the run's seed (L.seed_everything, the data order, sampling)",
-                    (integer(0), "an integer >= 0"))
+                    AT_LEAST_0)
     optimized_metric: Any = key("val/bleu_best", "the metrics.json key run.py returns to Hydra: what "
                                                  "hparams_search=optuna maximizes", (text, "a metrics.json key"))
     tags: Any = key([], "labels of the run (experiment presets set them)")
@@ -37,7 +42,7 @@ class RunConfig(Group):
                          nullable=True)
     tokens_per_update: Any = key(None, "padded tokens (per side) per optimizer step, all devices together (the "
                                        "paper: 25000); sets trainer.accumulate_grad_batches",
-                                 (integer(1), "an integer >= 1 or null"), nullable=True)
+                                 AT_LEAST_1, nullable=True)
     progress: Any = key(None, "progress bars on stderr while translating, preparing data, averaging, exporting: "
                               "null when stderr is a terminal and the work lasts over a second; true always; "
                               "false never", (BOOLEAN[0], "true, false or null"), nullable=True)
@@ -54,10 +59,10 @@ class RunConfig(Group):
     inter_threads: Any = key(None, "decoders that run at once on the CPU, each on batches of its own in a thread of "
                                    "its own (CTranslate2's inter_threads): task=translate, task=serve, the "
                                    "pipelines' synthetic stage; null: one per core (1 on a GPU)",
-                             (integer(1), "an integer >= 1 or null"), nullable=True)
+                             AT_LEAST_1, nullable=True)
     intra_threads: Any = key(None, "threads each decoder's operations use (torch.set_num_threads); null: the "
                                    "cores shared out among the decoders (1 each by default)",
-                             (integer(1), "an integer >= 1 or null"), nullable=True)
+                             AT_LEAST_1, nullable=True)
     module: Any = key(ModuleGroup(), "the LightningModule (its keys: module.*); the build step adds the model, "
                                       "the vocabularies and the data")
     model: Any = key(ModelGroup(), "the model (conf/model/*.yaml: model=OPTION; its keys: model.*)")
@@ -69,9 +74,12 @@ class RunConfig(Group):
     val_decoding: Any = key(None, "validation's decoding when not `decoding`: decoding@val_decoding=greedy")
     optim: Any = key(MISSING, "the optim group's node (conf/optim/*.yaml: optim=OPTION; each option's keys: "
                               "optim=NAME below)")
-    logger: Any = group("logger", None)
-    callbacks: Any = group("callbacks")
-    paths: Any = group("paths")
+    logger: Any = key(None, "the logger group's node (conf/logger/*.yaml: logger=OPTION): loggers by name, each "
+                            "a constructor call; their keys: the logger=NAME sections below")
+    callbacks: Any = key(MISSING, "the callbacks group's node (conf/callbacks/*.yaml: callbacks=OPTION): callbacks "
+                                  "by name, each a constructor call; ours with settings: the callbacks.NAME sections "
+                                  "below")
+    paths: Any = key(PathsGroup(), "the folders (conf/paths/default.yaml: paths=default; its keys: paths.*)")
     task: Any = key(MISSING, "the task's options (task=NAME: train, evaluate, translate, score, average, export, "
                              "push, report, lengths, distill, backtranslate, serve, shortlist)")
     row: Any = key(None, "experiment=ablation/*: the row a sweep job runs (a key of `rows`)")

@@ -6,9 +6,8 @@ from typing import Any
 
 from transformer_mt.choices import PRECISIONS
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import BOOLEAN, integer, listing, number, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, integer, listing, number, one_of, text
 
-COUNT_OR_NULL = (integer(1), "an integer >= 1 or null")
 LIMIT = (number(0.0), "a number >= 0 (a fraction of the batches, or a count) or null")
 
 
@@ -20,28 +19,28 @@ class TrainerGroup(Group):
     default_root_dir: Any = key("${paths.output_dir}", "where Lightning writes what it writes itself", (text, "a path"))
     accelerator: Any = key("auto", "cpu | gpu | auto (a GPU where torch sees one)", (text, "an accelerator name"))
     devices: Any = key(1, "devices per node (an integer, a list of ids, or auto)")
-    num_nodes: Any = key(1, "machines (DDP)", (integer(1), "an integer >= 1"))
+    num_nodes: Any = key(1, "machines (DDP)", AT_LEAST_1)
     strategy: Any = key("auto", "auto | ddp | ... (Lightning's strategies)", (text, "a strategy name"))
     precision: Any = key("32-true", "32-true | bf16-mixed | 16-mixed (a GPU) | ... (Lightning's precisions)",
                          (one_of(*PRECISIONS, 32, 16, 64), listing(PRECISIONS)))
     max_epochs: Any = key(20, "epochs to train (-1 or null with max_steps: no limit)",
                           (integer(-1), "an integer >= -1 (-1: no limit) or null"), nullable=True)
-    min_epochs: Any = key(None, "epochs trained at least (with early stopping)", COUNT_OR_NULL, nullable=True)
+    min_epochs: Any = key(None, "epochs trained at least (with early stopping)", AT_LEAST_1, nullable=True)
     max_steps: Any = key(-1, "optimizer steps to train (-1: no limit)",
                          (integer(-1), "an integer >= -1 (-1: no limit)"))
-    min_steps: Any = key(None, "optimizer steps trained at least", COUNT_OR_NULL, nullable=True)
+    min_steps: Any = key(None, "optimizer steps trained at least", AT_LEAST_1, nullable=True)
     max_time: Any = key(None, "the longest training, DD:HH:MM:SS (the run stops and tests there)", nullable=True)
     gradient_clip_val: Any = key(0.0, "the gradients' largest norm (0: no clipping)",
                                  (number(0.0), "a number >= 0 or null"), nullable=True)
     gradient_clip_algorithm: Any = key(None, "norm (null) | value", (one_of("norm", "value"), "norm or value"),
                                        nullable=True)
     accumulate_grad_batches: Any = key(1, "batches per optimizer step (tokens_per_update sets it)",
-                                       (integer(1), "an integer >= 1"))
+                                       AT_LEAST_1)
     check_val_every_n_epoch: Any = key(1, "epochs between validations (null: by val_check_interval only)",
-                                       COUNT_OR_NULL, nullable=True)
+                                       AT_LEAST_1, nullable=True)
     val_check_interval: Any = key(None, "validation within an epoch: a fraction of it or a count of batches",
                                   LIMIT, nullable=True)
-    log_every_n_steps: Any = key(20, "steps between logged training metrics", (integer(1), "an integer >= 1"))
+    log_every_n_steps: Any = key(20, "steps between logged training metrics", AT_LEAST_1)
     num_sanity_val_steps: Any = key(0, "validation batches run before training (-1: all)",
                                     (integer(-1), "an integer >= -1"))
     limit_train_batches: Any = key(None, "training batches an epoch (a fraction or a count; null: all)", LIMIT,
@@ -67,7 +66,7 @@ class TrainerGroup(Group):
     profiler: Any = key(None, "simple | advanced | pytorch | null", nullable=True)
     sync_batchnorm: Any = key(False, "synchronized batch norm (DDP)", BOOLEAN)
     reload_dataloaders_every_n_epochs: Any = key(0, "epochs between rebuilt dataloaders (0: never)",
-                                                 (integer(0), "an integer >= 0"))
+                                                 AT_LEAST_0)
     model_registry: Any = key(None, "Lightning's model registry name", nullable=True)
     plugins: Any = key([{"_target_": "transformer_mt.training.atomic_io.AtomicCheckpointIO"}],
                        "Lightning plugins (default: checkpoints written to a temporary file beside their "

@@ -21,7 +21,6 @@ from transformer_mt.evaluation.metrics import sentence_bleu
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.maps import attention_maps
 from transformer_mt.training.results import ScoredSentence
-from transformer_mt.validate import check, integer, one_of
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +79,6 @@ class TranslationDashboard(Callback):
     def __init__(self, plot_dir: str, num_sentences: int = 8, num_attention: int = 2, attention_layer: int = -1,
                  attention_heads: str = "mean", every_n_validations: int = 1, test_table: bool = True,
                  upload_best_checkpoint: bool = False) -> None:
-        check("callbacks.dashboard.attention_heads", attention_heads, one_of("mean", "all"), "mean or all")
-        for key, value in (("num_sentences", num_sentences), ("num_attention", num_attention)):
-            check(f"callbacks.dashboard.{key}", value, integer(0), "an integer >= 0")
-        check("callbacks.dashboard.every_n_validations", every_n_validations, integer(1), "an integer >= 1")
         self.plot_dir = Path(plot_dir)
         self.num_sentences, self.num_attention = num_sentences, min(num_attention, num_sentences)
         self.attention_layer, self.attention_heads = attention_layer, attention_heads

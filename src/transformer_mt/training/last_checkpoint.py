@@ -37,7 +37,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from transformer_mt.stops import CTRL_C_EXIT_STATUS, CtrlC, say
 from transformer_mt.training.steps import logged_step
-from transformer_mt.validate import check, integer, number
 
 
 def exit_status(trainer: L.Trainer, status: int) -> int:
@@ -145,10 +144,6 @@ class LastCheckpoint(Checkpoint):
 
     def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int | None = 500,
                  every_n_minutes: float | None = 10.0, rerun: str | None = None) -> None:
-        check("callbacks.last_checkpoint.every_n_steps", every_n_steps, integer(1), "an integer >= 1 or null",
-              nullable=True)
-        check("callbacks.last_checkpoint.every_n_minutes", every_n_minutes, number(0.0, low_open=True),
-              "a number > 0 or null", nullable=True)
         self.path, self.rerun = Path(dirpath) / filename, rerun
         self.every_n_steps, self.every_n_minutes = every_n_steps, every_n_minutes
         self._saved_step, self._saved_at = -1, time.monotonic()

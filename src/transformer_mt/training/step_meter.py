@@ -18,7 +18,6 @@ from lightning.pytorch.callbacks import Callback
 
 from transformer_mt.model.flops import training_flops
 from transformer_mt.training.steps import StepWatch, logged_step
-from transformer_mt.validate import check, number
 
 # Dense bf16 / fp16 tensor-core peak FLOP/s per GPU (vendor data sheets), and the fp32 peak without
 # tensor cores; looked up by a name contained in torch.cuda.get_device_name(), first match wins.
@@ -103,8 +102,6 @@ class StepMeter(Callback):
     """
 
     def __init__(self, peak_flops: float | None = None) -> None:
-        check("callbacks.step_meter.peak_flops", peak_flops, number(0.0, low_open=True), "a number > 0 or null",
-              nullable=True)
         self.peak_flops = float(peak_flops) if peak_flops is not None else None
         self.timer: HostTimer | CudaTimer = HostTimer()
         self.watch = StepWatch()

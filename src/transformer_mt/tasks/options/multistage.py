@@ -48,10 +48,8 @@ class DistillTask(Trained, Tagged, Chunked, Task):
     trains = True
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/distill.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.distill import run
-
         return run(cfg)
 
 
@@ -80,8 +78,6 @@ class BacktranslateTask(Trained, Chunked, Task):
     trains = True
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/backtranslate.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.backtranslate import run
-
         return run(cfg)

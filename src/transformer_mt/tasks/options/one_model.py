@@ -11,7 +11,7 @@ from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
 from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
-from transformer_mt.validate import BOOLEAN, PATH, integer, listing, one_of
+from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PATH, integer, listing, one_of
 
 NAME = "the task's name (set by task=NAME)"
 INPUT = (PATH[0], "a file path, or null for stdin")
@@ -29,10 +29,8 @@ class TrainTask(Trained, Task):
     trains = True
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/train.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.train import run
-
         return run(cfg)
 
 
@@ -50,10 +48,8 @@ class EvaluateTask(Trained, Task):
     shortlisted = True
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/evaluate.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.evaluate import run
-
         return run(cfg)
 
 
@@ -66,7 +62,7 @@ class TranslateTask(Tagged, Engined, Task):
     input: Any = key(None, "a text file, one sentence per line; null reads stdin", INPUT, nullable=True)
     output: Any = key(None, "a file, written once complete; null writes stdout", OUTPUT, nullable=True)
     buffer_size: Any = key(None, "lines read before translating; null: 1 from a terminal, else all of stdin, "
-                                 "checked first", (integer(1), "an integer >= 1 or null"), nullable=True)
+                                 "checked first", AT_LEAST_1, nullable=True)
     scores: Any = key(False, "write line<TAB>score<TAB>translation (always when decoding.nbest > 1)", BOOLEAN)
     long_lines: Any = key("error", "a line longer than the model takes: error (stop, naming FILE:LINE) | skip (an "
                                    "empty output line) | truncate (its first max_positions - 2 tokens and EOS)",
@@ -86,10 +82,8 @@ class TranslateTask(Tagged, Engined, Task):
     shortlisted = True
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/translate.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.translate import run
-
         return run(cfg)
 
 
@@ -112,8 +106,6 @@ class ScoreTask(Tagged, Batched, Task):
     writes = (OutputFile("output"),)
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/score.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.score import run
-
         return run(cfg)

@@ -9,8 +9,10 @@ from dataclasses import is_dataclass
 from pathlib import Path
 
 from transformer_mt.markdown import markdown_table
+from transformer_mt.schema.callback_keys import CALLBACKS
 from transformer_mt.schema.data_keys import CheckpointDataNode, DataNode
 from transformer_mt.schema.keys import MISSING, described, field_default, rule_words
+from transformer_mt.schema.logger_keys import LOGGERS
 from transformer_mt.schema.optim import OPTIMS
 from transformer_mt.schema.search_keys import SEARCHES
 from transformer_mt.schema.top import RunConfig
@@ -67,6 +69,10 @@ def reference() -> str:
     for group, options in (("decoding", SEARCHES), ("optim", OPTIMS)):  # a node per option
         for name, kind in options.items():
             parts += section(f"{group}={name}", kind, f"{group}.", nested=True)
+    for name, kind in CALLBACKS.items():  # our callbacks with settings, wherever a callbacks option has them
+        parts += section(f"callbacks.{name}", kind, f"callbacks.{name}.")
+    for name, kind in LOGGERS.items():
+        parts += section(f"logger={name}", kind, f"logger.{name}.")
     for name, kind in TASKS.items():
         parts += section(f"task={name}", kind, "task.")
     return "\n".join([*parts, "", END])

@@ -10,7 +10,7 @@ from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Tagged
 from transformer_mt.schema.task_base import ServedModels, Task
 from transformer_mt.tasks.options.one_model import NAME
-from transformer_mt.validate import integer, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, integer, text
 
 MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
           "a mapping of names to checkpoints ({en_de: a.ckpt, ensemble: [b.ckpt, c.ckpt]}) or null")
@@ -30,14 +30,12 @@ class ServeTask(Tagged, Task):
     port: Any = key(8000, "the port to listen on (0: a free one, said in the log)", (integer(0, 65535),
                                                                                    "an integer from 0 to 65535"))
     max_tokens: Any = key(4096, "source tokens of the requests decoded together in one batch (a request's "
-                                "lines are never split)", (integer(1), "an integer >= 1"))
+                                "lines are never split)", AT_LEAST_1)
     max_wait_ms: Any = key(5, "how long the first request of a batch waits for others (milliseconds)",
-                           (integer(0), "an integer >= 0"))
-    max_lines: Any = key(64, "lines one request may send", (integer(1), "an integer >= 1"))
-    max_chars: Any = key(10000, "characters one request may send, all its lines together", (integer(1),
-                                                                                          "an integer >= 1"))
-    max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", (integer(1),
-                                                                                        "an integer >= 1"))
+                           AT_LEAST_0)
+    max_lines: Any = key(64, "lines one request may send", AT_LEAST_1)
+    max_chars: Any = key(10000, "characters one request may send, all its lines together", AT_LEAST_1)
+    max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", AT_LEAST_1)
     api_key: Any = key(None, "a key every request but GET /health must send (header X-API-Key, or Authorization: "
                              "Bearer KEY); null: the environment's TRANSFORMER_MT_API_KEY, else none",
                        (text, "a non-empty string or null"), nullable=True)
@@ -46,8 +44,6 @@ class ServeTask(Tagged, Task):
     shortlisted = False
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/serve.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.serve import run
-
         return run(cfg)

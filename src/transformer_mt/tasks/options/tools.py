@@ -10,9 +10,8 @@ from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.shared import Batched
 from transformer_mt.schema.task_base import AlignedFiles, Checkpoints, Folder, Task
 from transformer_mt.tasks.options.one_model import NAME
-from transformer_mt.validate import BOOLEAN, PATH, increasing, integer, listing, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PATH, increasing, integer, listing, one_of, text
 
-COUNT = (integer(1), "an integer >= 1 or null")
 CANDIDATES_K, FREQUENT_F = 30, 300  # task=shortlist's defaults (docs/decoding.md: tuned on Multi30k)
 
 
@@ -24,17 +23,15 @@ class AverageTask(Task):
     name: Any = key("average", NAME)
     run_dir: Any = key(None, "a training run's directory: its epoch checkpoints (checkpoints/epochs/)", PATH,
                        nullable=True)
-    last_n: Any = key(None, "average the run's last N epoch checkpoints", COUNT, nullable=True)
-    best_n: Any = key(None, "or its N best by the monitored metric", COUNT, nullable=True)
+    last_n: Any = key(None, "average the run's last N epoch checkpoints", AT_LEAST_1, nullable=True)
+    best_n: Any = key(None, "or its N best by the monitored metric", AT_LEAST_1, nullable=True)
     output: Any = key(None, "default: average.ckpt in this task's run directory", PATH, nullable=True)
 
     reads = (Checkpoints(optional=True), Folder("run_dir"))
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/average.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.average import run
-
         return run(cfg)
 
 
@@ -55,10 +52,8 @@ class ExportTask(Task):
     reads = (Checkpoints(),)
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/export.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.export import run
-
         return run(cfg)
 
 
@@ -75,15 +70,12 @@ class PushTask(Task):
                               (text, "a non-empty string"))
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/push.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.push import run
-
         return run(cfg)
 
 
 BASE_ROW = (integer(0), "an integer >= 0 or null")
-BOOTSTRAP = (integer(1), "an integer >= 1")
 
 
 @dataclass
@@ -97,16 +89,14 @@ class ReportTask(Task):
                               "equal the sweep's config", BASE_ROW, nullable=True)
     metric: Any = key("bleu", "the metric the significance tests compare: bleu | chrf | ter (lower is better) | "
                               "bleu_tok_lc (BLEU on 13a-tokenized lowercased text)")
-    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
-    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
+    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", AT_LEAST_1)
+    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", AT_LEAST_1)
 
     reads = (Folder("sweep_dir"),)
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/report.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.report import run
-
         return run(cfg)
 
 
@@ -127,17 +117,15 @@ class LengthsTask(Batched, Task):
                        (increasing(1), "a list of increasing integers >= 1, such as [15, 30, 45]"))
     base_row: Any = key(None, "the base row's number (as task=report numbers them); null: the row whose settings "
                               "equal the sweep's config", BASE_ROW, nullable=True)
-    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", BOOTSTRAP)
-    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", BOOTSTRAP)
+    bootstrap_samples: Any = key(1000, "sacreBLEU's paired bootstrap resamples (--paired-bs-n)", AT_LEAST_1)
+    randomization_trials: Any = key(10000, "sacreBLEU's approximate-randomization trials (--paired-ar-n)", AT_LEAST_1)
 
     reads = (AlignedFiles("source", "reference"), Folder("sweep_dir"))
     shortlisted = False
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/lengths.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.lengths import run
-
         return run(cfg)
 
 
@@ -150,9 +138,9 @@ class ShortlistTask(Task):
     defaults: list = field(default_factory=lambda: [{"override /data@_global_.data": "checkpoint"}, "_self_"])
     name: Any = key("shortlist", NAME)
     candidates: Any = key(CANDIDATES_K, "K: the target tokens kept for each source token, best first by task.scoring "
-                                        "(beyond the frequent ones)", (integer(1), "an integer >= 1"))
+                                        "(beyond the frequent ones)", AT_LEAST_1)
     frequent: Any = key(FREQUENT_F, "F: the most frequent target tokens, which every batch may emit",
-                        (integer(0), "an integer >= 0"))
+                        AT_LEAST_0)
     scoring: Any = key("probability", "how a source token's candidates are ranked: probability (c(s,t) / c(s), p(t|s) "
                                       "by co-occurrence, sentence pairs counted) | dice (2 c(s,t) / (c(s) + c(t)))",
                        (one_of(*SHORTLIST_SCORINGS), listing(SHORTLIST_SCORINGS)))
@@ -160,8 +148,6 @@ class ShortlistTask(Task):
     reads = (Checkpoints(),)
 
     @staticmethod
-    def runner(cfg: DictConfig) -> dict | None:
-        """tasks/shortlist.py's run."""
+    def runner(cfg: DictConfig) -> dict | None:  # its module's run
         from transformer_mt.tasks.shortlist import run
-
         return run(cfg)
