@@ -1,6 +1,8 @@
 """The rules between groups (RunConfig.check_together): what the keys of one group cannot be with
-another's, checked right after composition with the rest of the schema, before any work. What
-needs more than the config (the model a checkpoint or model.init_from holds, the machine's GPU)
+another's, checked right after composition with the rest of the schema, before any work: those of
+every run here, a task's own keys with the rest in its class (`Task.check_run`: task=export's
+weights, task=average's and task=serve's checkpoints, task=score's files). What needs more than
+the config (the model a checkpoint or model.init_from holds, the machine's GPU)
 is checked where that is read (tasks/runs/start.py, tasks/runs/config_checks.py)."""
 
 from omegaconf import DictConfig, OmegaConf
@@ -25,8 +27,15 @@ def check_between_groups(cfg: DictConfig) -> None:
             OmegaConf.select(cfg, "model.positional", default=None) == "relative":
         raise ConfigError("data.packed=true: model.positional=relative attends through distance embeddings that "
                           "no packed path takes; set data.packed=false (or another model.positional)")
+    tokens, accumulation = cfg.get("tokens_per_update"), OmegaConf.select(cfg, "trainer.accumulate_grad_batches")
+    if tokens is not None and accumulation not in (None, 1):
+        raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
+                          f"trainer.accumulate_grad_batches at 1 (it is {accumulation})")
     kind = OmegaConf.get_type(cfg, "task")
-    if isinstance(kind, type) and issubclass(kind, Task) and kind.trains:
+    if not (isinstance(kind, type) and issubclass(kind, Task)):
+        return
+    kind.check_run(cfg)  # the task's own keys with the rest
+    if kind.trains:
         check_corpus_named(cfg)
         check_derived_lr(cfg)
         check_needed_callbacks(cfg)

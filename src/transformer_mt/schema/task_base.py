@@ -92,6 +92,11 @@ class Task:
     trains: ClassVar[bool] = False  # trains a model on the run's corpus (the rules between groups of training)
 
     @staticmethod
+    def check_run(cfg: DictConfig) -> None:
+        """Refuse (a ConfigError) what this task's keys cannot be with the rest of the config `cfg`
+        (run with the rules between groups, schema/between_groups.py, right after composition)."""
+
+    @staticmethod
     def runner(cfg: DictConfig) -> dict | None:
         """Run the task on `cfg` (checked) and return its metrics: each task class names its module's
         run function, imported only when the task runs (after the checks, which need no torch)."""

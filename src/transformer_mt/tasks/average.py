@@ -13,19 +13,15 @@ from omegaconf import DictConfig
 from transformer_mt.checkpoints.averaging import epoch_checkpoints, epoch_folder, write_average
 from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import read_checkpoint
-from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.errors import DataError
 
 
 def select_checkpoints(cfg: DictConfig) -> list[Path]:
-    """ckpt_path=[...], or the task.last_n / task.best_n epoch checkpoints of task.run_dir."""
+    """ckpt_path=[...], or the task.last_n / task.best_n epoch checkpoints of task.run_dir (one way:
+    AverageTask.check_run)."""
     options = cfg.task
     if cfg.get("ckpt_path"):
-        if options.get("run_dir"):
-            raise ConfigError("task=average takes ckpt_path=[...] or task.run_dir=DIR, not both")
         return checkpoint_paths(cfg)
-    if not options.get("run_dir") or bool(options.get("last_n")) == bool(options.get("best_n")):
-        raise ConfigError("task=average needs ckpt_path=[a.ckpt,b.ckpt,...], or task.run_dir=DIR with one of "
-                          "task.last_n=N / task.best_n=N")
     run_dir = Path(options.run_dir)
     folder, found = epoch_folder(run_dir), epoch_checkpoints(run_dir)
     if not found:

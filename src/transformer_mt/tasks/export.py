@@ -33,14 +33,10 @@ NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}  # task.format (choices.EXP
 
 
 def weight_type(cfg: DictConfig) -> str:
-    """The exported weights' type: task.quantization, else the top-level quantize (none or int8)."""
+    """The exported weights' type: task.quantization, else the top-level quantize (none or int8; none
+    with task.format=hf, ExportTask.check_run)."""
     given = cfg.task.quantization
-    quantize = str(given if given is not None else cfg.quantize)
-    if cfg.task.format == "hf" and quantize != "none":
-        key = "task.quantization" if given is not None else "quantize"
-        raise ConfigError(f"{key}={quantize}: task.format=hf exports the model's float weights; quantized exports "
-                          "are task.format=ct2")
-    return quantize
+    return str(given if given is not None else cfg.quantize)
 
 
 def run(cfg: DictConfig) -> dict:

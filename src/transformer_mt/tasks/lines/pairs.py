@@ -56,15 +56,9 @@ def tsv_pairs(lines: list[str], name: str) -> Pairs:
 
 
 def given_files(options: DictConfig) -> tuple[str | None, str | None, str | None]:
-    """task.source, task.target and task.input (None: not given), checked to make sense together:
-    two aligned files, one TSV file, or neither and stdin that is not a terminal."""
+    """task.source, task.target and task.input (None: not given): two aligned files or one TSV file
+    (one way: ScoreTask.check_run), or neither and stdin that is not a terminal."""
     source, target, table = (str(v) if v else None for v in map(options.get, ("source", "target", "input")))
-    if table and (source or target):
-        raise ConfigError(f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv "
-                          "or task.source=FILE task.target=FILE")
-    if (source or target) and not (source and target):
-        given, missing = ("source", "target") if source else ("target", "source")
-        raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
     if not (source or table) and sys.stdin.isatty():
         raise ConfigError("task=score needs task.source=FILE task.target=FILE, task.input=FILE.tsv, or "
                           "source<TAB>target lines on stdin")

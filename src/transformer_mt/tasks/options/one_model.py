@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
+from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
 from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
@@ -104,6 +105,17 @@ class ScoreTask(Tagged, Batched, Task):
 
     reads = (Checkpoints(), ScoredPairs())
     writes = (OutputFile("output"),)
+
+    @staticmethod
+    def check_run(cfg: DictConfig) -> None:
+        """The pairs scored: two aligned files (task.source, task.target) or one table (task.input), one way."""
+        source, target, table = (cfg.task.get(key) for key in ("source", "target", "input"))
+        if table and (source or target):
+            raise ConfigError(f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv "
+                              "or task.source=FILE task.target=FILE")
+        if (source or target) and not (source and target):
+            given, missing = ("source", "target") if source else ("target", "source")
+            raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run

@@ -6,6 +6,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Tagged
 from transformer_mt.schema.task_base import ServedModels, Task
@@ -42,6 +43,13 @@ class ServeTask(Tagged, Task):
 
     reads = (ServedModels(),)
     shortlisted = False
+
+    @staticmethod
+    def check_run(cfg: DictConfig) -> None:
+        """The models served: ckpt_path's (as default) or task.models', one way."""
+        if cfg.task.get("models") and cfg.get("ckpt_path"):
+            raise ConfigError("task=serve takes ckpt_path=PATH (one model, served as default) or task.models={NAME: "
+                              "PATH, ...}, not both")
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run

@@ -108,9 +108,6 @@ def served_checkpoints(cfg: DictConfig) -> dict[str, list[Path]]:
     models = plain(cfg.task.get("models"))
     if not models:
         return {"default": checkpoint_paths(cfg)}
-    if cfg.get("ckpt_path"):
-        raise ConfigError("task=serve takes ckpt_path=PATH (one model, served as default) or task.models={NAME: "
-                          "PATH, ...}, not both")
     served = {}
     for name, given in models.items():
         paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]

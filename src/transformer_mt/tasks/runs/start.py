@@ -37,7 +37,6 @@ from transformer_mt.tasks.runs.config_checks import check_config, check_dashboar
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
 from transformer_mt.tasks.runs.init_from import check_architecture, read_init_from
 from transformer_mt.tasks.runs.resume import check_resume
-from transformer_mt.validate import check, integer
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +155,7 @@ def update_plan(cfg: DictConfig, devices: int, nodes: int) -> UpdatePlan | None:
     tokens = cfg.get("tokens_per_update")
     if tokens is None:
         return None
-    check("tokens_per_update", tokens, integer(1), "an integer >= 1 or null")
-    if cfg.trainer.get("accumulate_grad_batches", 1) != 1:
-        raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
-                          f"trainer.accumulate_grad_batches at 1 (it is {cfg.trainer.accumulate_grad_batches})")
+    # (tokens_per_update and trainer.accumulate_grad_batches: checked together by the schema, between_groups.py)
     accumulation = max(1, math.ceil(tokens / (devices * nodes * cfg.data.max_tokens)))
     plan = UpdatePlan(devices * nodes, accumulation, math.ceil(tokens / (devices * nodes * accumulation)))
     log.info("tokens_per_update=%d: %d device(s) x %d node(s) x %d tokens per batch x accumulation %d = %d padded "
