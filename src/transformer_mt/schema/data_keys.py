@@ -54,7 +54,22 @@ class TokenizerNode(Group):
 
 
 @dataclass
-class DataNode(Group):
+class ReadingNode(Group):
+    """What every data option takes: how this machine reads, encodes and batches the data (a checkpoint's
+    own data too: these keys are this command's, never the training machine's)."""
+
+    cache_dir: Any = key("${paths.cache_dir}", "where token ids and vocabularies are cached", PATH_OR_NULL)
+    run_dir: Any = key("${paths.output_dir}", "the run's folder (it keeps a copy of the vocabularies)", PATH_OR_NULL,
+                       nullable=True)
+    num_workers: Any = key(0, "DataLoader worker processes per process", AT_LEAST_0)
+    num_proc: Any = key(1, "processes encoding the corpus when the cache is built", AT_LEAST_1)
+    pad_to_multiple: Any = key(1, "batch lengths padded up to a multiple of this (8: tensor-core shapes); the "
+                                  "token budgets count the padded lengths", AT_LEAST_1)
+    progress: Any = key("${progress}", "bars while the corpus is read, the tokenizer trained and the splits encoded")
+
+
+@dataclass
+class DataNode(ReadingNode):
     """The data every preset shares (data=toy, multi30k, files, ...): its corpora, the vocabularies, the batches."""
 
     _target_: Any = key("transformer_mt.data.TranslationDataModule", "the datamodule's class")
@@ -64,9 +79,6 @@ class DataNode(Group):
     temperature: Any = key(None, "each training corpus's share of an epoch ∝ (weight x pairs)^(1/T); null: the "
                                  "weights as they are", (number(0.0, low_open=True), "a number > 0"), nullable=True)
     tokenizer: Any = key(TokenizerNode(), "how the vocabularies are made (data.tokenizer.*)")
-    cache_dir: Any = key("${paths.cache_dir}", "where token ids and vocabularies are cached", PATH_OR_NULL)
-    run_dir: Any = key("${paths.output_dir}", "where the run keeps a copy of its vocabularies", PATH_OR_NULL,
-                       nullable=True)
     max_tokens: Any = key(4096, "padded tokens per training batch", AT_LEAST_1)
     eval_max_tokens: Any = key(8192, "padded tokens per validation and test batch (null: max_tokens)", AT_LEAST_1,
                                nullable=True)
@@ -76,14 +88,9 @@ class DataNode(Group):
                              (number(1.0), "a number >= 1"), nullable=True)
     split: Any = key("test", "the split that test (and task=evaluate) scores", (one_of(*SPLITS), listing(SPLITS)))
     seed: Any = key("${seed}", "the data order's seed (the run's)")
-    num_workers: Any = key(0, "DataLoader worker processes per training process", AT_LEAST_0)
-    pad_to_multiple: Any = key(1, "batch lengths padded up to a multiple of this (8: tensor-core shapes); "
-                                  "max_tokens counts the padded lengths", AT_LEAST_1)
     packed: Any = key(False, "training batches packed end to end with no padding (attention per sentence)", BOOLEAN)
     shape_grid: Any = key(None, "K: training batches of at most K shapes fitted to the corpus (compiled steps on "
                                 "fixed shapes); null: each batch its own", AT_LEAST_1, nullable=True)
-    progress: Any = key("${progress}", "bars while the corpus is read, the tokenizer trained and the splits encoded")
-    num_proc: Any = key(1, "processes encoding the corpus when the cache is built", AT_LEAST_1)
 
     @staticmethod
     def check_together(node: DictConfig, prefix: str) -> None:
@@ -97,19 +104,13 @@ class DataNode(Group):
 
 
 @dataclass
-class CheckpointDataNode(Group):
+class CheckpointDataNode(ReadingNode):
     """data=checkpoint (task=evaluate's default): the data the checkpoint was trained on, as it records it."""
 
     from_checkpoint: Any = key(True, "the data is the checkpoint's own", BOOLEAN)
     split: Any = key(None, "the split scored (null: the checkpoint's: test, unless trained otherwise)",
                      (one_of(*SPLITS), listing(SPLITS)), nullable=True)
     eval_max_tokens: Any = key(None, "padded tokens per batch (null: the checkpoint's)", AT_LEAST_1, nullable=True)
-    num_workers: Any = key(0, "DataLoader worker processes", AT_LEAST_0)
-    num_proc: Any = key(1, "processes encoding the corpus when the cache is built", AT_LEAST_1)
-    pad_to_multiple: Any = key(1, "batch lengths padded up to a multiple of this", AT_LEAST_1)
-    cache_dir: Any = key("${paths.cache_dir}", "where token ids are cached", PATH_OR_NULL)
-    run_dir: Any = key("${paths.output_dir}", "the run's folder", PATH_OR_NULL, nullable=True)
-    progress: Any = key("${progress}", "bars while the splits are encoded")
 
 
 DATA = {"data_shared": DataNode, "checkpoint": CheckpointDataNode}

@@ -7,7 +7,7 @@ while `check_keys` tests every value right after composition, before any work, w
 message `KEY=VALUE: must be WHAT` (OmegaConf's own type errors span several lines and name no rule)."""
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import Field, field, fields, is_dataclass
 from typing import Any
@@ -47,6 +47,18 @@ def field_default(each: Field) -> Any:
     if each.default is not NO_DEFAULT:
         return each.default
     return each.default_factory() if each.default_factory is not NO_DEFAULT else MISSING
+
+
+def flat_keys(kind: type, prefix: str, node: object = None, nested: bool = True) -> Iterator[tuple[str, Field, Any]]:
+    """(`prefix`KEY, its field, its default) for each key of schema class `kind`, the defaults those of
+    `node` (an instance: a group's option) where given, else the class's; with `nested`, a key that is
+    a node of its own (decoding.options) gives its keys instead (`prefix`options.KEY)."""
+    for each in described(kind):
+        default = field_default(each) if node is None else getattr(node, each.name)
+        if nested and is_dataclass(default):
+            yield from flat_keys(type(default), f"{prefix}{each.name}.", default, nested)
+        else:
+            yield f"{prefix}{each.name}", each, default
 
 
 def rule_words(each: Field) -> str:

@@ -3,9 +3,8 @@ keys, each with its default and description, read from the schema (src/transform
 before Hydra or torch is imported."""
 
 import textwrap
-from dataclasses import is_dataclass
 
-from transformer_mt.schema.keys import described, field_default
+from transformer_mt.schema.keys import flat_keys
 from transformer_mt.schema.optim import OPTIMS
 from transformer_mt.schema.search_keys import SEARCHES
 from transformer_mt.tasks.options import TASKS
@@ -28,19 +27,14 @@ def command_line_default(value: object) -> str:
         if isinstance(value, bool | None | str) else str(value)
 
 
-def key_lines(kind: type, prefix: str, node: object = None) -> list[str]:
-    """`prefix`KEY = DEFAULT and its description, for each key of schema class `kind` (the defaults of
-    `node`, an instance, where given); a key that is a node of its own gives its keys'."""
+def key_lines(kind: type, prefix: str) -> list[str]:
+    """`prefix`KEY = DEFAULT and its description, for each key of schema class `kind` (a key that is a
+    node of its own gives its keys'), the task's name aside."""
     lines = []
-    for each in described(kind):
-        default = field_default(each) if node is None else getattr(node, each.name)
-        if each.name == "name":
-            continue
-        if is_dataclass(default):
-            lines += key_lines(type(default), f"{prefix}{each.name}.", default)
-            continue
-        lines.append(f"{prefix}{each.name} = {command_line_default(default)}")
-        lines += textwrap.wrap(each.metadata["help"], 96, initial_indent="    ", subsequent_indent="    ")
+    for name, each, default in flat_keys(kind, prefix):
+        if each.name != "name":
+            lines.append(f"{name} = {command_line_default(default)}")
+            lines += textwrap.wrap(each.metadata["help"], 96, initial_indent="    ", subsequent_indent="    ")
     return lines
 
 

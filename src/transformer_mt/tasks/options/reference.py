@@ -1,7 +1,8 @@
 """docs/configuration.md's "Every key" section, written from the schema: for the top level, each
-group declared in the schema, the data group, each option of the decoding and optim groups and each task, every key
-with its default, what it must be and its description. `python -m transformer_mt.tasks.options.reference`
-prints it, `make config-docs` writes it into the page; tests check that the page holds exactly this."""
+group, each option of the decoding and optim groups, each logger, our callbacks with settings and
+each task, every key with its default, what it must be and its description. `python -m
+transformer_mt.tasks.options.reference` prints it, `make config-docs` writes it into the page; tests
+check that the page holds exactly this."""
 
 import json
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 from transformer_mt.markdown import markdown_table
 from transformer_mt.schema.callback_keys import CALLBACKS
 from transformer_mt.schema.data_keys import CheckpointDataNode, DataNode
-from transformer_mt.schema.keys import MISSING, described, field_default, rule_words
+from transformer_mt.schema.keys import MISSING, described, field_default, flat_keys, rule_words
 from transformer_mt.schema.logger_keys import LOGGERS
 from transformer_mt.schema.optim import OPTIMS
 from transformer_mt.schema.search_keys import SEARCHES
@@ -35,19 +36,11 @@ def default_text(value: object) -> str:
     return f"`{value}`"
 
 
-def key_rows(kind: type, prefix: str, node: object = None, nested: bool = False) -> list[list[str]]:
-    """The rows of schema class `kind`'s keys, named `prefix` + key, with the defaults of `node` (an
-    instance: a group's option; None: the class's own); `nested`: a key that is a node of its own
-    (decoding.options) gives its keys' rows instead of one."""
-    rows = []
-    for each in described(kind):
-        default = field_default(each) if node is None else getattr(node, each.name)
-        if nested and is_dataclass(default):
-            rows += key_rows(type(default), f"{prefix}{each.name}.", default, nested)
-            continue
-        rule = rule_words(each) if each.metadata["must"] else ""
-        rows.append([f"`{prefix}{each.name}`", default_text(default), rule, each.metadata["help"]])
-    return rows
+def key_rows(kind: type, prefix: str, nested: bool = False) -> list[list[str]]:
+    """The rows of schema class `kind`'s keys, named `prefix` + key; `nested`: a key that is a node of
+    its own (decoding.options) gives its keys' rows instead of one (keys.flat_keys)."""
+    return [[f"`{name}`", default_text(default), rule_words(each) if each.metadata["must"] else "",
+             each.metadata["help"]] for name, each, default in flat_keys(kind, prefix, nested=nested)]
 
 
 def section(title: str, kind: type, prefix: str, nested: bool = False) -> list[str]:
