@@ -90,6 +90,10 @@ def test_the_pipelines_take_the_training_keys_of_task_train():
                          "needs model.init_from"),
     (["data.packed=true", "model.positional=relative"], "data.packed=true: model.positional=relative attends"),
     (["~callbacks.rng_state"], "callbacks.rng_state: a training run needs it"),
+    (["tokens_per_update=2000", "trainer.accumulate_grad_batches=2"],
+     "tokens_per_update=2000 sets the gradient accumulation: leave trainer.accumulate_grad_batches at 1 (it is 2)"),
+    (["trainer.precision=16-mixed", "trainer.gradient_clip_val=1.0", "optim.optimizer.fused=true"],
+     "trainer.gradient_clip_val=1.0 with trainer.precision=16-mixed: a fused optimizer"),
 ])
 def test_a_bad_value_is_one_line_naming_its_key_before_any_work(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as err:

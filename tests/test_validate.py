@@ -51,15 +51,21 @@ def test_check_names_the_key_and_value():
         check("data.split", "dev", one_of("train", "val", "test"), listing(("train", "val", "test")))
 
 
+def strings(node: ast.AST) -> str:
+    """The string parts of an expression, joined."""
+    return "".join(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
 def config_error_texts(path: Path) -> list[tuple[int, str]]:
-    """(line, the string parts of the message) of every `raise ConfigError(...)` in `path`."""
+    """(line, the string parts of the message) of every `raise ConfigError(...)` in `path`, and of every
+    refusal a rule returns (a `return` in a function annotated `-> Refusal`)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
                 and isinstance(node.exc.func, ast.Name) and node.exc.func.id == "ConfigError":
-            parts = [n.value for arg in node.exc.args for n in ast.walk(arg)
-                     if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-            found.append((node.lineno, "".join(parts)))
+            found.extend((node.lineno, strings(arg)) for arg in node.exc.args)
+        if isinstance(node, ast.FunctionDef) and isinstance(node.returns, ast.Name) and node.returns.id == "Refusal":
+            found.extend((n.lineno, strings(n.value)) for n in ast.walk(node) if isinstance(n, ast.Return) and n.value)
     return found
 
 
@@ -80,3 +86,14 @@ def test_config_value_checks_go_through_validate_check():
                 wrong.append(f"{name}:{line}: {text!r}")
     assert not wrong, "use transformer_mt.validate.check for these value checks:\n" + "\n".join(wrong)
     assert used == set(ALLOWED), f"stale ALLOWED entries: {set(ALLOWED) - used}"
+
+
+def test_rules_answer_and_few_places_raise():
+    """Rules are functions that answer their refusal (`-> Refusal`; validate.refuse raises it where the
+    answer stops a run): `raise ConfigError` stays in at most 55 places of src (issue 82)."""
+    raised = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in sorted(PACKAGE.rglob("*.py"))
+              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+              if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+              and getattr(node.exc.func, "id", None) == "ConfigError"]
+    assert len(raised) <= 55, f"{len(raised)} `raise ConfigError` in src: write rules as functions answering a " \
+                              f"Refusal ({', '.join(raised)})"

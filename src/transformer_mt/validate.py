@@ -46,12 +46,33 @@ def listing(choices: Iterable) -> str:
     return " or ".join(filter(None, (", ".join(words[:-1]), words[-1])))
 
 
+Refusal = str | None  # a rule's answer: the one line refusing the config (naming its keys), or None where it holds
+
+
+def refuse(reason: Refusal) -> None:
+    """A ConfigError with `reason`, a rule's refusal, where there is one: the rules are functions
+    that answer (a group's `refusal`, a task's `run_refusal`, the rules between groups, a machine's,
+    an engine's), and this is where their answer stops the run."""
+    if reason is not None:
+        raise ConfigError(reason)
+
+
+def first_refusal(rules: Iterable[Callable[..., Refusal]], *args) -> Refusal:
+    """The answer of the first of `rules` (asked in order with `args`) that refuses, or None."""
+    for rule in rules:
+        if (reason := rule(*args)) is not None:
+            return reason
+    return None
+
+
+def value_refusal(key: str, value, ok: Callable[[object], bool], what: str, nullable: bool = False) -> Refusal:
+    """`KEY=VALUE: must be WHAT` unless `ok(value)` (or the value is None and may be)."""
+    return None if (value is None and nullable) or ok(value) else f"{key}={value!r}: must be {what}"
+
+
 def check(key: str, value, ok: Callable[[object], bool], what: str, nullable: bool = False) -> None:
     """ConfigError `KEY=VALUE: must be WHAT` unless `ok(value)` (or the value is None and may be)."""
-    if value is None and nullable:
-        return
-    if not ok(value):
-        raise ConfigError(f"{key}={value!r}: must be {what}")
+    refuse(value_refusal(key, value, ok, what, nullable))
 
 
 def text(v: object) -> bool:

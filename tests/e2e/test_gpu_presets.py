@@ -15,8 +15,9 @@ from transformer_mt.schema.keys import key
 from transformer_mt.schema.task_base import Task
 from transformer_mt.tasks import run
 from transformer_mt.tasks.runs import config_checks as checks
-from transformer_mt.tasks.runs.config_checks import check_packed
+from transformer_mt.tasks.runs.config_checks import packed_refusal
 from transformer_mt.tasks.runs.start import UpdatePlan, update_plan
+from transformer_mt.validate import refuse
 
 pytestmark = pytest.mark.cli  # messages, statuses and files: not run again under the portable profile
 
@@ -86,16 +87,17 @@ def test_packed_training_on_a_gpu_is_refused_where_the_varlen_kernel_cannot_run(
         monkeypatch.setattr(attention, "varlen_attn", None)
     cfg = compose_config(tmp_path, ["trainer=gpu", "data.packed=true", *overrides])
     with pytest.raises(ConfigError, match=r"^data.packed=true: torch's varlen attention kernel cannot run \(") as err:
-        check_packed(cfg)
+        refuse(packed_refusal(cfg))
     assert reason in str(err.value) and str(err.value).endswith("set data.packed=false")
 
 
 def test_packed_training_where_the_kernel_runs_or_on_a_cpu_is_accepted(tmp_path, monkeypatch):
     cfg = compose_config(tmp_path, ["trainer=gpu", "data.packed=true", "model.attention_dropout=0.1"])
-    check_packed(cfg)  # no GPU here: packing takes the reference, as every CPU run does
+    assert packed_refusal(cfg) is None  # no GPU here: packing takes the reference, as every CPU run does
     monkeypatch.setattr(checks, "on_gpu", lambda trainer: True)
-    check_packed(compose_config(tmp_path, ["trainer=gpu", "data.packed=true"]))  # bf16, no attention dropout
-    check_packed(compose_config(tmp_path, ["trainer=gpu", "trainer.precision=16-mixed", "data.packed=true"]))
+    assert packed_refusal(compose_config(tmp_path, ["trainer=gpu", "data.packed=true"])) is None  # bf16, no dropout
+    assert packed_refusal(compose_config(tmp_path, ["trainer=gpu", "trainer.precision=16-mixed",
+                                                    "data.packed=true"])) is None
 
 
 def test_a_training_run_checks_packing_before_any_data_work(tmp_path, monkeypatch):

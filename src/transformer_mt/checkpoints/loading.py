@@ -12,6 +12,7 @@ from transformer_mt.checkpoints.files import file_damage, unreadable
 from transformer_mt.checkpoints.upgrades import upgrade
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.validate import Refusal, refuse
 
 
 def describe_corpus(data: dict) -> str:
@@ -29,24 +30,29 @@ def describe_corpus(data: dict) -> str:
     return " + ".join(named) or "no corpus"
 
 
+def device_refusal(trainer: DictConfig) -> Refusal:
+    """Why task=translate and task=score cannot run where `trainer` asks (one device: the CPU, or one
+    GPU there is), or None."""
+    accelerator, devices = str(trainer.get("accelerator", "auto")), plain(trainer.get("devices", 1))
+    if accelerator not in ("auto", "cpu", "gpu", "cuda"):
+        return f"trainer.accelerator={accelerator}: translating and scoring run on auto, cpu or gpu"
+    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
+        return None
+    if not torch.cuda.is_available():
+        return f"trainer.accelerator={accelerator}: no CUDA GPU is available"
+    if len(devices) != 1 if isinstance(devices, list) else devices not in (1, "1", "auto"):
+        return f"trainer.devices={devices}: translating and scoring run on one GPU, trainer.devices=[N]"
+    return None
+
+
 def task_device(trainer: DictConfig) -> torch.device:
     """Where task=translate and task=score run: trainer.accelerator (auto: a GPU if there is one,
     else the CPU | cpu | gpu) and, on a GPU, trainer.devices=[N] for GPU N (one device)."""
+    refuse(device_refusal(trainer))
     accelerator, devices = str(trainer.get("accelerator", "auto")), plain(trainer.get("devices", 1))
-    if accelerator not in ("auto", "cpu", "gpu", "cuda"):
-        raise ConfigError(f"trainer.accelerator={accelerator}: translating and scoring run on auto, cpu or gpu")
-    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
+    if accelerator == "cpu" or not torch.cuda.is_available():
         return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ConfigError(f"trainer.accelerator={accelerator}: no CUDA GPU is available")
-    if isinstance(devices, list):
-        if len(devices) != 1:
-            raise ConfigError(f"trainer.devices={devices}: translating and scoring run on one GPU, "
-                              "trainer.devices=[N]")
-        return torch.device("cuda", int(devices[0]))
-    if devices not in (1, "1", "auto"):
-        raise ConfigError(f"trainer.devices={devices}: translating and scoring run on one GPU, trainer.devices=[N]")
-    return torch.device("cuda")
+    return torch.device("cuda", int(devices[0])) if isinstance(devices, list) else torch.device("cuda")
 
 
 def task_devices(trainer: DictConfig) -> list[torch.device]:

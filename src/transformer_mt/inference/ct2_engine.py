@@ -38,6 +38,7 @@ from transformer_mt.inference.workers import SERIAL, Workers
 from transformer_mt.interop.ct2_vmap import write_vmap
 from transformer_mt.interop.ctranslate2 import export_ct2
 from transformer_mt.user_cache import user_cache
+from transformer_mt.validate import Refusal, refuse
 
 log = logging.getLogger(__name__)
 
@@ -181,23 +182,29 @@ class Ct2Translator(Engine):
 
 
 def check_engine(cfg, paths: list[Path], constrained: bool = False) -> None:
-    """What task.engine=ctranslate2 cannot do (Ct2Translator.capabilities), refused before any work;
+    """What task.engine=ctranslate2 cannot do, refused before any work (`engine_refusal`), and a
+    task.ct2_dir it cannot write."""
+    refuse(engine_refusal(cfg, paths, constrained))
+    if cfg.task.get("ct2_dir") is not None:
+        given_root(cfg.task.ct2_dir)
+
+
+def engine_refusal(cfg, paths: list[Path], constrained: bool = False) -> Refusal:
+    """What task.engine=ctranslate2 cannot do for this run (Ct2Translator.capabilities), or None;
     `constrained`: the input carries constraints (decoding.constraints)."""
     import importlib.util
 
     declared = Ct2Translator.capabilities
     if importlib.util.find_spec("ctranslate2") is None:
-        raise ConfigError("task.engine=ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'")
+        return "task.engine=ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'"
     if len(paths) > 1 and not declared.ensembles:
-        raise ConfigError("task.engine=ctranslate2 decodes one checkpoint: an ensemble (ckpt_path=[a,b]) is ours "
-                          "(task.engine=ours)")
+        return ("task.engine=ctranslate2 decodes one checkpoint: an ensemble (ckpt_path=[a,b]) is ours "
+                "(task.engine=ours)")
     if cfg.task.get("alignment") and not declared.alignments:
-        raise ConfigError("task.alignment=true reads our model's cross-attention: it needs task.engine=ours")
+        return "task.alignment=true reads our model's cross-attention: it needs task.engine=ours"
     if constrained and not declared.constraints:
-        raise ConfigError("decoding.constraints=true: task.engine=ctranslate2 has no constrained search; "
-                          "task.engine=ours")
-    if cfg.task.get("ct2_dir") is not None:
-        given_root(cfg.task.ct2_dir)
+        return "decoding.constraints=true: task.engine=ctranslate2 has no constrained search; task.engine=ours"
+    return None
 
 
 def ct2_translator(path: Path, translator: Translator, device: torch.device, workers: Workers = SERIAL,

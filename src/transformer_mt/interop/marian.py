@@ -21,24 +21,26 @@ import torch
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.interop.names import LayerNames, decoder_layer, encoder_layer
 from transformer_mt.model import TransformerConfig
+from transformer_mt.validate import Refusal, refuse
 
 
-def check_representable(config: TransformerConfig) -> None:
-    """A model Marian cannot express is refused with the config key and value that stand in the way."""
+def marian_refusal(config: TransformerConfig) -> Refusal:
+    """Why Marian cannot express a model (the config key and value that stand in the way), or None."""
     if config.norm_first:
-        raise ConfigError("model.norm_first=true: Marian models are post-norm; only a post-norm model "
-                          "(model.norm_first=false) can be exported with task.format=hf")
+        return ("model.norm_first=true: Marian models are post-norm; only a post-norm model "
+                "(model.norm_first=false) can be exported with task.format=hf")
     if config.positional != "sinusoidal":
-        raise ConfigError(f"model.positional={config.positional}: Marian models have sinusoidal positions; "
-                          "task.format=hf needs model.positional=sinusoidal")
+        return (f"model.positional={config.positional}: Marian models have sinusoidal positions; "
+                "task.format=hf needs model.positional=sinusoidal")
     if config.d_k * config.heads != config.d_model:
-        raise ConfigError(f"model.d_k={config.d_k}: Marian's heads are d_model / heads = "
-                          f"{config.d_model // config.heads} wide; task.format=hf needs model.d_k=null")
+        return (f"model.d_k={config.d_k}: Marian's heads are d_model / heads = "
+                f"{config.d_model // config.heads} wide; task.format=hf needs model.d_k=null")
     if config.tie_embeddings != "all":
-        raise ConfigError(f"model.tie_embeddings={config.tie_embeddings}: Marian shares one vocabulary between "
-                          "source, target and output layer; task.format=hf needs model.tie_embeddings=all")
+        return (f"model.tie_embeddings={config.tie_embeddings}: Marian shares one vocabulary between "
+                "source, target and output layer; task.format=hf needs model.tie_embeddings=all")
     if config.activation not in ("relu", "gelu", "swish"):
-        raise ConfigError(f"model.activation={config.activation}: task.format=hf supports relu, gelu and swish")
+        return f"model.activation={config.activation}: task.format=hf supports relu, gelu and swish"
+    return None
 
 
 def marian_order(d_model: int) -> torch.Tensor:
@@ -119,7 +121,7 @@ def to_marian(model, bos_id: int, eos_id: int):
     """A MarianMTModel (eval mode) that computes what `model` (our Transformer) computes."""
     from transformers import MarianMTModel
 
-    check_representable(model.config)
+    refuse(marian_refusal(model.config))
     marian = MarianMTModel(marian_config(model.config, bos_id, eos_id))
     state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     missing, unexpected = marian.load_state_dict(to_marian_state(state, model.config), strict=False)
@@ -183,7 +185,7 @@ def export_hf(model, tokenizer, folder, decoding: Mapping | None = None) -> None
     from transformers import GenerationConfig
 
     config = model.config
-    check_representable(config)
+    refuse(marian_refusal(config))
     generation = generation_options(decoding)
     ids = tokenizer.special_ids()
     bos, eos, pad = ids["bos_id"], ids["eos_id"], ids["pad_id"]

@@ -244,7 +244,7 @@ def uses_varlen_kernel(q: torch.Tensor, dropout: float) -> bool:
     """Whether `packed_attention` runs torch's variable-length kernel: on a GPU, in fp16 / bf16,
     without attention dropout (the kernel has none), where torch has it as we call it. Elsewhere
     it runs the exact reference (`reference_attention`), slower than padding: a run on a GPU
-    refuses that (tasks/runs/config_checks.py, `check_packed`)."""
+    refuses that (tasks/runs/config_checks.py, `packed_refusal`)."""
     return (varlen_attn is not None and q.device.type in VARLEN_DEVICES and q.dtype in VARLEN_DTYPES
             and dropout == 0.0)
 

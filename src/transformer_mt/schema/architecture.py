@@ -7,9 +7,18 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.choices import ACTIVATIONS, POSITIONS, TIES
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PROBABILITY, check, integer, listing, one_of, text
+from transformer_mt.validate import (
+    AT_LEAST_1,
+    BOOLEAN,
+    PROBABILITY,
+    Refusal,
+    integer,
+    listing,
+    one_of,
+    text,
+    value_refusal,
+)
 
 
 @dataclass
@@ -41,12 +50,13 @@ class ModelGroup(Group):
                          (text, "a path"), nullable=True)
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """Heads of width d_model / heads need heads to divide d_model; rotary positions rotate pairs of
         dimensions: heads of even width."""
         d_model, heads = node.d_model, node.heads
         if node.d_k is None and d_model % heads:
-            raise ConfigError(f"{prefix}d_model={d_model} is not divisible by {prefix}heads={heads}; set {prefix}d_k")
+            return f"{prefix}d_model={d_model} is not divisible by {prefix}heads={heads}; set {prefix}d_k"
         if node.positional == "rotary":
-            check(f"{prefix}d_k", node.d_k or d_model // heads, lambda v: v % 2 == 0,
-                  f"even with {prefix}positional=rotary (it rotates pairs of dimensions)")
+            return value_refusal(f"{prefix}d_k", node.d_k or d_model // heads, lambda v: v % 2 == 0,
+                                 f"even with {prefix}positional=rotary (it rotates pairs of dimensions)")
+        return None

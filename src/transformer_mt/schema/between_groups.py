@@ -1,14 +1,14 @@
-"""The rules between groups (RunConfig.check_together): what the keys of one group cannot be with
+"""The rules between groups (RunConfig.refusal): what the keys of one group cannot be with
 another's, checked right after composition with the rest of the schema, before any work: those of
-every run here, a task's own keys with the rest in its class (`Task.check_run`: task=export's
+every run here, a task's own keys with the rest in its class (`Task.run_refusal`: task=export's
 weights, task=average's and task=serve's checkpoints, task=score's files). What needs more than
 the config (the model a checkpoint or model.init_from holds, the machine's GPU)
-is checked where that is read (tasks/runs/start.py, tasks/runs/config_checks.py)."""
+is asked where that is read (tasks/runs/start.py, tasks/runs/config_checks.py)."""
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.task_base import Task
+from transformer_mt.validate import Refusal, first_refusal
 
 # the callbacks a training run needs (conf/callbacks_always.yaml, in every callbacks= option), and what for
 NEEDED_CALLBACKS = {
@@ -21,59 +21,85 @@ NEEDED_CALLBACKS = {
 }
 
 
-def check_between_groups(cfg: DictConfig) -> None:
-    """Every rule between groups that `cfg` is subject to (a ConfigError naming the keys)."""
+def packed_relative(cfg: DictConfig) -> Refusal:
+    """Packed batches have no path for relative positions' distance embeddings."""
     if OmegaConf.select(cfg, "data.packed", default=False) and \
             OmegaConf.select(cfg, "model.positional", default=None) == "relative":
-        raise ConfigError("data.packed=true: model.positional=relative attends through distance embeddings that "
-                          "no packed path takes; set data.packed=false (or another model.positional)")
+        return ("data.packed=true: model.positional=relative attends through distance embeddings that no packed "
+                "path takes; set data.packed=false (or another model.positional)")
+    return None
+
+
+def tokens_with_accumulation(cfg: DictConfig) -> Refusal:
+    """tokens_per_update sets the accumulation: trainer.accumulate_grad_batches stays 1."""
     tokens, accumulation = cfg.get("tokens_per_update"), OmegaConf.select(cfg, "trainer.accumulate_grad_batches")
     if tokens is not None and accumulation not in (None, 1):
-        raise ConfigError(f"tokens_per_update={tokens} sets the gradient accumulation: leave "
-                          f"trainer.accumulate_grad_batches at 1 (it is {accumulation})")
-    kind = OmegaConf.get_type(cfg, "task")
-    if not (isinstance(kind, type) and issubclass(kind, Task)):
-        return
-    kind.check_run(cfg)  # the task's own keys with the rest
-    if kind.trains:
-        check_corpus_named(cfg)
-        check_derived_lr(cfg)
-        check_needed_callbacks(cfg)
-        check_averaging(cfg)
+        return (f"tokens_per_update={tokens} sets the gradient accumulation: leave trainer.accumulate_grad_batches "
+                f"at 1 (it is {accumulation})")
+    return None
 
 
-def check_corpus_named(cfg: DictConfig) -> None:
+def corpus_named(cfg: DictConfig) -> Refusal:
     """A task that reads its corpus (the first of data.corpora) needs a data preset with one:
     data=checkpoint (task=evaluate's default, the checkpoint's own data) has none."""
     if (cfg.get("data") or {}).get("from_checkpoint"):
-        raise ConfigError(f"data=checkpoint is task=evaluate's data (a checkpoint's own); task={cfg.task.name} names "
-                          "its corpus: data=NAME (toy, multi30k, files, ...)")
+        return (f"data=checkpoint is task=evaluate's data (a checkpoint's own); task={cfg.task.name} names its "
+                "corpus: data=NAME (toy, multi30k, files, ...)")
+    return None
 
 
-def check_derived_lr(cfg: DictConfig) -> None:
+def derived_lr(cfg: DictConfig) -> Refusal:
     """optim.optimizer.lr null is optim=finetune's, derived from the starting model: only with model.init_from."""
     if OmegaConf.select(cfg, "optim.optimizer.lr", default=0) is None and not cfg.model.get("init_from"):
-        raise ConfigError("optim.optimizer.lr=null is optim=finetune's, derived from the starting model's peak: it "
-                          "needs model.init_from (or set optim.optimizer.lr=NUMBER)")
+        return ("optim.optimizer.lr=null is optim=finetune's, derived from the starting model's peak: it needs "
+                "model.init_from (or set optim.optimizer.lr=NUMBER)")
+    return None
 
 
-def check_needed_callbacks(cfg: DictConfig) -> None:
+def needed_callbacks(cfg: DictConfig) -> Refusal:
     """Every callback a training run needs is in its config (every callbacks= option has them; one
     removed, `~callbacks.NAME` or null, is one line naming it)."""
     callbacks = cfg.get("callbacks") or {}
     for name, why in NEEDED_CALLBACKS.items():
         if not OmegaConf.select(callbacks, f"{name}._target_", default=None):
-            raise ConfigError(f"callbacks.{name}: a training run needs it ({why}); it is in every callbacks= option "
-                              "(conf/callbacks_always.yaml) and cannot be removed")
+            return (f"callbacks.{name}: a training run needs it ({why}); it is in every callbacks= option "
+                    "(conf/callbacks_always.yaml) and cannot be removed")
+    return None
 
 
-def check_averaging(cfg: DictConfig) -> None:
+def averaging(cfg: DictConfig) -> Refusal:
     """task.last_n needs the epoch checkpoints it averages: one line before any work."""
     n = cfg.task.get("last_n") or 0
-    if not n:
-        return
     epochs = (cfg.get("callbacks") or {}).get("epoch_checkpoint")
     keep = epochs.get("save_top_k") if epochs else None
-    if not isinstance(keep, int) or (keep != -1 and keep < n):
-        raise ConfigError(f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint,"
-                          " which must be on and keep at least that many (save_top_k: -1 or >= N)")
+    if n and (not isinstance(keep, int) or (keep != -1 and keep < n)):
+        return (f"task.last_n={n} averages the last {n} checkpoints of callbacks.epoch_checkpoint, which must be on "
+                "and keep at least that many (save_top_k: -1 or >= N)")
+    return None
+
+
+def clip_with_fused_fp16(cfg: DictConfig) -> Refusal:
+    """A fused optimizer unscales float16 gradients inside its step, after Lightning clipped them."""
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    clip = OmegaConf.select(cfg, "trainer.gradient_clip_val", default=0) or 0
+    if precision in ("16", "16-mixed") and clip and OmegaConf.select(cfg, "optim.optimizer.fused", default=False):
+        return (f"trainer.gradient_clip_val={clip} with trainer.precision={precision}: a fused optimizer "
+                "(optim.optimizer.fused=true) unscales float16 gradients inside its step, after clipping; use "
+                "bf16-mixed or optim.optimizer.fused=false")
+    return None
+
+
+EVERY_RUN = (packed_relative, tokens_with_accumulation)
+# and a task that trains (Task.trains)
+TRAINING = (corpus_named, derived_lr, needed_callbacks, averaging, clip_with_fused_fp16)
+
+
+def between_groups_refusal(cfg: DictConfig) -> Refusal:
+    """The first rule between groups that `cfg` breaks (its one line naming the keys), or None: every
+    run's, then the task's own (`Task.run_refusal`), then a training task's."""
+    rules = list(EVERY_RUN)
+    task = OmegaConf.get_type(cfg, "task")
+    if isinstance(task, type) and issubclass(task, Task):
+        rules.append(task.run_refusal)
+        rules.extend(TRAINING if task.trains else ())
+    return first_refusal(rules, cfg)

@@ -9,9 +9,19 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.choices import SPLITS
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PROBABILITY, integer, listing, number, one_of, text
+from transformer_mt.validate import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    BOOLEAN,
+    PROBABILITY,
+    Refusal,
+    integer,
+    listing,
+    number,
+    one_of,
+    text,
+)
 
 SMALLEST_VOCABULARY = 5  # the four special tokens and one more
 PATH_OR_NULL = (text, "a path")
@@ -44,13 +54,14 @@ class TokenizerNode(Group):
                             "BPE-dropout's probability; sentencepiece: its sampling alpha)", PROBABILITY)
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """A target side's own file goes with separate vocabularies, and separate vocabularies from
         files need both."""
         if node.tgt_file and node.joint:
-            raise ConfigError(f"{prefix}tgt_file={node.tgt_file!r}: needs {prefix}joint=false")
+            return f"{prefix}tgt_file={node.tgt_file!r}: needs {prefix}joint=false"
         if node.file and not node.joint and not node.tgt_file:
-            raise ConfigError(f"{prefix}joint=false with {prefix}file also needs {prefix}tgt_file")
+            return f"{prefix}joint=false with {prefix}file also needs {prefix}tgt_file"
+        return None
 
 
 @dataclass
@@ -93,14 +104,14 @@ class DataNode(ReadingNode):
                                 "fixed shapes); null: each batch its own", AT_LEAST_1, nullable=True)
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """A shape grid bounds padded batches whose lengths are fixed once."""
         if node.shape_grid and node.packed:
-            raise ConfigError(f"{prefix}shape_grid with {prefix}packed=true: packed batches have no padded shape to "
-                              "bound")
+            return f"{prefix}shape_grid with {prefix}packed=true: packed batches have no padded shape to bound"
         if node.shape_grid and node.tokenizer.dropout > 0:
-            raise ConfigError(f"{prefix}shape_grid with {prefix}tokenizer.dropout: the lengths change every epoch, so "
-                              "no grid fitted once holds them; set one of the two")
+            return (f"{prefix}shape_grid with {prefix}tokenizer.dropout: the lengths change every epoch, so no grid "
+                    "fitted once holds them; set one of the two")
+        return None
 
 
 @dataclass

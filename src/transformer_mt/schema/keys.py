@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_mt.validate import check
+from transformer_mt.validate import Refusal, refuse, value_refusal
 
 Rule = tuple[Callable[[object], bool], str]
 MISSING = "???"  # a key the user must give (OmegaConf's mark)
@@ -30,11 +30,12 @@ def key(default: Any, help: str, must: Rule | None = None, nullable: bool = Fals
 
 
 class Group:
-    """A schema node with rules between its keys too: `check_together` runs once each key passed its own."""
+    """A schema node with rules between its keys too: `refusal` is asked once each key passed its own."""
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
-        """Refuse (a ConfigError) what the keys of `node` (whose keys read `prefix`KEY) cannot be together."""
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
+        """What the keys of `node` (whose keys read `prefix`KEY) cannot be together: its one line, or None."""
+        return None
 
 
 def described(kind: type) -> list:
@@ -83,8 +84,8 @@ def check_keys(node: DictConfig, prefix: str = "") -> None:
             continue  # (an interpolation without a rule of its own is not resolved here: `${hydra:...}`)
         value = node[each.name]
         if rule is not None:
-            check(prefix + each.name, value, rule[0], rule_words(each), nullable=each.metadata["nullable"])
+            refuse(value_refusal(prefix + each.name, value, rule[0], rule_words(each), each.metadata["nullable"]))
         if isinstance(value, DictConfig) and not OmegaConf.is_interpolation(node, each.name):  # `${decoding}`: its own
             check_keys(value, f"{prefix}{each.name}.")
     if issubclass(kind, Group) and not any(OmegaConf.is_missing(node, each.name) for each in described(kind)):
-        kind.check_together(node, prefix)
+        refuse(kind.refusal(node, prefix))

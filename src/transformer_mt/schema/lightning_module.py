@@ -7,9 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PROBABILITY, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PROBABILITY, Refusal, one_of, text
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -45,8 +44,9 @@ class ModuleGroup(Group):
                               AT_LEAST_1)
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """compile_mode is a mode of inductor's (module.compile=true or inductor)."""
         backend, mode = node.compile, node.compile_mode
         if mode is not None and backend not in (True, "inductor"):
-            raise ConfigError(f"{prefix}compile_mode={mode}: a mode of inductor's, not of {prefix}compile={backend}")
+            return f"{prefix}compile_mode={mode}: a mode of inductor's, not of {prefix}compile={backend}"
+        return None

@@ -8,9 +8,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import Group, key
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, number
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, Refusal, number
 
 SHORTLIST = ("true: the output layer of each batch holds only its candidates (the lexical table beside the "
              "checkpoint: task=shortlist builds it)")
@@ -61,10 +60,11 @@ class BeamNode(Group):
     options: Any = key(SearchOptionsNode(max_len_a=1.0, max_len_b=50), "what every search takes (decoding.options.*)")
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """nbest of the beam's hypotheses: at most beam_size."""
         if node.nbest > node.beam_size:
-            raise ConfigError(f"{prefix}nbest={node.nbest}: must be between 1 and {prefix}beam_size={node.beam_size}")
+            return f"{prefix}nbest={node.nbest}: must be between 1 and {prefix}beam_size={node.beam_size}"
+        return None
 
 
 @dataclass

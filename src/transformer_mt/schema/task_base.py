@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from omegaconf import DictConfig
 
+from transformer_mt.validate import Refusal
+
 
 @dataclass(frozen=True)
 class Checkpoints:
@@ -92,9 +94,10 @@ class Task:
     trains: ClassVar[bool] = False  # trains a model on the run's corpus (the rules between groups of training)
 
     @staticmethod
-    def check_run(cfg: DictConfig) -> None:
-        """Refuse (a ConfigError) what this task's keys cannot be with the rest of the config `cfg`
-        (run with the rules between groups, schema/between_groups.py, right after composition)."""
+    def run_refusal(cfg: DictConfig) -> Refusal:
+        """What this task's keys cannot be with the rest of the config `cfg`: its one line, or None
+        (asked with the rules between groups, schema/between_groups.py, right after composition)."""
+        return None
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:

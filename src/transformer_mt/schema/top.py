@@ -8,11 +8,11 @@ from omegaconf import DictConfig
 
 from transformer_mt.choices import KERNELS, MATMUL_PRECISIONS, QUANTIZE
 from transformer_mt.schema.architecture import ModelGroup
-from transformer_mt.schema.between_groups import check_between_groups
+from transformer_mt.schema.between_groups import between_groups_refusal
 from transformer_mt.schema.keys import MISSING, Group, key
 from transformer_mt.schema.lightning_module import ModuleGroup
 from transformer_mt.schema.trainer import TrainerGroup
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PATHS, listing, one_of, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PATHS, Refusal, listing, one_of, text
 
 
 @dataclass
@@ -86,6 +86,6 @@ class RunConfig(Group):
     rows: Any = key(None, "experiment=ablation/*: the settings of each row, by name")
 
     @staticmethod
-    def check_together(node: DictConfig, prefix: str) -> None:
+    def refusal(node: DictConfig, prefix: str) -> Refusal:
         """The rules between groups (schema/between_groups.py)."""
-        check_between_groups(node)
+        return between_groups_refusal(node)

@@ -18,7 +18,7 @@ from transformer_mt.errors import DataError
 
 def select_checkpoints(cfg: DictConfig) -> list[Path]:
     """ckpt_path=[...], or the task.last_n / task.best_n epoch checkpoints of task.run_dir (one way:
-    AverageTask.check_run)."""
+    AverageTask.run_refusal)."""
     options = cfg.task
     if cfg.get("ckpt_path"):
         return checkpoint_paths(cfg)

@@ -18,9 +18,10 @@ from transformer_mt.checkpoints.files import checkpoint_paths
 from transformer_mt.checkpoints.loading import describe_corpus
 from transformer_mt.errors import DataError
 from transformer_mt.tasks.runs.build import build_trainer
-from transformer_mt.tasks.runs.config_checks import check_config
+from transformer_mt.tasks.runs.config_checks import device_refusal
 from transformer_mt.tasks.runs.outputs import named_sets, print_summary, tokenized_bleu_extra, write_results
 from transformer_mt.training.from_checkpoint import load_module
+from transformer_mt.validate import refuse
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def data_config(cfg: DictConfig, record: dict | None, path: Path) -> DictConfig:
 
 
 def run(cfg: DictConfig) -> dict:
-    check_config(cfg)
+    refuse(device_refusal(cfg))
     trainer = build_trainer(cfg, with_logger=False)
     paths = checkpoint_paths(cfg)
     path = paths[0]

@@ -26,6 +26,7 @@ from transformer_mt.checkpoints.files import checkpoint_path
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.members import load_members
 from transformer_mt.progress import ProgressBar
+from transformer_mt.validate import refuse
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ NEEDS = {"hf": "transformers", "ct2": "ctranslate2"}  # task.format (choices.EXP
 
 def weight_type(cfg: DictConfig) -> str:
     """The exported weights' type: task.quantization, else the top-level quantize (none or int8; none
-    with task.format=hf, ExportTask.check_run)."""
+    with task.format=hf, ExportTask.run_refusal)."""
     given = cfg.task.quantization
     return str(given if given is not None else cfg.quantize)
 
@@ -56,9 +57,9 @@ def run(cfg: DictConfig) -> dict:
     (model,), tokenizer, _ = load_members([path])
     with ProgressBar(f"exporting to {fmt}", None, "", cfg.get("progress")):
         if fmt == "hf":
-            from transformer_mt.interop.marian import check_representable, export_hf
+            from transformer_mt.interop.marian import export_hf, marian_refusal
 
-            check_representable(model.config)
+            refuse(marian_refusal(model.config))
             with atomic_dir(output) as tmp:
                 export_hf(model, tokenizer, tmp, decoding)
         else:

@@ -30,7 +30,8 @@ from transformer_mt.inference.scoring import Ids, token_logprobs
 from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import ProgressBar
 from transformer_mt.tasks.lines.pairs import Pairs, read_pairs
-from transformer_mt.tasks.lines.writing import check_output, open_output
+from transformer_mt.tasks.lines.writing import open_output, output_refusal
+from transformer_mt.validate import refuse
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores
 def run(cfg: DictConfig) -> None:
     options = cfg.task
     paths = checkpoint_paths(cfg)
-    check_output(options.get("output"))
+    refuse(output_refusal(options.get("output")))
     pairs = read_pairs(options)  # read and checked whole: a bad line stops the run before the model loads
     # teacher-forced: over the whole vocabulary, whatever decoding.shortlist says (docs/decoding.md)
     translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize, shortlist=False,

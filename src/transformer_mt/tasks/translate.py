@@ -37,7 +37,8 @@ from transformer_mt.inference.workers import Workers
 from transformer_mt.progress import ProgressBar
 from transformer_mt.stops import stops_say
 from transformer_mt.tasks.lines.reading import input_chunks, split_constraints, split_prefixes
-from transformer_mt.tasks.lines.writing import check_output, open_output
+from transformer_mt.tasks.lines.writing import open_output, output_refusal
+from transformer_mt.validate import refuse
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def translate(cfg: DictConfig, done: Done) -> None:
     constrained = bool(cfg.decoding.get("constraints", False))
     if options.engine == "ctranslate2":
         check_engine(cfg, paths, constrained)
-    check_output(options.get("output"))
+    refuse(output_refusal(options.get("output")))
     long_lines = LongLines.from_options(options)  # task.long_lines: one count for the whole input
     chunks, total = input_chunks(cfg)  # whole input (not from a terminal): a clear error before anything is written
     done.total = total

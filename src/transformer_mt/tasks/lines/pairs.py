@@ -57,7 +57,7 @@ def tsv_pairs(lines: list[str], name: str) -> Pairs:
 
 def given_files(options: DictConfig) -> tuple[str | None, str | None, str | None]:
     """task.source, task.target and task.input (None: not given): two aligned files or one TSV file
-    (one way: ScoreTask.check_run), or neither and stdin that is not a terminal."""
+    (one way: ScoreTask.run_refusal), or neither and stdin that is not a terminal."""
     source, target, table = (str(v) if v else None for v in map(options.get, ("source", "target", "input")))
     if not (source or table) and sys.stdin.isatty():
         raise ConfigError("task=score needs task.source=FILE task.target=FILE, task.input=FILE.tsv, or "

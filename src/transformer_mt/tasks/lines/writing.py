@@ -13,24 +13,26 @@ from pathlib import Path
 from transformer_mt.atomic import atomic_file
 from transformer_mt.errors import ConfigError
 from transformer_mt.run_folder import FolderLock
+from transformer_mt.validate import Refusal
 
 log = logging.getLogger(__name__)
 
 
-def check_output(path: str | None) -> None:
-    """A ConfigError naming task.output= when `path` cannot become a file: checked before translating."""
+def output_refusal(path: str | None) -> Refusal:
+    """Why `path` (task.output=) cannot become a file, or None: asked before translating."""
     if path is None:
-        return
+        return None
     target = Path(path)
     if target.is_dir():
-        raise ConfigError(f"task.output={path}: is a directory")
+        return f"task.output={path}: is a directory"
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise ConfigError(f"task.output={path}: cannot create it, {parent} is not a directory")
+        return f"task.output={path}: cannot create it, {parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"task.output={path}: cannot write in {parent} (permission denied)")
+        return f"task.output={path}: cannot write in {parent} (permission denied)"
+    return None
 
 
 @contextmanager

@@ -8,11 +8,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
 from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
-from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PATH, integer, listing, one_of
+from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PATH, Refusal, integer, listing, one_of
 
 NAME = "the task's name (set by task=NAME)"
 INPUT = (PATH[0], "a file path, or null for stdin")
@@ -107,15 +106,16 @@ class ScoreTask(Tagged, Batched, Task):
     writes = (OutputFile("output"),)
 
     @staticmethod
-    def check_run(cfg: DictConfig) -> None:
+    def run_refusal(cfg: DictConfig) -> Refusal:
         """The pairs scored: two aligned files (task.source, task.target) or one table (task.input), one way."""
         source, target, table = (cfg.task.get(key) for key in ("source", "target", "input"))
         if table and (source or target):
-            raise ConfigError(f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv "
-                              "or task.source=FILE task.target=FILE")
+            return (f"task.input={table} and task.source / task.target both given: use task.input=FILE.tsv or "
+                    "task.source=FILE task.target=FILE")
         if (source or target) and not (source and target):
             given, missing = ("source", "target") if source else ("target", "source")
-            raise ConfigError(f"task.{given}={source or target}: task.{missing}=FILE is needed too")
+            return f"task.{given}={source or target}: task.{missing}=FILE is needed too"
+        return None
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run

@@ -6,12 +6,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Tagged
 from transformer_mt.schema.task_base import ServedModels, Task
 from transformer_mt.tasks.options.one_model import NAME
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, integer, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, Refusal, integer, text
 
 MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
           "a mapping of names to checkpoints ({en_de: a.ckpt, ensemble: [b.ckpt, c.ckpt]}) or null")
@@ -45,11 +44,12 @@ class ServeTask(Tagged, Task):
     shortlisted = False
 
     @staticmethod
-    def check_run(cfg: DictConfig) -> None:
+    def run_refusal(cfg: DictConfig) -> Refusal:
         """The models served: ckpt_path's (as default) or task.models', one way."""
         if cfg.task.get("models") and cfg.get("ckpt_path"):
-            raise ConfigError("task=serve takes ckpt_path=PATH (one model, served as default) or task.models={NAME: "
-                              "PATH, ...}, not both")
+            return ("task=serve takes ckpt_path=PATH (one model, served as default) or task.models={NAME: PATH, ...}, "
+                    "not both")
+        return None
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run

@@ -6,12 +6,22 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.choices import CT2_QUANTIZATIONS, EXPORT_FORMATS, SHORTLIST_SCORINGS
-from transformer_mt.errors import ConfigError
 from transformer_mt.schema.keys import MISSING, key
 from transformer_mt.schema.shared import Batched
 from transformer_mt.schema.task_base import AlignedFiles, Checkpoints, Folder, Task
 from transformer_mt.tasks.options.one_model import NAME
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, PATH, increasing, integer, listing, one_of, text
+from transformer_mt.validate import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    BOOLEAN,
+    PATH,
+    Refusal,
+    increasing,
+    integer,
+    listing,
+    one_of,
+    text,
+)
 
 CANDIDATES_K, FREQUENT_F = 30, 300  # task=shortlist's defaults (docs/decoding.md: tuned on Multi30k)
 
@@ -31,15 +41,16 @@ class AverageTask(Task):
     reads = (Checkpoints(optional=True), Folder("run_dir"))
 
     @staticmethod
-    def check_run(cfg: DictConfig) -> None:
+    def run_refusal(cfg: DictConfig) -> Refusal:
         """The checkpoints averaged: ckpt_path's, or task.run_dir's last_n or best_n, one way."""
         options = cfg.task
         if cfg.get("ckpt_path") and options.get("run_dir"):
-            raise ConfigError("task=average takes ckpt_path=[...] or task.run_dir=DIR, not both")
+            return "task=average takes ckpt_path=[...] or task.run_dir=DIR, not both"
         if not cfg.get("ckpt_path") and (not options.get("run_dir") or
                                          bool(options.get("last_n")) == bool(options.get("best_n"))):
-            raise ConfigError("task=average needs ckpt_path=[a.ckpt,b.ckpt,...], or task.run_dir=DIR with one of "
-                              "task.last_n=N / task.best_n=N")
+            return ("task=average needs ckpt_path=[a.ckpt,b.ckpt,...], or task.run_dir=DIR with one of "
+                    "task.last_n=N / task.best_n=N")
+        return None
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run
@@ -64,14 +75,15 @@ class ExportTask(Task):
     reads = (Checkpoints(),)
 
     @staticmethod
-    def check_run(cfg: DictConfig) -> None:
+    def run_refusal(cfg: DictConfig) -> Refusal:
         """task.format=hf exports float weights: no task.quantization, no top-level quantize."""
         given = cfg.task.quantization
         quantize = str(given if given is not None else cfg.quantize)
         if cfg.task.format == "hf" and quantize != "none":
             key = "task.quantization" if given is not None else "quantize"
-            raise ConfigError(f"{key}={quantize}: task.format=hf exports the model's float weights; quantized "
-                              "exports are task.format=ct2")
+            return (f"{key}={quantize}: task.format=hf exports the model's float weights; quantized exports are "
+                    "task.format=ct2")
+        return None
 
     @staticmethod
     def runner(cfg: DictConfig) -> dict | None:  # its module's run

@@ -33,7 +33,8 @@ from transformer_mt.schema.task_base import (
     TrainingStart,
 )
 from transformer_mt.tasks.lines.pairs import check_aligned_files, check_pair_files
-from transformer_mt.tasks.lines.writing import check_output
+from transformer_mt.tasks.lines.writing import output_refusal
+from transformer_mt.validate import refuse
 
 
 def check_paths(cfg: DictConfig) -> None:
@@ -45,7 +46,7 @@ def check_paths(cfg: DictConfig) -> None:
         check_read(cfg, declared)
     check_shortlist(cfg, kind.shortlisted)
     for declared in kind.writes:
-        check_output(cfg.task.get(declared.key))
+        refuse(output_refusal(cfg.task.get(declared.key)))
 
 
 def check_read(cfg: DictConfig, declared: PathDeclaration) -> None:

@@ -33,10 +33,11 @@ from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
-from transformer_mt.tasks.runs.config_checks import check_config, check_dashboard_layer, check_max_len, check_packed
+from transformer_mt.tasks.runs.config_checks import machine_refusal, model_refusal
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
 from transformer_mt.tasks.runs.init_from import check_architecture, read_init_from
 from transformer_mt.tasks.runs.resume import check_resume
+from transformer_mt.validate import refuse
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +84,10 @@ def checked_start(cfg: DictConfig) -> Start:
     """Every check of a training run that needs no data, in one place, then what it starts from:
     the config's values, the start (a model to fine-tune, a checkpoint to resume and whether it can
     be), the model, the layers and lengths the callbacks and the data ask of it, and the update plan."""
-    check_config(cfg)
-    check_packed(cfg)
+    refuse(machine_refusal(cfg))
     start = settle(cfg)
     config = start.config
-    check_dashboard_layer(config, start.architecture)
-    check_max_len(config.data, start.architecture)
+    refuse(model_refusal(config, start.architecture))
     if start.checkpoint is not None:
         check_resume(config, start.checkpoint, start.resume)
     devices, nodes = processes(config.trainer)
