@@ -119,12 +119,13 @@ def claim(folder: Path, ckpt_path: str | None, pipeline: bool = False) -> Folder
     again), or SystemExit(1) after one line saying why not."""
     lock = FolderLock(folder)
     if not lock.acquire():
-        refuse(f"{folder} is the run folder of another {'pipeline' if pipeline else 'training run'}, still running "
-               f"({lock.holder()}): wait for it to end, or give this run another folder (hydra.run.dir=...)")
+        exit_refused(f"{folder} is the run folder of another {'pipeline' if pipeline else 'training run'}, still "
+                     f"running ({lock.holder()}): wait for it to end, or give this run another folder "
+                     "(hydra.run.dir=...)")
     problem = None if pipeline else earlier_run(folder, ckpt_path)
     if problem:
         lock.release()
-        refuse(problem)
+        exit_refused(problem)
     return lock
 
 
@@ -136,10 +137,11 @@ def check_writable(folder: Path, key: str = "hydra.run.dir") -> None:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
-        refuse(f"cannot write the run folder {folder}: {err.strerror or err} (give the run another one: {key}=...)")
+        exit_refused(f"cannot write the run folder {folder}: {err.strerror or err} (give the run another one: "
+                     f"{key}=...)")
 
 
-def refuse(message: str) -> None:
+def exit_refused(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(1)
 

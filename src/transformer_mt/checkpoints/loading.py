@@ -30,7 +30,7 @@ def describe_corpus(data: dict) -> str:
     return " + ".join(named) or "no corpus"
 
 
-def device_refusal(trainer: DictConfig) -> Refusal:
+def decode_device_refusal(trainer: DictConfig) -> Refusal:
     """Why task=translate and task=score cannot run where `trainer` asks (one device: the CPU, or one
     GPU there is), or None."""
     accelerator, devices = str(trainer.get("accelerator", "auto")), plain(trainer.get("devices", 1))
@@ -40,7 +40,8 @@ def device_refusal(trainer: DictConfig) -> Refusal:
         return None
     if not torch.cuda.is_available():
         return f"trainer.accelerator={accelerator}: no CUDA GPU is available"
-    if len(devices) != 1 if isinstance(devices, list) else devices not in (1, "1", "auto"):
+    one_gpu = len(devices) == 1 if isinstance(devices, list) else devices in (1, "1", "auto")
+    if not one_gpu:
         return f"trainer.devices={devices}: translating and scoring run on one GPU, trainer.devices=[N]"
     return None
 
@@ -48,7 +49,7 @@ def device_refusal(trainer: DictConfig) -> Refusal:
 def task_device(trainer: DictConfig) -> torch.device:
     """Where task=translate and task=score run: trainer.accelerator (auto: a GPU if there is one,
     else the CPU | cpu | gpu) and, on a GPU, trainer.devices=[N] for GPU N (one device)."""
-    refuse(device_refusal(trainer))
+    refuse(decode_device_refusal(trainer))
     accelerator, devices = str(trainer.get("accelerator", "auto")), plain(trainer.get("devices", 1))
     if accelerator == "cpu" or not torch.cuda.is_available():
         return torch.device("cpu")
