@@ -3,6 +3,8 @@
 import from here (never from one another); pytest fixtures live in conftest.py."""
 
 import atexit
+import copy
+import functools
 import json
 import os
 import shutil
@@ -79,6 +81,14 @@ PROFILE_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "C
 _composer: list = [None]  # the Hydra instance compose_config set up (another one, or none: set up again)
 
 
+@functools.lru_cache(maxsize=256)
+def composed(overrides: tuple[str, ...], cwd: str) -> DictConfig:
+    """Hydra's composition of `overrides` (from `cwd`: Hydra records it), made once a process: a
+    composition takes 0.2 s, a copy of it 7 ms, and the suite composes the same overrides many times
+    (compose_config hands out copies; a config store changed by a test, a new task, is a new key)."""
+    return compose(config_name="config", return_hydra_config=True, overrides=list(overrides))
+
+
 def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_dir: Path | None = None) -> DictConfig:
     """The config `python run.py OVERRIDES` would see, with its run directory at output_dir and
     its cache at cache_dir (default: output_dir/.cache)."""
@@ -89,7 +99,7 @@ def compose_config(output_dir: Path, overrides: list[str] | None = None, cache_d
         hydra.clear()
         initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf"))
         _composer[0] = hydra.hydra
-    cfg = compose(config_name="config", return_hydra_config=True, overrides=overrides or [])
+    cfg = copy.deepcopy(composed(tuple(overrides or ()), os.getcwd()))
     with open_dict(cfg):
         cfg.paths.output_dir = str(output_dir)
         cfg.paths.cache_dir = str(cache_dir or Path(output_dir) / ".cache")

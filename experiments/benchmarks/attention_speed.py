@@ -1,17 +1,5 @@
-"""Attention, forward + backward, on the batches a training run gets (lengths as train_speed.py draws
-them: synthetic.py), each kind of the base model's (encoder self, decoder self, cross):
-
-    python experiments/benchmarks/attention_speed.py [--device cuda|cpu] [--tokens 25000] [--batches 8]
-        [--backends [--grid 16]] [--reps 5] [--heads 8] [--d-k 64] [--dtype bf16|fp32] [--smoke] [--json PATH]
-
-Default (issue 34): padded SDPA (the key mask; decoder self-attention is_causal) against
-`packed_attention` on the same batches packed: ms per batch each way, the padding of the score
-entries, each one's kernel, the packed outputs' and gradients' largest difference to the padded
-ones. --backends (issue 67): one batch of each shape of data.shape_grid=--grid, each SDPA backend
-forced alone: the first round (plans built), then the median; "cannot run" with torch's reason. The
-paths (backends) take turns each round (harness.py). --smoke: 3 batches (a grid of 3) of 2,000
-tokens, fp32, 3 rounds.
-"""
+"""Attention forward + backward, the base model's three kinds (README.md): padded SDPA against packed_attention
+on the same batches; --backends: each SDPA backend alone on a shape grid. --smoke: 3 batches of 2,000 tokens."""
 
 import itertools
 import math
@@ -22,67 +10,42 @@ from dataclasses import replace
 import harness
 import torch
 import torch.nn.functional as F
-from synthetic import BOS, EOS, PAD, synthetic_pairs
+from harness import BOS, EOS, PAD, synthetic_pairs
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.attention import packed_attention, sdpa, uses_varlen_kernel
 from transformer_mt.model.sdpa_backends import SdpaCall, backend_of
-from transformer_mt.packing import Packed, Varlen
+from transformer_mt.packing import Varlen
 
 KINDS = ("encoder_self", "decoder_self", "cross")
+HEADS, D_K = 8, 64
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
 
 
-def on(packed: Packed, device: torch.device) -> Packed:
-    return replace(packed, cu_seqlens=packed.cu_seqlens.to(device), positions=packed.positions.to(device),
-                   segments=packed.segments.to(device))
-
-
-def batches(tokens: int, count: int, seed: int = 0) -> list[tuple[dict, dict]]:
-    """`count` training batches of `tokens` padded tokens, each collated padded and packed."""
-    mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
-    dataset = TranslationDataset(synthetic_pairs(int(1.3 * count * tokens / mean) + 200, vocab=1000, seed=seed))
-    sampler = TokenBudgetBatchSampler(dataset.sizes(), tokens, shuffle=True, seed=seed)
-    padded, packed = Collator(PAD, BOS, EOS), Collator(PAD, BOS, EOS, packed=True)
-    return [(padded(rows), packed(rows)) for rows in map(dataset.__getitems__, itertools.islice(sampler, count))]
-
-
-def grid_batches(tokens: int, grid: int) -> list[dict]:
-    """One collated batch of each shape of the grid fitted to synthetic lengths (the fullest one)."""
-    dataset = TranslationDataset(synthetic_pairs(max(20_000, 40 * tokens // 30), vocab=1000))
-    sampler = TokenBudgetBatchSampler(dataset.sizes(), tokens, shuffle=True, seed=0, shape_grid=grid)
-    collate, sizes, chosen = Collator(PAD, BOS, EOS, grid=sampler.grid), sampler.sizes, {}
-    for batch in sampler.all_batches():
-        shape = sampler.grid.shape(int(sizes[batch].max()))
-        if len(batch) > len(chosen.get(shape, [])):
-            chosen[shape] = batch
-    return [collate(dataset.__getitems__(chosen[shape])) for shape in sorted(chosen)]
-
-
 class Case:
-    """One kind of attention on one batch: fused projections (leaves) in both layouts, and the
-    gradient the layer above sends back."""
+    """One kind of attention on one batch: fused projections (leaves) in both layouts, the gradient from above."""
 
-    def __init__(self, kind: str, padded: dict, packed: dict, heads: int, d_k: int, dtype: torch.dtype,
-                 device: torch.device, generator: torch.Generator) -> None:
-        src, tgt = (on(packed["packing"].src, device), on(packed["packing"].tgt, device))
-        self.kind, self.heads, self.d_k, self.causal = kind, heads, d_k, kind == "decoder_self"
+    def __init__(self, kind: str, padded: dict, packed: dict, dtype: torch.dtype, device: torch.device,
+                 generator: torch.Generator) -> None:
+        src, tgt = (replace(p, cu_seqlens=p.cu_seqlens.to(device), positions=p.positions.to(device),
+                            segments=p.segments.to(device)) for p in (packed["packing"].src, packed["packing"].tgt))
+        self.kind, self.causal = kind, kind == "decoder_self"
         queries, keys = (src, src) if kind == "encoder_self" else (tgt, tgt) if self.causal else (tgt, src)
         self.layout = Varlen(queries, keys)
         self.mask = None if self.causal else (padded["src"] != PAD).to(device)[:, None, None, :]
 
         def leaf(rows: int, parts: int) -> torch.Tensor:
-            return torch.randn(rows, parts * heads * d_k, generator=generator, device=device).to(dtype)
+            return torch.randn(rows, parts * HEADS * D_K, generator=generator, device=device).to(dtype)
 
         self.streams = [tgt, src] if kind == "cross" else [queries]
         fused = [leaf(tgt.segments.numel(), 1), leaf(src.segments.numel(), 2)] if kind == "cross" else [
             leaf(queries.segments.numel(), 3)]
         self.packed_inputs = [x.requires_grad_() for x in fused]
         self.padded_inputs = [s.unpack(x.detach()).requires_grad_() for s, x in zip(self.streams, fused)]
-        self.grad = torch.randn(queries.segments.numel(), heads * d_k, generator=generator, device=device).to(dtype)
+        self.grad = torch.randn(queries.segments.numel(), HEADS * D_K, generator=generator, device=device).to(dtype)
         self.padded_grad = queries.unpack(self.grad)
         lengths_q, lengths_k = queries.lengths().double().cpu(), keys.lengths().double().cpu()
         rows, lq, lk = queries.count, queries.max_length, keys.max_length
@@ -94,8 +57,8 @@ class Case:
 
     def split(self, tensors: list[torch.Tensor], padded: bool) -> tuple[torch.Tensor, ...]:
         """Q, K, V as the model splits its fused projections: (B, H, L, d_k) views, or (N, H, d_k)."""
-        parts = [p for x in tensors for p in x.chunk(x.size(-1) // (self.heads * self.d_k), dim=-1)]
-        heads = [p.unflatten(-1, (self.heads, self.d_k)) for p in parts]
+        parts = [p for x in tensors for p in x.chunk(x.size(-1) // (HEADS * D_K), dim=-1)]
+        heads = [p.unflatten(-1, (HEADS, D_K)) for p in parts]
         return tuple(h.transpose(1, 2) for h in heads) if padded else tuple(heads)
 
     def padded_pass(self) -> torch.Tensor:
@@ -116,8 +79,7 @@ class Case:
         return out
 
     def figures(self) -> dict:
-        """The kernel of each path, and the packed output and input gradients against the padded
-        ones at real positions."""
+        """Each path's kernel; the packed outputs and gradients against the padded ones at real positions."""
         q, k, v = (x.detach() for x in self.split(self.padded_inputs, padded=True))
         kernel = "varlen" if uses_varlen_kernel(self.split(self.packed_inputs, padded=False)[0], 0.0) else "reference"
         padded, packed = self.padded_pass(), self.packed_pass()
@@ -129,23 +91,25 @@ class Case:
 
 
 def round_ms(passes: list, device: torch.device) -> float:
-    """ms per pass of one round of `passes` run back to back."""
     return 1000 * harness.timed(lambda: [run() for run in passes], device)[0] / len(passes)
 
 
 def padded_against_packed(args, device: torch.device, dtype: torch.dtype) -> dict:
-    data = batches(args.tokens, args.batches)
-    generator = torch.Generator(device).manual_seed(0)
-    kinds = {}
+    """--batches training batches of --tokens padded tokens, each collated padded and packed: per kind, each path."""
+    mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
+    dataset = TranslationDataset(synthetic_pairs(int(1.3 * args.batches * args.tokens / mean) + 200, vocab=1000))
+    padded, packed = Collator(PAD, BOS, EOS), Collator(PAD, BOS, EOS, packed=True)
+    data = [(padded(rows), packed(rows)) for rows in map(dataset.__getitems__, itertools.islice(
+        TokenBudgetBatchSampler(dataset.sizes(), args.tokens, shuffle=True, seed=0), args.batches))]
+    generator, kinds = torch.Generator(device).manual_seed(0), {}
     for kind in KINDS:
-        cases = [Case(kind, padded, packed, args.heads, args.d_k, dtype, device, generator) for padded, packed in data]
+        cases = [Case(kind, padded, packed, dtype, device, generator) for padded, packed in data]
         diffs = [case.figures() for case in cases]  # also the warm-up
         figures = {**diffs[0], "padding": statistics.fmean(case.padding for case in cases),
                    **{key: max(d[key] for d in diffs) for key in ("out_max_abs_diff", "grad_max_abs_diff")}}
         paths = {path: [getattr(case, f"{path}_pass") for case in cases] for path in ("padded", "packed")}
         measured = harness.rounds({path: lambda p=p: round_ms(p, device) for path, p in paths.items()}, args.reps)
         for path in paths:
-            figures[f"{path}_ms_all"] = [round(m[path], 3) for m in measured]
             figures[f"{path}_ms"] = statistics.median(m[path] for m in measured)
         kinds[kind] = {**figures, "padded_over_packed": figures["padded_ms"] / figures["packed_ms"]}
     padded_ms, packed_ms = (sum(kinds[k][f"{p}_ms"] for k in KINDS) for p in ("padded", "packed"))
@@ -163,13 +127,20 @@ def backend_pass(case: tuple, backend: SDPBackend) -> None:
 
 
 def each_backend(args, device: torch.device, dtype: torch.dtype) -> dict:
-    """Per kind and backend: the first round's ms per batch and the median of --reps (or why not)."""
-    data, kinds = grid_batches(args.tokens, args.grid), {}
+    """Per kind and backend, on the fullest batch of each shape of the grid: the first round's ms per batch and
+    the median of --reps (or why not)."""
+    dataset = TranslationDataset(synthetic_pairs(max(20_000, 40 * args.tokens // 30), vocab=1000))
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), args.tokens, shuffle=True, seed=0, shape_grid=args.grid)
+    chosen, kinds = {}, {}
+    for batch in sampler.all_batches():
+        shape = sampler.grid.shape(int(sampler.sizes[batch].max()))
+        chosen[shape] = batch if len(batch) > len(chosen.get(shape, [])) else chosen[shape]
+    data = [Collator(PAD, BOS, EOS, grid=sampler.grid)(dataset.__getitems__(chosen[s])) for s in sorted(chosen)]
     for kind in KINDS:
         cases = []
         for batch in data:  # Q, K, V (B, H, L, d_k) leaves, the mask and is_causal of the kind on the batch
             rows, length = batch["src"].shape
-            q, k, v = (torch.randn(rows, args.heads, length, args.d_k, device=device, dtype=dtype, requires_grad=True)
+            q, k, v = (torch.randn(rows, HEADS, length, D_K, device=device, dtype=dtype, requires_grad=True)
                        for _ in range(3))
             mask = None if kind == "decoder_self" else (batch["src"] != PAD).to(device)[:, None, None, :]
             cases.append((q, k, v, mask, kind == "decoder_self"))
@@ -220,23 +191,20 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--backends", action="store_true", help="each SDPA backend on the shapes of a grid")
     parser.add_argument("--grid", type=int, default=16, help="data.shape_grid of --backends")
-    parser.add_argument("--reps", type=int, default=5, help="timed rounds over the batches")
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--d-k", type=int, default=64)
-    parser.add_argument("--dtype", choices=["bf16", "fp32"], help="default: bf16 on cuda, fp32 on cpu")
     parser.add_argument("--smoke", action="store_true", help="3 batches (a grid of 3) of 2,000 tokens, fp32")
     args = parser.parse_args()
+    args.reps = 5
     if args.smoke:
-        args.tokens, args.batches, args.grid, args.reps, args.dtype = 2000, 3, 3, 3, args.dtype or "fp32"
+        args.tokens, args.batches, args.grid, args.reps = 2000, 3, 3, 3
     device = torch.device(args.device)
-    args.dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    dtype = torch.bfloat16 if device.type == "cuda" and not args.smoke else torch.float32
     name = "attention_backends" if args.backends else "attention_speed"
-    print(f"[{name}] {args.tokens} tokens a batch, {args.dtype}, {device}", file=sys.stderr)
+    print(f"[{name}] {args.tokens} tokens a batch, {dtype}, {device}", file=sys.stderr)
     measure = each_backend if args.backends else padded_against_packed
-    result = {"benchmark": name, "device": args.device, **harness.machine(args.device), "dtype": args.dtype,
-              "max_tokens": args.tokens, **({"grid": args.grid} if args.backends else {}), "heads": args.heads,
-              "d_k": args.d_k, "reps": args.reps, **measure(args, device, dtype)}
+    result = {"benchmark": name, "device": args.device, **harness.machine(args.device),
+              "dtype": "bf16" if dtype == torch.bfloat16 else "fp32", "max_tokens": args.tokens,
+              **({"grid": args.grid} if args.backends else {}), "heads": HEADS, "d_k": D_K, "reps": args.reps,
+              **measure(args, device, dtype)}
     harness.emit(result, markdown(result), args.json)
 
 

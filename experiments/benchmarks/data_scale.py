@@ -1,18 +1,12 @@
-"""Data preparation at WMT scale: wall time of each phase and peak memory, for corpora of growing size.
-
-    python experiments/benchmarks/data_scale.py [--sizes 450000 1500000 4500000] [--num-proc 1] [--news]
-        [--train-sample PAIRS] [--corpora K]
-
-A synthetic corpus of WMT14 en-de's shape (a Zipf vocabulary of 60k made-up words a language; --news:
-5M, type-rich as news text is), written once; each size (its first lines) prepared in a fresh
-process as a run does, cold cache, a 37k joint BPE: the check and sample pass, the tokenizer,
-encoding, the first batch; peak RSS and RssAnon. --corpora K: the size as K corpora (the second
-tagged); --train-sample: data.tokenizer.train_sample.
-"""
+"""Data preparation (README.md): --what scale, each phase's time and peak memory on a synthetic corpus of WMT14's
+shape (--news: type-rich), a fresh process a size; --what multi30k, $DATA_DIR's Multi30k."""
 
 import argparse
+import itertools
 import json
 import logging
+import os
+import random
 import resource
 import sys
 import tempfile
@@ -23,26 +17,26 @@ from pathlib import Path
 import harness
 import numpy as np
 
+from transformer_mt.data.batching import TokenBudgetBatchSampler
+from transformer_mt.data.corpus import TextFileCorpus
+from transformer_mt.data.datamodule import TranslationDataModule
+from transformer_mt.data.tokenizer import TokenizerOptions
 from transformer_mt.markdown import markdown_table
 
-EVAL_PAIRS = 3000  # val and test
+SYLLABLES = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["sch", "ung", "er", "ein"])
 
 
 def words(rng: np.random.Generator, count: int) -> np.ndarray:
-    """`count` made-up words of 1 to 4 syllables."""
-    syllables = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["sch", "ung", "er", "ein"])
-    lengths = rng.integers(1, 5, size=count)
-    return np.array(["".join(rng.choice(syllables, n)) for n in lengths])
+    return np.array(["".join(rng.choice(SYLLABLES, n)) for n in rng.integers(1, 5, size=count)])
 
 
 def distinct_words(rng: np.random.Generator, count: int) -> np.ndarray:
     """`count` distinct made-up words of 2 to 6 syllables, shorter ones first (the frequent ones)."""
-    syllables = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["sch", "ung", "er", "ein"])
     made: dict[str, None] = {}
     while len(made) < count:
         n = 2 * (count - len(made))
         lengths = np.sort(np.minimum(1 + rng.geometric(0.35, size=n), 6))
-        parts = syllables[rng.integers(0, len(syllables), size=(n, 6))]
+        parts = SYLLABLES[rng.integers(0, len(SYLLABLES), size=(n, 6))]
         drawn = parts[:, 0]
         for k in range(1, 6):
             drawn = np.char.add(drawn, np.where(k < lengths, parts[:, k], ""))
@@ -51,78 +45,49 @@ def distinct_words(rng: np.random.Generator, count: int) -> np.ndarray:
 
 
 def write_corpus(folder: Path, pairs: int, news: bool = False, seed: int = 0) -> None:
-    """train / val / test .en / .de: sentences of Zipf-distributed words, the target a word-for-word
-    image of the source (another vocabulary) with its last word moved to the front. The words: 60k
-    made-up ones per language, frequency ~ 1 / rank; `news`: 5M, frequency ~ 1 / rank**1.2, about
-    a million distinct words a side in 1M lines, as news text has (a small lexicon hides what the
-    tokenizer trainer's memory does on those)."""
+    """train / val / test (3,000) .en / .de of Zipf-distributed made-up words (60k a language, frequency ~ 1 / rank;
+    `news`: 5M, ~ 1 / rank**1.2), the target a word-for-word image of the source, its last word moved first."""
     rng = np.random.default_rng(seed)
     vocab, exponent, make = (5_000_000, 1.2, distinct_words) if news else (60_000, 1.0, words)
     src_words, tgt_words = make(rng, vocab), make(rng, vocab)
     weights = 1.0 / np.arange(1, vocab + 1) ** exponent
     weights /= weights.sum()
     folder.mkdir(parents=True, exist_ok=True)
-    splits = {"train": pairs, "val": EVAL_PAIRS, "test": EVAL_PAIRS}
-    for split, count in splits.items():
+    for split, count in {"train": pairs, "val": 3000, "test": 3000}.items():
         with open(folder / f"{split}.en", "w") as en, open(folder / f"{split}.de", "w") as de:
             for start in range(0, count, 100_000):
                 n = min(100_000, count - start)
                 lengths = np.clip(rng.normal(25, 8, n).astype(int), 3, 80)
                 ids = rng.choice(vocab, size=int(lengths.sum()), p=weights)
-                cuts = np.cumsum(lengths)[:-1]
-                for sentence in np.split(ids, cuts):
+                for sentence in np.split(ids, np.cumsum(lengths)[:-1]):
                     en.write(" ".join(src_words[sentence]) + ".\n")
                     de.write(" ".join(tgt_words[np.roll(sentence, 1)]) + ".\n")
 
 
-def peak_mb() -> tuple[float, float]:
-    """Peak resident memory so far of this process and of its largest finished child (MB)."""
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-
-
-def resident() -> dict[str, float]:
-    """This process's resident memory now (MB): anonymous (its own data) and file-backed (pages of
-    memory-mapped files, such as the Arrow cache, which the kernel drops when memory is short)."""
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return {key: int(status[key].split()[0]) / 1024 for key in ("RssAnon", "RssFile") if key in status}
-
-
 class AnonPeak(threading.Thread):
-    """The highest anonymous resident memory of this process (RssAnon, MB), read every `every` seconds:
-    what the process itself holds, without the pages of files it maps."""
+    """This process's highest RssAnon (MB: without the pages of files it maps), read every 0.25 s while `running`."""
 
-    def __init__(self, every: float = 0.25) -> None:
+    def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.every, self.peak, self.running = every, 0.0, True
+        self.peak, self.running = 0.0, True
 
     def run(self) -> None:
         while self.running:
-            self.peak = max(self.peak, resident().get("RssAnon", 0.0))
-            time.sleep(self.every)
+            status = Path("/proc/self/status").read_text()
+            self.peak = max(self.peak, int(status.split("RssAnon:")[1].split()[0]) / 1024)
+            time.sleep(0.25)
 
 
 def copy_corpus(corpus_dir: str, folder: Path, first: int, last: int) -> None:
     """Training lines first..last-1 of the corpus in `corpus_dir`, and all of val and test, into `folder`."""
     folder.mkdir()
-    for split in ("train", "val", "test"):
-        for lang in ("en", "de"):
-            with open(f"{corpus_dir}/{split}.{lang}") as src, open(folder / f"{split}.{lang}", "w") as dst:
-                for i, line in enumerate(src):
-                    if split == "train" and i == last:
-                        break
-                    if split != "train" or i >= first:
-                        dst.write(line)
+    for split, lang in itertools.product(("train", "val", "test"), ("en", "de")):
+        with open(f"{corpus_dir}/{split}.{lang}") as src, open(folder / f"{split}.{lang}", "w") as dst:
+            dst.writelines(itertools.islice(src, first, last) if split == "train" else src)
 
 
-def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None = None, corpora: int = 1) -> dict:
-    """In this process: prepare the first `pairs` training pairs as a run does, as one corpus or as
-    `corpora` corpora of equal size (data.corpora, the second tagged); phase times
-    and memory."""
-    from transformer_mt.data.corpus import TextFileCorpus
-    from transformer_mt.data.datamodule import TranslationDataModule
-    from transformer_mt.data.tokenizer import TokenizerOptions
-
+def prepare(corpus_dir: str, pairs: int, args) -> dict:
+    """The first `pairs` pairs prepared as a run does (as --corpora corpora): phase seconds, peak memory."""
     marks: dict[str, float] = {}
 
     class Marks(logging.Handler):
@@ -134,73 +99,108 @@ def prepare(corpus_dir: str, pairs: int, num_proc: int, train_sample: int | None
     logging.getLogger("transformer_mt").addHandler(Marks())
     logging.getLogger("transformer_mt").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as cache:
-        folders = [Path(cache) / f"corpus{k}" for k in range(corpora)]
+        folders = [Path(cache) / f"corpus{k}" for k in range(args.corpora)]
         for k, folder in enumerate(folders):
-            copy_corpus(corpus_dir, folder, k * pairs // corpora, (k + 1) * pairs // corpora)
-        result = {"pairs": pairs, "text_mb": sum(p.stat().st_size for f in folders for p in f.glob("train.*")) / 2**20}
-        extra = {f"c{k}": TextFileCorpus(str(f), "en", "de", tag="bt" if k == 1 else None)
-                 for k, f in enumerate(folders[1:], 1)}
+            copy_corpus(corpus_dir, folder, k * pairs // args.corpora, (k + 1) * pairs // args.corpora)
+        corpora = {f"c{k}": TextFileCorpus(str(f), "en", "de", tag="bt" if k == 1 else None)
+                   for k, f in enumerate(folders)}
         anon = AnonPeak()
         anon.start()
         start = time.perf_counter()
-        dm = TranslationDataModule({"c0": TextFileCorpus(str(folders[0]), "en", "de"), **extra}, TokenizerOptions(
-                                       vocab_size=37000, **({"train_sample": train_sample} if train_sample else {})),
-                                   cache_dir=f"{cache}/cache", max_tokens=25000, max_len=256, num_proc=num_proc)
+        sample = {"train_sample": args.train_sample} if args.train_sample else {}
+        dm = TranslationDataModule(corpora, TokenizerOptions(vocab_size=37000, **sample), cache_dir=f"{cache}/cache",
+                                   max_tokens=25000, max_len=256, num_proc=args.num_proc)
         dm.vocabularies()  # trained (or found) on the first call
         built = time.perf_counter()
-        result["check_s"] = marks["tokenizer"] - start
-        result["tokenizer_s"] = built - marks["tokenizer"]
-        result["after_tokenizer_mb"], result["tokenizer_anon_mb"] = peak_mb()[0], anon.peak
         dm.prepare_data()
         encoded = time.perf_counter()
-        result["encode_s"] = encoded - built
-        result["after_encoding_mb"], result["worker_mb"] = peak_mb()
         dm.setup("fit")
-        batch = next(iter(dm.train_dataloader()))
-        result["first_batch_s"] = time.perf_counter() - encoded
-        result.update(resident())
-        result["batch_rows"] = int(batch["src"].size(0))
-        result["total_s"] = time.perf_counter() - start
-        result["peak_mb"] = max(peak_mb())
+        next(iter(dm.train_dataloader()))
         anon.running = False
-        result["peak_anon_mb"] = anon.peak
-    return result
+        return {"pairs": pairs, "text_mb": sum(p.stat().st_size for f in folders for p in f.glob("train.*")) / 2**20,
+                "check_s": marks["tokenizer"] - start, "tokenizer_s": built - marks["tokenizer"],
+                "encode_s": encoded - built, "first_batch_s": time.perf_counter() - encoded,
+                "total_s": time.perf_counter() - start, "peak_anon_mb": anon.peak,
+                "peak_mb": max(resource.getrusage(who).ru_maxrss / 1024
+                               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))}
 
 
-def main() -> None:
-    parser = harness.parser(__doc__, with_json=False)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000])
-    parser.add_argument("--num-proc", type=int, default=1)
-    parser.add_argument("--train-sample", type=int, help="data.tokenizer.train_sample (default: its default)")
-    parser.add_argument("--corpora", type=int, default=1, help="each size as this many corpora of equal size")
-    parser.add_argument("--news", action="store_true",
-                        help="a type-rich corpus, as news text is (about a million distinct words a side in 1M lines)")
-    parser.add_argument("--corpus", help="a folder written by an earlier run of this script (kept)")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(prepare(args.child[0], int(args.child[1]), args.num_proc, args.train_sample,
-                                 args.corpora)))
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(args.corpus or Path(tmp) / "corpus")
-        if not (corpus / "train.en").is_file() or sum(1 for _ in open(corpus / "train.en")) < max(args.sizes):
-            started = time.perf_counter()
-            write_corpus(corpus, max(args.sizes), args.news)
-            print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+def scale(args) -> None:
+    with tempfile.TemporaryDirectory() as corpus:
+        started = time.perf_counter()
+        write_corpus(Path(corpus), max(args.sizes), args.news)
+        print(f"wrote {max(args.sizes):,} pairs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         columns = ["pairs", "text (MB)", "check + sample (s)", "tokenizer (s)", "encode (s)", "first batch (s)",
                    "total (s)", "peak RSS (MB)", "peak RssAnon (MB)"]
         print(harness.described(harness.machine()) + "\n")
         print(markdown_table(columns, [], right=range(9)), flush=True)  # then a row per size as it comes
         for size in args.sizes:
-            r = harness.last_json(harness.in_process([
+            r = json.loads(harness.in_process([
                 sys.executable, __file__, "--num-proc", str(args.num_proc), "--corpora", str(args.corpora),
                 *(["--train-sample", str(args.train_sample)] if args.train_sample else []),
-                "--child", str(corpus), str(size)]))
+                "--child", corpus, str(size)]).splitlines()[-1])
             cells = [f"{r['pairs']:,}", f"{r['text_mb']:,.0f}", f"{r['check_s']:.0f}", f"{r['tokenizer_s']:.0f}",
                      f"{r['encode_s']:.0f}", f"{r['first_batch_s']:.0f}", f"{r['total_s']:.0f}",
                      f"{r['peak_mb']:,.0f}", f"{r['peak_anon_mb']:,.0f}"]
             print(markdown_table(columns, [cells]).splitlines()[-1], flush=True)
+
+
+def multi30k(args) -> None:
+    """Multi30k: prepare cold and warm, encoding (--num-proc), token-budget against random batches."""
+    corpus = TextFileCorpus(f"{os.environ.get('DATA_DIR', 'data')}/multi30k", "en", "de",
+                            {"train": "train", "val": "val", "test": "test2016"})
+    train = corpus.load("train")
+    print(f"Multi30k en-de: {len(train)} training pairs; {harness.described(harness.machine())}\n")
+
+    def prepared(cache: Path, num_proc: int = 1, vocabularies=None) -> tuple[float, TranslationDataModule]:
+        start = time.perf_counter()
+        dm = TranslationDataModule({"multi30k": corpus}, TokenizerOptions(vocab_size=8000), cache_dir=str(cache),
+                                   num_proc=num_proc, max_tokens=4096, vocabularies=vocabularies)
+        dm.prepare_data()
+        if vocabularies is None:
+            dm.setup("fit")
+        return time.perf_counter() - start, dm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cold, _ = prepared(Path(tmp) / "a")
+        warm, dm = prepared(Path(tmp) / "a")
+        vocab = dm.vocabularies()
+        print(markdown_table(["step", "seconds"], [
+            ["prepare train + val, cold (BPE training + encoding + Arrow cache)", f"{cold:.2f}"],
+            ["prepare train + val, warm (cache hit)", f"{warm:.2f}"], ["warm / cold", f"{warm / cold:.3f}"]],
+            right=(1,)) + "\n")
+        sentences = 2 * sum(len(corpus.load(split)) for split in ("train", "val", "test"))
+        rows = [[f"streamed, data.num_proc={n}", f"{sentences / prepared(Path(tmp) / str(n), n, vocab)[0]:,.0f}"]
+                for n in sorted({1, args.num_proc})]
+        print(markdown_table(["encoding (train + val + test, vocabularies given)", "sentences/s"], rows,
+                             right=(1,)) + "\n")
+    sizes = [max(len(s) + 1, len(t) + 1) for s, t in zip(vocab.src.encode(train.src), vocab.tgt.encode(train.tgt))]
+    budget = TokenBudgetBatchSampler(sizes, 4096, shuffle=True, seed=0)
+    order = list(range(len(sizes)))
+    random.Random(0).shuffle(order)
+    per_batch = max(1, round(len(sizes) / len(budget)))  # as many batches as the token budget's
+    fixed = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
+    fixed_padding = 1 - sum(sizes) / sum(len(b) * max(sizes[i] for i in b) for b in fixed)
+    print(markdown_table(["batching (4096 padded tokens)", "batches", "padding"], [
+        ["token budget, length buckets", len(budget), f"{100 * budget.padding_fraction():.1f}%"],
+        [f"{per_batch} random sentences per batch", len(fixed), f"{100 * fixed_padding:.1f}%"]], right=(1, 2)))
+
+
+def main() -> None:
+    parser = harness.parser(__doc__, with_json=False)
+    add = parser.add_argument
+    add("--what", choices=["scale", "multi30k"], default="scale")
+    add("--sizes", type=int, nargs="+", default=[450_000, 1_500_000, 4_500_000], help="scale: the corpus sizes")
+    add("--num-proc", type=int, default=1, help="data.num_proc")
+    add("--train-sample", type=int, help="scale: data.tokenizer.train_sample (default: its default)")
+    add("--corpora", type=int, default=1, help="scale: each size as this many corpora of equal size")
+    add("--news", action="store_true", help="scale: a type-rich corpus (a million distinct words a side in 1M lines)")
+    add("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(prepare(args.child[0], int(args.child[1]), args)))
+    else:
+        (multi30k if args.what == "multi30k" else scale)(args)
 
 
 if __name__ == "__main__":

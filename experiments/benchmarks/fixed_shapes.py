@@ -1,24 +1,23 @@
-"""The model alone at fixed shapes (train_speed.py --shape, issue 11): ours, HF MarianMTModel and
-torch.nn.Transformer on one fixed batch, taking turns step by step; and ours in this checkout against
-an earlier one (--previous, issue 34), a fresh process of each a round."""
+"""train_speed.py --shape: ours, HF Marian and torch.nn.Transformer at fixed shapes, in turns step by step;
+--previous: ours in this checkout and in an earlier one, a fresh process of each a round (this script, run
+with the checkout's src: only what every checkout has at import)."""
 
+import json
 import math
 import os
 import statistics
 import sys
 from collections import namedtuple
-from pathlib import Path
 
 import harness
 import torch
-from synthetic import BOS, PAD
+from harness import BOS, PAD
 from torch import nn
 
 DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 Shape = namedtuple("Shape", "d ff heads layers batch length", defaults=(0, 0))
 SHAPES = {"base": Shape(512, 2048, 8, 6, 64, 24), "recipe": Shape(128, 256, 4, 4, 256, 16)}
 V = 10_000  # --shape's vocabulary
-
 
 
 def config_of(shape: Shape, vocab: int = V):
@@ -30,9 +29,7 @@ def config_of(shape: Shape, vocab: int = V):
 
 
 class System(nn.Module):
-    """A model at our shape with the loss it trains on: ours (`output_layer_loss`, the output layer
-    chunk by chunk), HF MarianMTModel (`hf`) or torch.nn.Transformer with embeddings, sinusoidal
-    positions and a tied output layer (`torch`), the peers with the label-smoothed loss of their logits."""
+    """A model at our shape with its loss: ours (output_layer_loss), HF Marian (`hf`), nn.Transformer (`torch`)."""
 
     def __init__(self, kind: str, shape: Shape, vocab: int = V, positions: int = 256, dropout: float = 0.1) -> None:
         super().__init__()
@@ -76,15 +73,13 @@ class System(nn.Module):
 
 
 def matmul_peak(device: str, dtype: torch.dtype | None, n: int = 2048, reps: int = 10) -> float:
-    """FLOP/s of an n x n matmul on this device and dtype, measured now."""
     a, b = (torch.randn(n, n, device=device, dtype=dtype or torch.float32) for _ in range(2))
     harness.timed(lambda: [a @ b for _ in range(2)], device)
     return 2 * n**3 * reps / harness.timed(lambda: [a @ b for _ in range(reps)], device)[0]
 
 
 def fixed_steps(systems: dict[str, System], shape: Shape, steps: int, device: str, dtype) -> dict[str, dict]:
-    """2 warm-up and `steps` timed training steps of each system on one fixed batch, the systems
-    taking turns step by step: each one's seconds and its first loss."""
+    """2 warm-up and `steps` timed steps of each system on one batch, in turns: seconds, first loss."""
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(4, V, (shape.batch, shape.length), generator=gen).to(device)
     tgt = torch.randint(4, V, (shape.batch, shape.length + 1), generator=gen).to(device)
@@ -110,7 +105,6 @@ def fixed_steps(systems: dict[str, System], shape: Shape, steps: int, device: st
 
 
 def against_peers(args) -> dict:
-    """--shape: ours, HF and torch.nn.Transformer at each shape and precision."""
     from transformer_mt.markdown import markdown_table
     from transformer_mt.model.flops import training_flops
 
@@ -135,8 +129,7 @@ def against_peers(args) -> dict:
 
 
 def against_previous(args) -> dict:
-    """--previous: ours at each shape in this checkout and the other, a fresh process of each a
-    round, taking turns: the median step of each, previous / this, each one's first loss."""
+    """--previous: each shape in both checkouts, a fresh process each a round: median steps, first losses."""
     from transformer_mt.markdown import markdown_table
 
     checkouts, results = {"this": harness.ROOT, "previous": args.previous.resolve()}, {}
@@ -144,11 +137,9 @@ def against_previous(args) -> dict:
                "first loss previous"]
     print(f"{harness.described(harness.machine())}\n\n{markdown_table(columns, [], right=range(1, 6))}", flush=True)
     for shape in args.shape:
-        env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
-        command = [sys.executable, str(Path(__file__).with_name("train_speed.py")), "--child", "--shape", shape,
-                   "--steps", str(args.steps)]
-        runs = {name: lambda f=folder, c=command, e=env: harness.last_json(harness.in_process(c, env={
-            **e, "PYTHONPATH": str(f / "src")})) for name, folder in checkouts.items()}
+        command = [sys.executable, __file__, shape, str(args.steps)]
+        runs = {name: lambda f=folder, c=command: json.loads(harness.in_process(c, env={
+            **os.environ, "PYTHONPATH": str(f / "src")}).splitlines()[-1]) for name, folder in checkouts.items()}
         measured = harness.rounds(runs, args.rounds, f"train_speed {shape}")
         ms = {name: 1000 * statistics.median(s for m in measured for s in m[name]["seconds"]) for name in checkouts}
         first = {name: measured[-1][name]["first_loss"] for name in checkouts}
@@ -158,3 +149,9 @@ def against_previous(args) -> dict:
                                         f"{results[shape]['ratio']:.3f}", f"{first['this']:.6f}",
                                         f"{first['previous']:.6f}"]]).splitlines()[-1], flush=True)
     return results
+
+
+if __name__ == "__main__":  # SHAPE STEPS: one checkout's process of --previous (its src first on PYTHONPATH)
+    torch.manual_seed(0)
+    shape = SHAPES[sys.argv[1]]
+    print(json.dumps(fixed_steps({"ours": System("ours", shape)}, shape, int(sys.argv[2]), "cpu", None)["ours"]))

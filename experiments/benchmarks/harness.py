@@ -1,12 +1,12 @@
-"""The benchmarks' one harness: systems measured round after round, each round in a new order (two
-systems alternate), in this process or each run in a fresh one (alone, or beside busy processes);
-best times, medians and per-round ratios; the machine described once; a result as Markdown on stdout
-and JSON. Why ours and not pyperf: README.md. Only the standard library at import (a checkout's
-older src can run a script that imports it)."""
+"""The benchmarks' one harness: systems in rounds, each in turn first (two alternate), in this process or each in
+a fresh one (alone, or beside busy processes); best times, medians of per-round ratios; the machine described
+once; Markdown and JSON; made-up data. Only the standard library at import (an older src may run it)."""
 
 import argparse
 import json
+import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUSY = "while True: pass"  # a busy process: --load
+SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"  # the shipped Multi30k model
+PAD, BOS, EOS = 0, 1, 2  # the special ids of our vocabularies (transformer_mt.data.tokenizer)
+WORDS = "a man woman dog child in the on with red blue street park ball plays runs sits looks at big small".split()
 
 
 def parser(doc: str, device: str | None = None, with_json: bool = True) -> argparse.ArgumentParser:
@@ -29,8 +31,7 @@ def parser(doc: str, device: str | None = None, with_json: bool = True) -> argpa
 
 
 def machine(device: str = "cpu") -> dict:
-    """The machine a result was measured on: the device, the CPU (its model, and the vector
-    extensions torch and CTranslate2 may use), its cores, torch's version and threads."""
+    """The machine: the device, the CPU (model, vector extensions), its cores, torch's version and threads."""
     import torch
 
     from transformer_mt.model.kernels import cpu
@@ -41,7 +42,6 @@ def machine(device: str = "cpu") -> dict:
 
 
 def described(figures: dict) -> str:
-    """The machine of `machine` in one line."""
     cpu = figures["cpu"]
     gpu = "" if figures["device_name"] == "CPU" else f"{figures['device_name']}; "
     return (f"{gpu}{cpu['model']} ({', '.join(cpu['flags']) or 'no AVX2'}), {figures['cores']} cores, "
@@ -55,8 +55,7 @@ def order(names: Sequence, round_: int) -> list:
 
 
 def rounds(runs: dict[str, Callable[[], object]], count: int, label: str | None = None) -> list[dict]:
-    """Each of `runs` called once a round for `count` rounds, in `order`: each round's results by
-    name (`label`: a line on stderr as each round ends)."""
+    """Each of `runs` once a round in `order`, `count` rounds: the results by name (`label`: progress)."""
     measured = []
     for r in range(count):
         measured.append({name: runs[name]() for name in order(list(runs), r)})
@@ -66,7 +65,6 @@ def rounds(runs: dict[str, Callable[[], object]], count: int, label: str | None 
 
 
 def sync(device) -> None:
-    """Wait for the device's queue (a GPU's) to drain."""
     if str(device).startswith("cuda"):
         import torch
 
@@ -74,8 +72,7 @@ def sync(device) -> None:
 
 
 def timed(run: Callable[[], object], device="cpu") -> tuple[float, object]:
-    """The seconds `run()` takes, the device's queue drained before and after (no wait in between),
-    and its result."""
+    """The seconds `run()` takes (the device's queue drained before and after), and its result."""
     sync(device)
     start = time.perf_counter()
     out = run()
@@ -83,15 +80,14 @@ def timed(run: Callable[[], object], device="cpu") -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def best(measured: list[dict], value: Callable[[object], float] = float) -> dict[str, float]:
-    """Each name's smallest value over the rounds."""
-    return {name: min(value(m[name]) for m in measured) for name in measured[0]}
+def best(measured: list[dict], key: Callable[[object], float] | None = None) -> dict:
+    """Each name's smallest result over the rounds (by `key`: of a result of `timed`, its seconds)."""
+    return {name: min((m[name] for m in measured), key=key) for name in measured[0]}
 
 
 def ratios(measured: list[dict], pairs: Sequence[tuple[str, str]], value: Callable[[object], float] = float,
            **extra) -> list[dict]:
-    """Per pair (a, b): each round's value(b) / value(a) (of seconds: x > 1, a is faster) and their
-    median, the figure a noisy machine moves least."""
+    """Per pair (a, b): each round's value(b) / value(a) and their median (x > 1 of seconds: a is faster)."""
     out = []
     for a, b in pairs:
         per_round = [value(m[b]) / value(m[a]) for m in measured]
@@ -100,9 +96,8 @@ def ratios(measured: list[dict], pairs: Sequence[tuple[str, str]], value: Callab
 
 
 def in_process(command: list[str], load: int = 0, env: dict | None = None) -> str:
-    """`command` in a process of its own (beside `load` busy processes, killed as it ends): its
-    stdout. A failure ends the benchmark with the command's stderr."""
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(load)]
+    """`command`'s stdout, run beside `load` busy processes; a failure ends the benchmark with its stderr."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env)
     finally:
@@ -114,14 +109,43 @@ def in_process(command: list[str], load: int = 0, env: dict | None = None) -> st
     return done.stdout
 
 
-def last_json(stdout: str) -> dict:
-    """The JSON object a child process printed last."""
-    return json.loads(stdout.strip().splitlines()[-1])
-
-
-def emit(result: dict, text: str, json_path: Path | None) -> None:
-    """Print `text` (the result as Markdown) and write `result` to `json_path` when given."""
-    print(text)
+def save(result: dict, json_path: Path | None) -> None:
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def emit(result: dict, text: str, json_path: Path | None) -> None:
+    print(text)
+    save(result, json_path)
+
+
+def sentences(count: int, fewest: int, most: int, seed: int = 0) -> list[str]:
+    """`count` made-up English sentences of `fewest` to `most` words and a full stop."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(fewest, most))) + " ." for _ in range(count)]
+
+
+def synthetic_pairs(n: int, vocab: int, min_len: int = 2, target: tuple[float, float] = (0.05, 0.2)):
+    """n random pairs as the datamodule's Arrow table: source lengths lognormal (median 25, at least `min_len`, EOS
+    last), the target's the source's times a lognormal factor (its log's mean and sigma: `target`), at most 250."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+
+    from transformer_mt.data.encoding import TRAIN_FEATURES
+
+    rng = np.random.default_rng(0)
+    src_len = np.clip(np.rint(rng.lognormal(math.log(25), 0.6, n)), min_len, 250).astype(np.int32)
+    tgt_len = np.clip(np.rint(src_len * rng.lognormal(*target, n)), 1, 249).astype(np.int32)
+
+    def lists(lengths, ids):
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids.astype(np.int32)))
+
+    src_ids = rng.integers(4, vocab, int(src_len.sum()))
+    src_ids[np.cumsum(src_len) - 1] = EOS  # each source ends in EOS
+    tgt_ids = rng.integers(4, vocab, int(tgt_len.sum()))
+    columns = {"src_ids": lists(src_len, src_ids), "tgt_ids": lists(tgt_len, tgt_ids),
+               "src_len": pa.array(src_len), "tgt_len": pa.array(tgt_len)}
+    return datasets.Dataset.from_dict(columns, features=TRAIN_FEATURES)

@@ -1,15 +1,8 @@
-"""Where a training step's time goes, by torch.profiler (train_speed.py --profile-steps): each
-profiled op, or each kernel it launched, in matmul, attention, loss, elementwise, optimizer, other
-or idle; on a GPU CUDA kernel time, on a CPU CPU op self time.
-
-    python experiments/benchmarks/profiling.py EVENTS.json
-
-sorts made-up events, a check of the rule: {"events": [[[op, its parent, ...], kernel], ...],
-"intervals": [[start, end], ...]} gives {"categories": [...], "busy_us": the intervals' union,
-"order": CATEGORIES} as JSON.
-"""
+"""Where a step's time goes (train_speed.py --profile-steps): ops or their kernels in CATEGORIES. As a script,
+EVENTS.json ({"events": [[[op, its parent, ...], kernel], ...], "intervals": [[start, end], ...]}) sorted."""
 
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -17,14 +10,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+import harness
+from lightning.pytorch.callbacks import Callback
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from transformer_mt.markdown import markdown_table
+
 CATEGORIES = ("matmul", "attention", "loss", "elementwise", "optimizer", "other", "idle")
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
               "aten::linear", "aten::_scaled_mm", "aten::mv", "aten::addmv", "aten::dot"}
 
 
 def category(event, kernel: str = "") -> str:
-    """Where a profiled op (or a kernel it launched) belongs: the innermost range or op that says
-    (loss, attention, a forward or backward pass, torch's Optimizer ranges), else the op itself."""
+    """An op's (or its kernel's) category: the innermost range or op that says, else the op itself."""
     if kernel.startswith(("Memcpy", "Memset")):
         return "other"
     node = event
@@ -45,7 +44,6 @@ def category(event, kernel: str = "") -> str:
 
 
 def busy_us(intervals: list[tuple[float, float]]) -> float:
-    """The length of the union of (start, end) intervals."""
     total, end = 0.0, float("-inf")
     for start, stop in sorted(intervals):
         if stop > end:
@@ -55,11 +53,7 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
 
 
 def time_per_category(events, cuda: bool, wall_us: float) -> dict:
-    """Microseconds per category of profiled `events`: CUDA kernel time on a GPU (each kernel in its
-    launching op's category; idle = wall - the union of the kernels' intervals), CPU op self time
-    on a CPU (idle = wall - their sum)."""
-    from torch.autograd import DeviceType
-
+    """Microseconds per category: CUDA kernel time on a GPU, CPU op self time on a CPU; idle."""
     totals = dict.fromkeys(CATEGORIES, 0.0)
     if cuda:  # kernels, copies, memsets; not the device spans of record_function ranges (as torch's tables)
         device = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
@@ -80,55 +74,40 @@ def time_per_category(events, cuda: bool, wall_us: float) -> dict:
 
 
 def profile_ranges():
-    """Ranges the profile sorts by: `loss` around the module's output_layer_loss, `forward` around
-    its training_step (patched in this process only, while the block runs)."""
-    from torch.profiler import record_function
-
+    """`loss` and `forward` ranges around the module's output_layer_loss and training_step (patched)."""
     from transformer_mt.training import module
 
-    loss_fn, step_fn = module.output_layer_loss, module.TranslationModule.training_step
-
-    def loss(*args, **kwargs):
-        with record_function("loss"):
-            return loss_fn(*args, **kwargs)
-
-    def training_step(self, *args, **kwargs):
-        with record_function("forward"):
-            return step_fn(self, *args, **kwargs)
+    def ranged(name: str, fn):
+        def run(*args, **kwargs):
+            with record_function(name):
+                return fn(*args, **kwargs)
+        return run
 
     stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.object(module, "output_layer_loss", loss))
-    stack.enter_context(mock.patch.object(module.TranslationModule, "training_step", training_step))
+    for owner, attribute, name in ((module, "output_layer_loss", "loss"),
+                                   (module.TranslationModule, "training_step", "forward")):
+        stack.enter_context(mock.patch.object(owner, attribute, ranged(name, getattr(owner, attribute))))
     return stack
 
 
 def profile_callback(device, first: int, count: int, out: dict):
-    """A Lightning callback that runs steps first .. first + count - 1 under torch.profiler and puts
-    their time per category into `out`."""
-    import torch
-    from lightning.pytorch.callbacks import Callback
-    from torch.profiler import ProfilerActivity, profile
-
+    """A callback: steps first .. first + count - 1 under torch.profiler, their categories into `out`."""
     cuda = device.type == "cuda"
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
-
     class ProfileSteps(Callback):
-        profiler = None
+        profiler, started = None, 0.0
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
             if trainer.global_step == first:
                 self.profiler = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])])
                 self.profiler.start()
-                sync()
+                harness.sync(device)
                 self.started = time.perf_counter()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            if self.profiler is None or trainer.global_step - 1 != first + count - 1:
+            if self.profiler is None or trainer.global_step != first + count:
                 return
-            sync()
+            harness.sync(device)
             wall_us = 1e6 * (time.perf_counter() - self.started)
             self.profiler.stop()
             totals = time_per_category(self.profiler.events(), cuda, wall_us)
@@ -143,9 +122,6 @@ def profile_callback(device, first: int, count: int, out: dict):
 
 
 def profile_markdown(profile: dict) -> str:
-    """The profile of --profile-steps as a Markdown table."""
-    from transformer_mt.markdown import markdown_table
-
     steps = f"{profile['steps']} step" + ("s" if profile["steps"] != 1 else "")
     lines = [f"Profile of {steps} ({profile['basis']}): {profile['wall_ms_per_step']:.1f} ms a step, "
              f"{profile['busy_ms_per_step']:.1f} ms busy", ""]
@@ -154,14 +130,9 @@ def profile_markdown(profile: dict) -> str:
 
 
 def main(path: Path) -> None:
-    """The categories of made-up events (innermost op first, then its parents) and the busy time of intervals."""
     given = json.loads(path.read_text())
-    categories = []
-    for chain, kernel in given["events"]:
-        event = None
-        for name in reversed(chain):
-            event = SimpleNamespace(name=name, cpu_parent=event)
-        categories.append(category(event, kernel))
+    categories = [category(functools.reduce(lambda parent, name: SimpleNamespace(name=name, cpu_parent=parent),
+                                            reversed(chain), None), kernel) for chain, kernel in given["events"]]
     busy = busy_us([tuple(i) for i in given["intervals"]])
     print(json.dumps({"categories": categories, "busy_us": busy, "order": list(CATEGORIES)}))
 

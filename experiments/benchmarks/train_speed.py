@@ -1,28 +1,12 @@
-"""Training speed three ways: the loop a run trains in (issues 34, 67), the model alone against its
-peers at fixed shapes (issue 11), and this checkout against an earlier one (issue 34).
-
-    python experiments/benchmarks/train_speed.py [--model base] [--tokens 25000] [--precision bf16-mixed]
-        [--compile [BACKEND]] [--compile-mode MODE] [--packed] [--shape-grid K] [--pad-to-multiple N]
-        [--vocab-multiple N] [--profile-steps N] [--peer hf] [--device cuda] [--steps 20] [--warmup 5]
-    python experiments/benchmarks/train_speed.py --shape base recipe [--precision 32-true bf16-mixed] [--steps 8]
-    python experiments/benchmarks/train_speed.py --shape recipe base --previous CLONE [--rounds 5] [--steps 6]
-
-The loop: TranslationModule's training step and optimizer through lightning.Trainer.fit on
-token-budget batches of random ids (synthetic.py), conf/model/<model>.yaml; --warmup steps untimed
-(on a --shape-grid, until every shape has come), then --steps timed; tokens/s, MFU (a data-sheet or a
-measured peak), memory, padding, each attention kind's kernel; --peer hf: HF Marian on the same
-batches; --profile-steps: where the time goes (profiling.py). --shape: ours (output_layer_loss), HF
-MarianMTModel and torch.nn.Transformer on one fixed batch, interleaved step by step. --previous:
-ours in this checkout and in CLONE, a fresh process of each a round; the median step and first loss
-of each (README.md says more).
-"""
+"""The training step (README.md): the loop a run trains in (--peer hf: HF Marian on the same batches;
+--profile-steps: profiling.py); --shape, --previous CLONE: fixed_shapes.py; --dashboards: what they cost."""
 
 import argparse
 import contextlib
 import gc
-import json
 import logging
 import math
+import os
 import sys
 import tempfile
 import time
@@ -30,45 +14,87 @@ import warnings
 from pathlib import Path
 
 import harness
+import lightning as L
 import torch
-from fixed_shapes import (
-    DTYPES,
-    SHAPES,
-    Shape,
-    System,
-    against_peers,
-    against_previous,
-    config_of,
-    fixed_steps,
-    matmul_peak,
-)
-from synthetic import placeholder_vocabularies, steps_to_cover, synthetic_pairs, token_budget_loader
+from fixed_shapes import DTYPES, SHAPES, Shape, System, against_peers, against_previous, config_of, matmul_peak
+from harness import BOS, EOS, PAD, synthetic_pairs
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import CSVLogger
+from omegaconf import open_dict
+from profiling import profile_callback, profile_markdown, profile_ranges
+from tokenizers import Tokenizer, models
 from torch import nn
+from torch._dynamo.utils import counters  # the graphs torch.compile made: no public count of them
+from torch.utils.data import DataLoader
+
+from transformer_mt.data.batching import Collator, TokenBudgetBatchSampler, TranslationDataset
+from transformer_mt.data.tokenizer import SPECIAL_TOKENS, UNK, BpeTokenizer, Vocabularies
+from transformer_mt.markdown import markdown_table
+from transformer_mt.model.attention import MultiHeadAttention, kernels, uses_varlen_kernel
+from transformer_mt.model.flops import training_flops
+from transformer_mt.model.sdpa_backends import attention_calls, backend_of, kind_of
+from transformer_mt.tasks import train
+from transformer_mt.tasks.options import register
+from transformer_mt.tasks.runs.start import architecture
+from transformer_mt.training.curves import LearningCurves
+from transformer_mt.training.dashboard import TranslationDashboard
+from transformer_mt.training.step_meter import StepMeter, known_peak_flops, timer_for
+
+
+def placeholder_vocabularies(size: int):
+    """A vocabulary of `size` placeholder tokens after the specials: the module takes its size from it."""
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+    vocab.update({f"t{i}": i for i in range(len(SPECIAL_TOKENS), size)})
+    return Vocabularies(BpeTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))))
+
+
+def token_budget_loader(table, max_tokens: int, pad_to_multiple: int, workers: int, pin: bool, packed: bool = False,
+                        shape_grid: int | None = None):
+    """The datamodule's training batches (seed 0); packed: data.packed's; shape_grid: data.shape_grid's."""
+    dataset = TranslationDataset(table)
+    padding = {"pad_to_multiple": pad_to_multiple} if pad_to_multiple > 1 else {}
+    sampler = TokenBudgetBatchSampler(dataset.sizes(), max_tokens, shuffle=True, seed=0, shape_grid=shape_grid,
+                                      **padding)
+    collate = Collator(PAD, BOS, EOS, packed=packed, grid=sampler.grid, **padding)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=workers,
+                      persistent_workers=workers > 0, pin_memory=pin)
+
+
+def steps_to_cover(loader) -> int:
+    """How many batches of `loader` (on a shape grid) come before every shape has come once."""
+    sampler, seen = loader.batch_sampler, set()
+    for steps, batch in enumerate(sampler.all_batches(), 1):
+        seen.add(sampler.grid.shape(int(sampler.sizes[batch].max())))
+        if len(seen) == len(sampler.grid.lengths):
+            return steps
+    return len(sampler.all_batches())
 
 
 def progress(message: str) -> None:
     print(f"[train_speed] {message}", file=sys.stderr, flush=True)
 
 
-class StepRecord:
-    """The timed steps (`count` of them after `skip`): a timer each (CUDA events on a GPU), and each
-    batch's rows (sentence pairs), slots (the tensors' sizes), tokens and source tokens."""
+class StepRecord(Callback):
+    """The timed steps (`count` after `skip`): a timer each, each batch's rows, slots, tokens, source tokens; the
+    peak GPU memory from its making."""
 
     def __init__(self, device: torch.device, skip: int, count: int) -> None:
-        from transformer_mt.training.step_meter import timer_for
-
-        self.device, self.skip, self.count, self.timer_for = device, skip, count, timer_for
-        self.timers, self.batches, self.warmup_seconds, self.wall_seconds = [], [], 0.0, 0.0
-        self.began = self.timed_from = 0.0
+        self.device, self.skip, self.count = device, skip, count
+        self.timers, self.batches, self.began, self.warmup_seconds = [], [], 0.0, 0.0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
 
     def begin(self, step: int, batch: dict) -> None:
         self.began = time.perf_counter() if step == 0 else self.began
+        if step == self.skip:  # warm-up (and compilation) done
+            harness.sync(self.device)
+            self.warmup_seconds = time.perf_counter() - self.began
         if self.skip <= step < self.skip + self.count:
-            if step == self.skip:  # warm-up (and compilation) done: one sync, then the timed steps
-                harness.sync(self.device)
-                self.timed_from = time.perf_counter()
-                self.warmup_seconds = self.timed_from - self.began
-            self.timers.append(self.timer_for(self.device))
+            self.timers.append(timer_for(self.device))
             self.timers[-1].start()
             self.batches.append((len(batch["id"]), batch["src"].numel() + batch["tgt_in"].numel(),
                                  int(batch["num_tokens"]), int(batch["num_src_tokens"])))
@@ -76,79 +102,34 @@ class StepRecord:
     def end(self, step: int) -> None:
         if self.skip <= step < self.skip + self.count:
             self.timers[-1].stop()
-            if step == self.skip + self.count - 1:
-                self.finish()
-
-    def finish(self) -> None:
-        """The wall clock of the timed steps stops (once)."""
-        if not self.wall_seconds:
-            harness.sync(self.device)
-            self.wall_seconds = time.perf_counter() - self.timed_from
 
     def figures(self, config, peak_flops: float) -> dict:
-        """Throughput of the timed steps (device time), FLOP/s and MFU, padding, wall-clock rate."""
-        from transformer_mt.model.flops import training_flops
-
         seconds, steps = sum(t.seconds() for t in self.timers), len(self.timers)
         tokens, src_tokens = sum(b[2] for b in self.batches), sum(b[3] for b in self.batches)
         flops = sum(training_flops(config, s, n - s, s / rows, (n - s) / rows) for rows, _, n, s in self.batches)
-        slots = sum(b[1] for b in self.batches)
         return {"steps": steps, "target_tokens_per_s": (tokens - src_tokens) / seconds,
                 "tokens_per_s": tokens / seconds, "step_ms": 1000 * seconds / steps,
                 "step_ms_max": 1000 * max(t.seconds() for t in self.timers),  # a recompile shows here
                 "tflops": flops / seconds / 1e12, "mfu": flops / seconds / peak_flops,
-                "wall_tokens_per_s": tokens / self.wall_seconds, "padding": 1 - tokens / slots,
-                "tokens_per_step": tokens / steps, "warmup_s": self.warmup_seconds}
+                "padding": 1 - tokens / sum(b[1] for b in self.batches), "warmup_s": self.warmup_seconds,
+                "peak_memory_gb": torch.cuda.max_memory_allocated() / 2**30 if self.device.type == "cuda" else None}
 
-    def callback(self):
-        """A Lightning callback that times each training batch (start to end of its optimizer step)."""
-        from lightning.pytorch.callbacks import Callback
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.begin(trainer.global_step, batch)
 
-        record = self
-
-        class StepTimer(Callback):
-            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-                record.begin(trainer.global_step, batch)
-
-            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-                record.end(trainer.global_step - 1)
-
-            def on_train_end(self, trainer, pl_module) -> None:
-                record.finish()
-
-        return StepTimer()
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.end(trainer.global_step - 1)
 
 
-def compose_run_config(args):
-    """The run config of `python run.py model=<model> [module.compile=...] ...` (hydra compose)."""
-    from hydra import compose, initialize_config_dir
-
-    from transformer_mt.tasks.options import register
-
+def compose_run_config(overrides: list[str], hydra: bool = False):
+    GlobalHydra.instance().clear()
     register()  # as run.py does
-    overrides = [f"model={args.model}", *([f"++module.compile={args.compile}"] if args.compile else []),
-                 f"++module.shape_grid={args.shape_grid or 'null'}", f"++module.vocab_multiple={args.vocab_multiple}",
-                 f"++module.compile_mode={args.compile_mode or 'null'}"]
     with initialize_config_dir(version_base="1.3", config_dir=str(harness.ROOT / "conf"), job_name="train_speed"):
-        return compose(config_name="config", overrides=overrides)
-
-
-def peak_flops_of(device: torch.device, precision: str) -> tuple[float, str]:
-    """The GPU's data-sheet peak at this precision; else (a CPU, an unknown GPU) a matmul peak measured now."""
-    from transformer_mt.training.step_meter import known_peak_flops
-
-    peak = known_peak_flops(torch.cuda.get_device_name(device), precision) if device.type == "cuda" else None
-    if peak:
-        return peak, "data sheet"
-    return matmul_peak(str(device), DTYPES[precision], n=2048 if device.type == "cuda" else 1024), "measured matmul"
+        return compose(config_name="config", overrides=overrides, return_hydra_config=hydra)
 
 
 def attention_report(args, model: nn.Module, batch: dict, device: torch.device) -> dict:
-    """The SDPA call and backend of each attention kind on the first batch; packed: the kernel
-    `packed_attention` runs (varlen or reference) and its arguments, as the padded report has them."""
-    from transformer_mt.model.attention import MultiHeadAttention, uses_varlen_kernel
-    from transformer_mt.model.sdpa_backends import attention_calls, backend_of, kind_of
-
+    """Each attention kind's SDPA call and backend on the first batch (packed: varlen or reference)."""
     dtype = DTYPES[args.precision[0]]
     if not args.packed:
         calls = attention_calls(model, batch["src"].to(device), batch["tgt_in"].to(device), dtype)
@@ -168,17 +149,7 @@ def attention_report(args, model: nn.Module, batch: dict, device: torch.device) 
 
 
 def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dict, dict]:
-    """TranslationModule through lightning.Trainer.fit: its figures (with --profile-steps, the
-    profile), and the attention report of its first batch."""
-    import lightning as L
-    from hydra.utils import instantiate
-    from lightning.pytorch.loggers import CSVLogger
-    from profiling import profile_callback, profile_ranges
-    from torch._dynamo.utils import counters  # the graphs torch.compile made: no public count of them
-
-    from transformer_mt.tasks.runs.start import architecture
-    from transformer_mt.training.step_meter import StepMeter
-
+    """TranslationModule through lightning.Trainer.fit: its figures, the first batch's attention report."""
     L.seed_everything(0, verbose=False)
     make = instantiate(cfg.module, _partial_=True, _recursive_=False)
     module = make(model=architecture(cfg.model), tokenizer=placeholder_vocabularies(args.vocab).to_dict())
@@ -189,11 +160,9 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
         progress(f"{len(loader.batch_sampler.grid.lengths)} shapes (rows x length): {loader.batch_sampler.grid}")
     attention = attention_report(args, module.model.to(device).train(), next(iter(loader)), device)
     record, profile, graphs = StepRecord(device, args.warmup, args.steps), {}, int(counters["stats"]["unique_graphs"])
-    callbacks = [record.callback(), StepMeter(peak_flops=peak)]
+    callbacks = [record, StepMeter(peak_flops=peak)]
     if args.profile_steps:
         callbacks.append(profile_callback(device, args.warmup + args.steps, args.profile_steps, profile))
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     with tempfile.TemporaryDirectory() as logs, profile_ranges() if args.profile_steps else contextlib.nullcontext():
         trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
                             precision=args.precision[0], max_steps=args.warmup + args.steps + args.profile_steps,
@@ -207,22 +176,13 @@ def train_ours(args, cfg, table, device: torch.device, peak: float) -> tuple[dic
                "shape_grid": args.shape_grid, "compile_mode": args.compile_mode, "warmup_steps": args.warmup,
                "grid_shapes": len(loader.batch_sampler.grid.lengths) if args.shape_grid else None,
                **record.figures(module.model.config, peak), "graphs": int(counters["stats"]["unique_graphs"]) - graphs,
-               "peak_memory_gb": peak_memory_gb(device), "parameters": module.model.num_parameters(),
+               "parameters": module.model.num_parameters(),
                **({"profile": profile} if args.profile_steps else {})}
     return figures, attention
 
 
-def peak_memory_gb(device: torch.device) -> float | None:
-    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-
-
 def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
-    """HF MarianMTModel of the same shape on the same batches: a plain loop, same optimizer,
-    schedule, loss and autocast (with a gradient scaler under 16-mixed), our SDPA kernels."""
-    from hydra.utils import instantiate
-
-    from transformer_mt.model.attention import kernels
-
+    """HF Marian on the same batches: a plain loop, the same optimizer, schedule, loss and autocast."""
     torch.manual_seed(0)
     m, dtype = cfg.model, DTYPES[args.precision[0]]
     shape = Shape(m.d_model, m.d_ff, m.heads, m.num_encoder_layers)
@@ -232,8 +192,6 @@ def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     loader = token_budget_loader(table, args.tokens, args.pad_to_multiple, args.workers, device.type == "cuda")
     record = StepRecord(device, args.warmup, args.steps)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     progress(f"HF MarianMTModel: {args.warmup} warm-up + {args.steps} timed steps, plain loop")
     for step, batch in zip(range(args.warmup + args.steps), loader):
         record.begin(step, batch)
@@ -246,18 +204,11 @@ def train_hf(args, cfg, table, device: torch.device, peak: float) -> dict:
         optimizer.zero_grad(set_to_none=True)
         schedule.step()
         record.end(step)
-    record.finish()
-    return {"system": "HF MarianMTModel", "compile": False, "packed": False,
-            **record.figures(config_of(shape, args.vocab), peak), "peak_memory_gb": peak_memory_gb(device),
-            "parameters": sum(p.numel() for p in model.parameters())}
+    return {"system": "HF MarianMTModel", "compile": False, "packed": False, **record.figures(
+        config_of(shape, args.vocab), peak), "parameters": sum(p.numel() for p in model.parameters())}
 
 
 def loop_markdown(result: dict) -> str:
-    """The figures of one loop run as a Markdown table (and its profile's)."""
-    from profiling import profile_markdown
-
-    from transformer_mt.markdown import markdown_table
-
     lines = [f"model={result['model']} ({result['parameters'] / 1e6:.1f}M parameters), {result['max_tokens']} tokens "
              f"per batch, {result['precision']}, {harness.described(result)}; MFU against "
              f"{result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']}); "
@@ -276,18 +227,23 @@ def loop_markdown(result: dict) -> str:
 
 
 def loop(args) -> None:
-    """The training loop (ours, then --peer hf): its figures printed, and written with --json."""
     device = torch.device(args.device)
-    args.workers = args.workers if args.workers is not None else (4 if device.type == "cuda" else 0)
+    args.workers = 4 if device.type == "cuda" else 0  # DataLoader workers
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no accelerator banners
     for message in (".*does not have many workers.*", ".*(LeafSpec|isinstance.*treespec).*", ".*no `val_dataloader`.*"):
         warnings.filterwarnings("ignore", message=message)
-    cfg = compose_run_config(args)
+    cfg = compose_run_config([f"model={args.model}", *([f"++module.compile={args.compile}"] if args.compile else []),
+                              f"++module.shape_grid={args.shape_grid or 'null'}",
+                              f"++module.vocab_multiple={args.vocab_multiple}",
+                              f"++module.compile_mode={args.compile_mode or 'null'}"])
     mean = 25 * math.exp(0.6**2 / 2) + 1  # mean padded size of a pair
     sentences = int(1.3 * (args.warmup + args.steps + args.profile_steps) * args.tokens / mean) + 1000  # an epoch
     progress(f"{sentences:,} random sentence pairs, model={args.model}, {args.device}, {args.precision[0]}")
     table = synthetic_pairs(sentences, args.vocab)
-    peak, peak_source = peak_flops_of(device, args.precision[0])
+    # the GPU's data-sheet peak at this precision; else (a CPU, an unknown GPU) a matmul peak measured now
+    peak = known_peak_flops(torch.cuda.get_device_name(device), args.precision[0]) if device.type == "cuda" else None
+    peak, peak_source = (peak, "data sheet") if peak else (matmul_peak(
+        args.device, DTYPES[args.precision[0]], n=2048 if device.type == "cuda" else 1024), "measured matmul")
     ours, attention = train_ours(args, cfg, table, device, peak)
     systems = [ours]
     if args.peer == "hf":
@@ -305,6 +261,61 @@ def loop(args) -> None:
     harness.emit(result, loop_markdown(result), args.json)
 
 
+class ValidationClock(Callback):
+    """Sums the wall time of the validation loops (listed last, so its end includes the others' hooks)."""
+
+    last: "ValidationClock | None" = None  # the one the latest run built (Hydra instantiates it)
+
+    def __init__(self) -> None:
+        self.seconds, self._start, self.callbacks = 0.0, 0.0, []
+        ValidationClock.last = self
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.callbacks = list(trainer.callbacks)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def dashboard_run(output_dir: Path, overrides: list[str]) -> dict:
+    """Train once (composed as run.py composes); the fit and validation times and the dashboard callbacks' own."""
+    cfg = compose_run_config([*overrides, "+callbacks.validation_clock._target_=__main__.ValidationClock"], True)
+    with open_dict(cfg):
+        cfg.paths.output_dir = cfg.hydra.runtime.output_dir = str(output_dir)
+        cfg.hydra.job.num = 0
+    HydraConfig().set_config(cfg)
+    started = time.perf_counter()
+    metrics = train.run(cfg)
+    clock = ValidationClock.last
+    dashboard = next((c for c in clock.callbacks if isinstance(c, TranslationDashboard)), None)
+    curves = next((c for c in clock.callbacks if isinstance(c, LearningCurves)), None)
+    return {"total": time.perf_counter() - started, "train": metrics["train_seconds"], "validate": clock.seconds,
+            "validations": len(dashboard.seconds) if dashboard else None, "steps": metrics["steps"],
+            "dashboard": dashboard.seconds if dashboard else [], "curves": curves.seconds if curves else []}
+
+
+def dashboards(overrides: list[str]) -> None:
+    for name, value in (("PROJECT_ROOT", str(harness.ROOT)), ("WANDB_MODE", "offline"), ("WANDB_SILENT", "true")):
+        os.environ.setdefault(name, value)
+    with tempfile.TemporaryDirectory() as tmp:
+        on = dashboard_run(Path(tmp) / "on", ["logger=many", *overrides])
+        off = dashboard_run(Path(tmp) / "off", ["logger=csv", "~callbacks.dashboard", "~callbacks.learning_curves",
+                                                *overrides])
+    n, dash, curves = on["validations"], sum(on["dashboard"]), sum(on["curves"])
+    print(f"overrides: {' '.join(overrides) or '(none: the toy default job)'}; {on['steps']} steps, {n} validations; "
+          f"{harness.described(harness.machine())}")
+    names = (("train", "fit (train + validation), s"), ("validate", "validation loops (with their callbacks), s"),
+             ("total", "whole run incl. test, s"))
+    rows = [[name, f"{on[key]:.1f}", f"{off[key]:.1f}", f"{on[key] / off[key]:.3f}"] for key, name in names]
+    print(markdown_table(["", "with dashboards", "without", "ratio"], rows, right=(1, 2, 3)))
+    print(f"\ntables + heatmaps per validation: {dash / n:.3f} s; curves per write: "
+          f"{curves / max(len(on['curves']), 1):.3f} s ({len(on['curves'])} writes)")
+    print(f"callbacks' own time / fit time (with dashboards): {(dash + curves) / on['train']:.3%}")
+
+
 def arguments() -> argparse.Namespace:
     parser = harness.parser(__doc__, device="cuda" if torch.cuda.is_available() else "cpu")
     add = parser.add_argument
@@ -320,28 +331,23 @@ def arguments() -> argparse.Namespace:
     add("--pad-to-multiple", type=int, default=1, help="data.pad_to_multiple")
     add("--vocab-multiple", type=int, default=1, help="module.vocab_multiple")
     add("--profile-steps", type=int, default=0, help="then N steps of ours under torch.profiler")
-    add("--workers", type=int, default=None, help="DataLoader workers (default: 4 on cuda, 0 on cpu)")
     add("--vocab", type=int, default=37_000)
     add("--peer", choices=["hf"], help="also HF MarianMTModel on the same batches")
     add("--shape", nargs="+", choices=sorted(SHAPES), help="the model alone at these shapes")
     add("--previous", type=Path, help="a clone at an earlier commit: --shape in both checkouts")
     add("--rounds", type=int, default=5, help="--previous: a fresh process of each checkout a round")
-    add("--threads", type=int, help="--previous: OMP_NUM_THREADS of the processes")
-    add("--child", action="store_true", help=argparse.SUPPRESS)
+    add("--dashboards", action="store_true", help="what the dashboards cost (OVERRIDEs: the run's; none: the toy job)")
+    add("overrides", nargs="*", help="--dashboards: the run's overrides")
     return parser.parse_args()
 
 
 def main() -> None:
     args = arguments()
-    if args.child:  # one checkout's process of --previous: ours at one shape, fp32 on the CPU
-        torch.manual_seed(0)
-        shape = SHAPES[args.shape[0]]
-        print(json.dumps(fixed_steps({"ours": System("ours", shape)}, shape, args.steps, "cpu", None)["ours"]))
+    if args.dashboards:
+        dashboards(args.overrides)
     elif args.shape:
         args.steps = args.steps or (6 if args.previous else 8)
-        result = against_previous(args) if args.previous else against_peers(args)
-        if args.json:
-            args.json.write_text(json.dumps(result, indent=1) + "\n")
+        harness.save(against_previous(args) if args.previous else against_peers(args), args.json)
     else:
         args.steps = args.steps or 20
         loop(args)

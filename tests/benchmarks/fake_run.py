@@ -1,5 +1,5 @@
-"""A stand-in for run.py in the benchmarks' tests (shortlist_speed.py and serve_load.py take it as
---run-py): task=shortlist, task=translate and task=serve, at once and with known figures.
+"""A stand-in for run.py in the benchmarks' tests (decode_speed.py --what shortlist and --what serve take
+it as --run-py): task=shortlist, task=translate and task=serve, at once and with known figures.
 
 Each call appends its key=value arguments to $FAKE_CALLS (a JSON line). task=translate writes
 task.output: each input line as `<line>`, and logs "translated N lines in S s (R lines/s)" to

@@ -1,4 +1,4 @@
-"""experiments/benchmarks/serve_load.py, run as a process on a stand-in for run.py (fake_run.py: a
+"""experiments/benchmarks/decode_speed.py --what serve, run as a process on a stand-in for run.py (fake_run.py: a
 server that fails one sentence and mixes up another): a level's figures against its own latencies
 (nearest-rank p99, the median), sentences per second counting answered requests only, errors and
 mix-ups apart."""
@@ -18,13 +18,15 @@ from tests.helpers import ROOT
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory) -> dict:
-    """serve_load.py's JSON: 1 and 4 clients, 12 requests each over 4 lines (one fails, one is mixed up)."""
+    """decode_speed.py --what serve's JSON: 1 and 4 clients, 12 requests each over 4 lines (one fails, one
+    is mixed up)."""
     folder = tmp_path_factory.mktemp("serve")
     (folder / "in.txt").write_text("a b\nerror\nc d\nmixup\n", encoding="utf-8")
     (folder / "m.ckpt").write_bytes(b"weights")
-    done = subprocess.run([sys.executable, "experiments/benchmarks/serve_load.py", "--ckpt", str(folder / "m.ckpt"),
-                           "--source", str(folder / "in.txt"), "--clients", "1,4", "--requests", "12", "--run-py",
-                           str(Path(__file__).with_name("fake_run.py")), "--json", str(folder / "out.json")],
+    done = subprocess.run([sys.executable, "experiments/benchmarks/decode_speed.py", "--what", "serve", "--ckpt",
+                           str(folder / "m.ckpt"), "--source", str(folder / "in.txt"), "--clients", "1,4",
+                           "--requests", "12", "--run-py", str(Path(__file__).with_name("fake_run.py")), "--json",
+                           str(folder / "out.json")],
                           cwd=ROOT, env={**os.environ, "FAKE_CALLS": str(folder / "calls.jsonl")}, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

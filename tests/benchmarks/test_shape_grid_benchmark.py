@@ -1,4 +1,4 @@
-"""experiments/benchmarks/shape_grid.py, run as a process: today's batcher against data.shape_grid,
+"""experiments/benchmarks/batches.py --what grid, run as a process: today's batcher against data.shape_grid,
 counted by hand on a tiny corpus (--lengths), and the script's table of the WMT-like corpus with the
 grids it is given."""
 
@@ -18,9 +18,10 @@ def grids(tmp_path_factory) -> tuple[dict, str]:
     folder = tmp_path_factory.mktemp("grid")
     src = [3, 3, 4, 4, 5, 5, 9, 9, 10]
     (folder / "lengths.txt").write_text("".join(f"{s} {s - 1}\n" for s in src))  # each pair's size is its source's
-    result = subprocess.run([sys.executable, "experiments/benchmarks/shape_grid.py", "--pairs", "5000", "--grids", "2",
-                             "4", "8", "--lengths", str(folder / "lengths.txt"), "--budget", "20", "--json",
-                             str(folder / "grid.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "experiments/benchmarks/batches.py", "--what", "grid", "--pairs", "5000",
+                             "--grids", "2", "4", "8", "--lengths", str(folder / "lengths.txt"), "--budget", "20",
+                             "--json", str(folder / "grid.json")], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads((folder / "grid.json").read_text()), result.stdout
 

@@ -1,4 +1,4 @@
-"""experiments/benchmarks/shortlist_speed.py, run as a process on a stand-in for run.py (fake_run.py:
+"""experiments/benchmarks/decode_speed.py --what shortlist, run as a process on a stand-in for run.py (fake_run.py:
 known seconds): the table built once, the overrides of each variant, the seconds read from
 task=translate's log line, and per pair the median of the per-round ratios (by hand here)."""
 
@@ -18,13 +18,13 @@ SECONDS = {"fp32": [4.0, 3.0, 6.0], "fp32 shortlist": [2.0, 3.0, 4.0], "int8": [
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> tuple[dict, list[dict], str]:
-    """shortlist_speed.py's JSON, the stand-in's calls and the script's stdout: 3 rounds."""
+    """decode_speed.py --what shortlist's JSON, the stand-in's calls and the script's stdout: 3 rounds."""
     folder = tmp_path_factory.mktemp("shortlist")
     (folder / "m.ckpt").write_bytes(b"weights")
     (folder / "in.txt").write_text("a b\nc d\n", encoding="utf-8")
     (folder / "ref.txt").write_text("<a b>\n<c d>\n", encoding="utf-8")
     env = {**os.environ, "FAKE_CALLS": str(folder / "calls.jsonl"), "FAKE_SECONDS": json.dumps(SECONDS)}
-    result = subprocess.run([sys.executable, "experiments/benchmarks/shortlist_speed.py", "--ckpt",
+    result = subprocess.run([sys.executable, "experiments/benchmarks/decode_speed.py", "--what", "shortlist", "--ckpt",
                              str(folder / "m.ckpt"), "--source", str(folder / "in.txt"), "--reference",
                              str(folder / "ref.txt"),
                              "--candidates", "20", "--run-py", str(Path(__file__).with_name("fake_run.py")),
