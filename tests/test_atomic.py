@@ -1,12 +1,17 @@
-"""atomic_file / atomic_dir: the final mode, flushing to disk, and two processes building one folder."""
+"""atomic_file / atomic_dir: the final mode, flushing to disk, and two processes building one folder;
+an output's lock taken whole or not at all."""
 
+import fcntl
 import os
+import socket
 import stat
 from pathlib import Path
 
 import pytest
 
 from transformer_mt.atomic import atomic_dir, atomic_file
+from transformer_mt.stops import Terminated
+from transformer_mt.tasks.lines.writing import open_output
 
 
 @pytest.fixture
@@ -129,3 +134,28 @@ def test_a_live_writers_temporary_output_is_never_removed_and_a_dead_ones_is(tmp
     assert [r.getMessage() for r in caplog.records] == [
         f"removed {dead}: the temporary output of task.output={output} that a killed run left (it never became the "
         "output)"]
+
+
+
+@pytest.mark.parametrize(("module", "name"), [(fcntl, "flock"), (socket, "gethostname")])
+def test_a_stop_while_a_lock_is_taken_leaves_no_lock_file(tmp_path, monkeypatch, module, name):
+    """A stop signal raises where it lands (stops.py): as task.output's lock is taken (as its flock
+    returns, or as the line naming the holder is made), the lock file goes with it, and the next
+    writer takes the lock."""
+    real, calls = getattr(module, name), []
+
+    def stopped_once(*args):
+        calls.append(args)
+        out = real(*args)
+        if len(calls) == 1:
+            raise Terminated  # the call happened; the signal lands as it returns
+        return out
+
+    monkeypatch.setattr(module, name, stopped_once)
+    with pytest.raises(Terminated), open_output(str(tmp_path / "out.txt")):
+        pass
+    monkeypatch.undo()
+    assert calls and sorted(p.name for p in tmp_path.iterdir()) == []  # no .out.txt.lock, no output
+    with open_output(str(tmp_path / "out.txt")) as out:
+        out.write("whole\n")
+    assert (tmp_path / "out.txt").read_text() == "whole\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]

@@ -63,28 +63,53 @@ class FolderLock:
 
     def acquire(self) -> bool:
         """Take the lock (False: another process holds it). The file is removed when released, so
-        a lock is only good on the file that is at the path now."""
+        a lock is only good on the file that is at the path now. A stop signal (stops.py raises it
+        where it lands) while the lock is being taken leaves no file that nobody holds."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return False
-            try:
-                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                current = False
-            if current:
-                break
-            os.close(fd)  # the holder removed the file as we opened it: take the new one
-        started = time.strftime("%Y-%m-%d %H:%M:%S")
-        command = " ".join(["run.py", *sys.argv[1:]])
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}: {command}\n".encode())
-        self.fd = fd
+        fd = None
+        try:
+            while True:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return False
+                if self.current(fd):
+                    break
+                os.close(fd)  # the holder removed the file as we opened it: take the new one
+                fd = None
+            self.fd = fd  # held: release() removes the file
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            command = " ".join(["run.py", *sys.argv[1:]])
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}: {command}\n".encode())
+        except BaseException:
+            if self.fd is not None:
+                self.release()
+            elif fd is not None:
+                self.drop(fd)
+            raise
         return True
+
+    def current(self, fd: int) -> bool:
+        """Whether `fd` is the file at the lock's path now."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def drop(self, fd: int) -> None:
+        """Close `fd`, opened by an acquire that a stop interrupted; its file is removed where no other
+        process holds it (a lock file is only good while held)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if self.current(fd):
+                self.path.unlink(missing_ok=True)
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
 
     def holder(self) -> str:
         """What the lock file says of the process that holds it."""

@@ -44,10 +44,10 @@ def open_output(path: str | None):
         return
     target = Path(path)
     lock = FolderLock(target.parent, target.parent / f".{target.name}.lock")
-    if not lock.acquire():
-        raise ConfigError(f"task.output={path}: another process is writing it ({lock.holder()}); wait for it to end, "
-                          "or write to another file")
-    try:
+    try:  # a stop as the lock is taken releases it too
+        if not lock.acquire():
+            raise ConfigError(f"task.output={path}: another process is writing it ({lock.holder()}); wait for it to "
+                              "end, or write to another file")
         remove_leftovers(target)
         with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             yield f
