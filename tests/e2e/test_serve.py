@@ -1,7 +1,8 @@
 """task=serve as a user runs it: `python run.py task=serve ...` on a free port, with concurrent
 clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
 under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
-goes on; an API key guards every route but /health; SIGTERM finishes the request in flight and exits
+goes on; /metrics counts what was answered; a full queue is a 503 with Retry-After; an API key
+guards every route but /health; SIGTERM finishes the request in flight and exits
 143; a model that cannot load stops the server at start in one line; the page translates in a real
 headless browser."""
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import ROOT, compose_config, not_our_checkpoint
 from transformer_mt.tasks import run
@@ -194,6 +196,51 @@ def test_invalid_json_is_a_400_and_the_models_and_schema_are_listed(server):
     assert [m["name"] for m in info] == ["default"] and info[0]["vocabulary"]["source"] == 10000
     assert info[0]["decoding"] == {"search": "BeamSearch", "beam_size": 4, "nbest": 1, "length_penalty": 0.6}
     assert "/translate" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
+
+
+def scraped(url: str) -> dict[tuple, float]:
+    """GET /metrics, each sample by (name, its labels as sorted pairs), read with prometheus_client's parser."""
+    answer = httpx.get(f"{url}/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain; version=")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.text) for s in family.samples}
+
+
+def test_metrics_count_the_requests_lines_and_batches_the_server_answered(server):
+    """/metrics in Prometheus' format, read before and after three requests of two lines: each count
+    moved by what was sent (the module's server, one test at a time in this process)."""
+    ok = ("transformer_mt_requests_total", (("route", "/translate"), ("status", "200")))
+    lines = ("transformer_mt_sentences_total", (("model", "default"),))
+    seen = ("transformer_mt_request_seconds_count", (("route", "/translate"),))
+    batches, decoding = ("transformer_mt_batch_fill_count", ()), ("transformer_mt_decode_seconds_total", ())
+    before = scraped(server.url)
+    assert before[("transformer_mt_queue_lines", (("model", "default"),))] == 0
+    for i in range(3):
+        assert server.post({"text": LINES[2 * i : 2 * i + 2]}).status_code == 200
+    after = scraped(server.url)
+    assert after[ok] - before.get(ok, 0) == 3 and after[seen] - before.get(seen, 0) == 3
+    assert after[lines] - before[lines] == 6
+    assert after[batches] - before[batches] == 3 and after[decoding] > before[decoding]
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_the_server_goes_on(tmp_path):
+    """task.max_queue=1 with requests waiting 2 s for others: a second request while the first waits
+    is a 503 naming the model, with Retry-After; the first is answered, and so is a request after."""
+    served = Server(tmp_path / "run", f"ckpt_path={SHIPPED}", "task.max_queue=1", "task.max_wait_ms=2000")
+    try:
+        with ThreadPoolExecutor(1) as client:
+            first = client.submit(served.post, {"text": LINES[0]})
+            time.sleep(0.3)  # the first waits in the queue for others
+            refused = served.post({"text": LINES[1]})
+            assert first.result().status_code == 200
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        assert refused.json() == {"error": "model=default: 1 lines are waiting to be decoded, the 1 the server "
+                                           "queues (task.max_queue); retry after 1 s", "field": "model"}
+        assert served.post({"text": LINES[2]}).status_code == 200
+        assert scraped(served.url)[("transformer_mt_requests_total", (("route", "/translate"), ("status", "503")))] == 1
+    finally:
+        status, err = served.stop()
+    assert status == 143, err[-2000:]
 
 
 SERVING_DOC = ROOT / "docs" / "serving.md"

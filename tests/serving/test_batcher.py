@@ -1,14 +1,16 @@
 """The batcher: requests of one decoding that arrive within max_wait_ms are decoded as one batch,
 within the token budget; other decodings, and what does not fit, go in later batches; every request
-gets its own lines' results, in order; a decode error answers each request of its batch."""
+gets its own lines' results, in order; a decode error answers each request of its batch; the lines
+waiting for a model are bounded (task.max_queue)."""
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from transformer_mt.serving.batcher import Batcher, Pending
+from transformer_mt.serving.batcher import Batcher, Pending, QueueFull
 
 
 def recording(batches: list[list[list[str]]]):
@@ -120,3 +122,53 @@ def test_an_exclusive_group_decodes_while_no_other_does():
     start, end = log.index(("start", "x")), log.index(("end", "x"))
     assert end == start + 1, log  # nothing started or ended while x decoded
     assert most_at_once(log) == 2
+
+
+def test_a_full_queue_refuses_at_once_and_every_request_taken_is_answered():
+    """While the decoder is busy, lines wait; a request that would take its model's waiting lines past
+    max_queue is refused at once (QueueFull: the server's 503, Retry-After 1 s before any batch was
+    timed), another model's queue is its own, and a request alone in its queue is taken whatever its
+    size. Once the decoder is free, every request taken is answered."""
+    release = threading.Event()
+
+    def held(jobs: list[Pending]) -> list[list[str]]:
+        release.wait(10)
+        return [[line.upper() for line in job.lines] for job in jobs]
+
+    async def scenario() -> tuple[list, QueueFull, dict[str, int]]:
+        batcher = Batcher(held, max_tokens=1000, max_wait_ms=0, max_queue=3)
+        batcher.start()
+        first = asyncio.create_task(batcher.submit(Pending("k", ["a"], 1, model="m")))
+        await asyncio.sleep(0.05)  # taken by the decoder: no longer waiting
+        taken = [asyncio.create_task(batcher.submit(Pending("k", [f"b{i}"], 1, model="m"))) for i in range(3)]
+        large = asyncio.create_task(batcher.submit(Pending("k", list("vwxyz"), 5, model="n")))
+        await asyncio.sleep(0.05)
+        waiting = {model: batcher.waiting_lines(model) for model in ("m", "n")}
+        with pytest.raises(QueueFull) as full:
+            await batcher.submit(Pending("k", ["c"], 1, model="m"))
+        release.set()
+        results = await asyncio.gather(first, *taken, large)
+        await batcher.stop()
+        return results, full.value, waiting
+
+    results, full, waiting = asyncio.run(scenario())
+    assert waiting == {"m": 3, "n": 5}
+    assert full.model == "m" and full.retry_after == 1
+    assert str(full) == ("model=m: 3 lines are waiting to be decoded, the 3 the server queues (task.max_queue); "
+                         "retry after 1 s")
+    assert results == [["A"], ["B0"], ["B1"], ["B2"], list("VWXYZ")]
+
+
+def test_retry_after_is_the_waiting_lines_at_the_rate_decoded_so_far():
+    batcher = Batcher(lambda jobs: [], max_tokens=1000, max_wait_ms=0, concurrency=2, max_queue=10)
+    batcher.lines, batcher.busy = 40, 8.0  # 5 lines a second a decoder, 10 with both
+    batcher.waiting = [Pending("k", [str(i)] * 2, 2, model="m") for i in range(5)]  # 10 lines waiting
+    with pytest.raises(QueueFull) as full:
+        batcher.admit(Pending("k", ["one more"], 1, model="m"))
+    assert full.value.retry_after == 1  # 10 lines / 10 a second
+    batcher.waiting = [Pending("k", [str(i)] * 9, 9, model="m") for i in range(5)]  # 45 lines: 4.5 s
+    batcher.max_queue = 45
+    with pytest.raises(QueueFull) as full:
+        batcher.admit(Pending("k", ["one more"], 1, model="m"))
+    assert full.value.retry_after == 5
+    batcher.admit(Pending("k", ["another model"], 1, model="n"))  # its own queue: empty

@@ -1,8 +1,10 @@
-"""The FastAPI app: POST /translate (batched across requests, batcher.py), GET /models, /health, the
-page at / and FastAPI's OpenAPI schema at /docs. A bad request is a 4xx with one JSON object naming
-the field and the limit, `{"error": ..., "field": ...}`; the server goes on serving."""
+"""The FastAPI app: POST /translate (batched across requests, batcher.py), GET /models, /health,
+/metrics (Prometheus' format, prometheus.py), the page at / and FastAPI's OpenAPI schema at /docs. A bad
+request is a 4xx with one JSON object naming the field and the limit, `{"error": ..., "field": ...}`,
+a model whose queue is full a 503 with Retry-After; the server goes on serving."""
 
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from transformer_mt.serving.api import (
@@ -21,9 +23,10 @@ from transformer_mt.serving.api import (
     constraints_of,
     lines_of,
 )
-from transformer_mt.serving.batcher import Batcher, Pending
+from transformer_mt.serving.batcher import Batcher, Pending, QueueFull
 from transformer_mt.serving.bodies import body_error, invalid_json, not_an_object, unreadable_body
 from transformer_mt.serving.decode import Work, decode_jobs, response
+from transformer_mt.serving.prometheus import ServerMetrics
 from transformer_mt.serving.served import ServedModel
 
 PAGE = Path(__file__).with_name("page.html")
@@ -32,12 +35,14 @@ OPEN = ("/health",)  # the routes an API key does not guard
 
 @dataclass(frozen=True)
 class Settings:
-    """How the server batches and what it allows (task.max_tokens, max_wait_ms, the limits, api_key)."""
+    """How the server batches and what it allows (task.max_tokens, max_wait_ms, the limits, api_key,
+    max_queue)."""
 
     max_tokens: int = 4096
     max_wait_ms: int = 5
     limits: Limits = Limits()
     api_key: str | None = None
+    max_queue: int | None = 1024
 
 
 def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -62,7 +67,9 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
              concurrency: int = 1) -> FastAPI:
     """The app serving `models` (by name; the first is the default), decoding in `worker` (the
     threads that loaded them: batcher.decode_threads), `concurrency` batches at once."""
-    batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency)
+    metrics = ServerMetrics(list(models), lambda model: batcher.waiting_lines(model), settings.max_tokens)
+    batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency, settings.max_queue,
+                      metrics.batch)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -75,9 +82,11 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, unreadable_body)
     app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
+    app.add_exception_handler(QueueFull, queue_full)
 
     if settings.api_key is not None:
         app.middleware("http")(key_guard(settings.api_key))
+    app.middleware("http")(measured(metrics))  # the outermost: every answer counted, a 401 too
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
@@ -91,22 +100,48 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     async def list_models() -> dict:
         return {"models": [served.info() for served in models.values()]}
 
+    @app.get("/metrics", include_in_schema=False)
+    async def exposition() -> Response:
+        content, media_type = metrics.exposition()
+        return Response(content, media_type=media_type)
+
     @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
     async def translate(body: TranslateRequest) -> TranslateResponse:
-        served = chosen(models, body.model)
-        lines, prefixes = lines_of(body, settings.limits)
-        constraints = constraints_of(body, len(lines))
-        key, search = served.search(body, settings.limits, constrained=constraints is not None)
-        tag = body.tag if body.tag is not None else served.default_tag
-        source_prefix = served.source_prefix(tag)
-        tokens = served.source_tokens(lines, source_prefix)
-        work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
-                    settings.max_tokens, constraints)
-        job = Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
-                      work, exclusive=body.alignments)
-        return response(served.name, await batcher.submit(job), body)
+        job = batched(body, chosen(models, body.model), settings)
+        return response(job.model, await batcher.submit(job), body)
 
     return app
+
+
+def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> Pending:
+    """A request to `served` as the batcher's job: its lines (checked against the limits), how they
+    decode, and the key of the requests that decode alike."""
+    lines, prefixes = lines_of(body, settings.limits)
+    constraints = constraints_of(body, len(lines))
+    key, search = served.search(body, settings.limits, constrained=constraints is not None)
+    tag = body.tag if body.tag is not None else served.default_tag
+    source_prefix = served.source_prefix(tag)
+    tokens = served.source_tokens(lines, source_prefix)
+    work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
+                settings.max_tokens, constraints)
+    return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
+                   work, exclusive=body.alignments, model=served.name)
+
+
+def queue_full(request: Request, err: QueueFull) -> JSONResponse:
+    """A 503 naming the model whose queue is full, with Retry-After: the seconds its queue takes."""
+    return JSONResponse({"error": str(err), "field": "model"}, status_code=503,
+                        headers={"Retry-After": str(err.retry_after)})
+
+
+def measured(metrics: ServerMetrics):
+    """An HTTP middleware counting each answer by route and status, with its latency."""
+    async def measure(request: Request, call_next):
+        started = time.monotonic()
+        answer = await call_next(request)
+        metrics.request(request.url.path, answer.status_code, time.monotonic() - started)
+        return answer
+    return measure
 
 
 def key_guard(key: str):

@@ -5,9 +5,12 @@ request larger than the budget is decoded alone). Decoding runs in worker thread
 loaded the models: `decode_threads`), as many batches at once as there are threads (inter_threads),
 so the event loop keeps taking requests meanwhile; what arrives while every thread decodes forms
 the next batch. A request with alignments is decoded while no other batch is (its model records
-its attention maps meanwhile)."""
+its attention maps meanwhile). The lines waiting for a model are bounded (`max_queue`): a request
+that would pass the bound is refused at once (QueueFull, the server's 503 with Retry-After) and the
+queue, and the server's memory, stop growing."""
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +27,23 @@ class Pending:
     tokens: int  # source tokens, the budget's unit
     payload: object = None  # what the decode function needs beside the lines (prefixes, the search)
     exclusive: bool = False  # decoded while no other group is (alignments: the model records its attention)
+    model: str = ""  # the model's name: the queue it waits in
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future | None = None
 
 
 Decode = Callable[[list[Pending]], list[object]]  # jobs of one key -> each job's result
+Observe = Callable[[list[Pending], float], None]  # a decoded group's jobs and its seconds (the metrics)
+
+
+class QueueFull(Exception):
+    """A request refused because the lines waiting for its model reached the bound: `retry_after`
+    seconds is how long those waiting take to decode at the rate so far (at least 1)."""
+
+    def __init__(self, model: str, waiting: int, bound: int, retry_after: int) -> None:
+        super().__init__(f"model={model}: {waiting} lines are waiting to be decoded, the {bound} the server queues "
+                         f"(task.max_queue); retry after {retry_after} s")
+        self.model, self.retry_after = model, retry_after
 
 
 def decode_threads(count: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
@@ -54,8 +69,11 @@ class Batcher:
     threads, `concurrency` groups at once (its thread count)."""
 
     def __init__(self, decode: Decode, max_tokens: int, max_wait_ms: int, worker: ThreadPoolExecutor | None = None,
-                 concurrency: int = 1) -> None:
+                 concurrency: int = 1, max_queue: int | None = None, observe: Observe | None = None) -> None:
+        """`max_queue`: the lines that may wait for one model (None: no bound); `observe`: told of
+        each decoded group."""
         self.decode, self.max_tokens, self.max_wait = decode, max_tokens, max_wait_ms / 1000
+        self.max_queue, self.observe = max_queue, observe
         self.waiting: list[Pending] = []
         self.arrived = asyncio.Event()
         self.worker = worker or decode_threads(concurrency)
@@ -64,7 +82,8 @@ class Batcher:
         self.exclusive = False  # the group being decoded is an exclusive one
         self.finished = asyncio.Event()  # a group was decoded
         self.task: asyncio.Task | None = None
-        self.batches: list[int] = []  # the jobs of each decoded batch
+        self.batches = 0  # groups decoded
+        self.lines = 0  # lines decoded
         self.answered = 0  # requests answered (with their translations or their error)
         self.busy = 0.0  # seconds the worker threads spent decoding, summed
 
@@ -73,10 +92,10 @@ class Batcher:
 
     def report(self, seconds: float) -> str:
         """What the batcher did in `seconds` of serving, in words (for the log)."""
-        mean = self.answered / max(len(self.batches), 1)
+        mean = self.answered / max(self.batches, 1)
         busy = 100 * self.busy / max(seconds * self.concurrency, 1e-9)
         threads = f" ({self.concurrency} decoders)" if self.concurrency > 1 else ""
-        return (f"{self.answered} requests in {len(self.batches)} batches ({mean:.1f} a batch), decoding "
+        return (f"{self.answered} requests in {self.batches} batches ({mean:.1f} a batch), decoding "
                 f"{busy:.0f}% of {seconds:.0f} s{threads}")
 
     async def stop(self) -> None:
@@ -87,8 +106,24 @@ class Batcher:
             self.task.cancel()
         self.worker.shutdown(wait=True)
 
+    def waiting_lines(self, model: str) -> int:
+        """The lines waiting for `model` (not yet being decoded)."""
+        return sum(len(job.lines) for job in self.waiting if job.model == model)
+
+    def admit(self, job: Pending) -> None:
+        """QueueFull where `job` would take its model's waiting lines past max_queue (a job alone in
+        its queue is taken whatever its size)."""
+        waiting = self.waiting_lines(job.model)
+        if self.max_queue is None or not waiting or waiting + len(job.lines) <= self.max_queue:
+            return
+        rate = self.lines / self.busy * self.concurrency if self.busy > 0 else 0.0  # lines a second
+        retry = min(60, max(1, math.ceil(waiting / rate))) if rate > 0 else 1
+        raise QueueFull(job.model, waiting, self.max_queue, retry)
+
     async def submit(self, job: Pending) -> object:
-        """The job's result, once its batch is decoded (its error, raised here)."""
+        """The job's result, once its batch is decoded (its error, raised here); QueueFull at once
+        where its model's queue is full."""
+        self.admit(job)
         job.future = asyncio.get_running_loop().create_future()
         self.waiting.append(job)
         self.arrived.set()
@@ -137,7 +172,6 @@ class Batcher:
 
     async def run(self, jobs: list[Pending]) -> None:
         """One group decoded in a worker thread; each job answered with its result, or the error."""
-        self.batches.append(len(jobs))
         started = time.monotonic()
         try:
             results = await asyncio.get_running_loop().run_in_executor(self.worker, self.decode, jobs)
@@ -150,8 +184,11 @@ class Batcher:
                 if not job.future.done():
                     job.future.set_result(result)
         finally:
-            self.answered += len(jobs)
-            self.busy += time.monotonic() - started
+            seconds = time.monotonic() - started
+            self.batches, self.answered, self.busy = self.batches + 1, self.answered + len(jobs), self.busy + seconds
+            self.lines += sum(len(job.lines) for job in jobs)
+            if self.observe is not None:
+                self.observe(jobs, seconds)
             self.running.discard(asyncio.current_task())
             self.exclusive = self.exclusive and bool(self.running)
             self.finished.set()

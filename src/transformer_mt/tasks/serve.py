@@ -36,7 +36,7 @@ def settings(options: DictConfig) -> Settings:
     the environment's TRANSFORMER_MT_API_KEY, else none."""
     return Settings(options.max_tokens, options.max_wait_ms, Limits(options.max_lines, options.max_chars,
                                                                     options.max_beam),
-                    options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None)
+                    options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None, options.max_queue)
 
 
 def loopback(host: str) -> bool:

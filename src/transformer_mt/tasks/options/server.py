@@ -19,7 +19,7 @@ MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v
 @dataclass
 class ServeTask(Tagged, Task):
     """python run.py task=serve ckpt_path=PATH | task.models={NAME: PATH, ...} [task.port=8000] [decoding=beam]
-    [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /docs; a page at /)
+    [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /metrics, /docs; a page at /)
     that batches concurrent requests together; SIGTERM or Ctrl-C finishes the requests in flight and stops."""
 
     name: Any = key("serve", NAME)
@@ -33,6 +33,8 @@ class ServeTask(Tagged, Task):
                                 "lines are never split)", AT_LEAST_1)
     max_wait_ms: Any = key(5, "how long the first request of a batch waits for others (milliseconds)",
                            AT_LEAST_0)
+    max_queue: Any = key(1024, "lines that may wait to be decoded, per model: a request that would pass it is "
+                               "answered 503 with Retry-After (null: no bound)", AT_LEAST_1, nullable=True)
     max_lines: Any = key(64, "lines one request may send", AT_LEAST_1)
     max_chars: Any = key(10000, "characters one request may send, all its lines together", AT_LEAST_1)
     max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", AT_LEAST_1)
