@@ -1,10 +1,10 @@
 """task=serve as a user runs it: `python run.py task=serve ...` on a free port, with concurrent
 clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
 under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
-goes on; /metrics counts what was answered; a full queue is a 503 with Retry-After; an API key
-guards every route but /health; SIGTERM finishes the request in flight and exits
-143; a model that cannot load stops the server at start in one line; the page translates in a real
-headless browser."""
+goes on; /metrics counts what was answered; lines decoded before come from the cache; a full queue
+is a 503 with Retry-After; an API key guards every route but /health; SIGTERM finishes the request
+in flight and exits 143; a model that cannot load stops the server at start in one line; the page
+translates in a real headless browser."""
 
 import json
 import os
@@ -206,21 +206,43 @@ def scraped(url: str) -> dict[tuple, float]:
             for family in text_string_to_metric_families(answer.text) for s in family.samples}
 
 
+OK = ("transformer_mt_requests_total", (("route", "/translate"), ("status", "200")))
+DECODED = ("transformer_mt_sentences_total", (("model", "default"),))
+CACHED = ("transformer_mt_cached_lines_total", (("model", "default"),))
+
+
 def test_metrics_count_the_requests_lines_and_batches_the_server_answered(server):
-    """/metrics in Prometheus' format, read before and after three requests of two lines: each count
-    moved by what was sent (the module's server, one test at a time in this process)."""
-    ok = ("transformer_mt_requests_total", (("route", "/translate"), ("status", "200")))
-    lines = ("transformer_mt_sentences_total", (("model", "default"),))
+    """/metrics in Prometheus' format, read before and after three requests of two lines no request
+    sent before: each count moved by what was sent (the module's server, one test at a time here)."""
     seen = ("transformer_mt_request_seconds_count", (("route", "/translate"),))
     batches, decoding = ("transformer_mt_batch_fill_count", ()), ("transformer_mt_decode_seconds_total", ())
     before = scraped(server.url)
     assert before[("transformer_mt_queue_lines", (("model", "default"),))] == 0
     for i in range(3):
-        assert server.post({"text": LINES[2 * i : 2 * i + 2]}).status_code == 200
+        fresh = [f"{line} Metrics {i}." for line in LINES[2 * i : 2 * i + 2]]
+        assert server.post({"text": fresh}).status_code == 200
     after = scraped(server.url)
-    assert after[ok] - before.get(ok, 0) == 3 and after[seen] - before.get(seen, 0) == 3
-    assert after[lines] - before[lines] == 6
+    assert after[OK] - before.get(OK, 0) == 3 and after[seen] - before.get(seen, 0) == 3
+    assert after[DECODED] - before[DECODED] == 6 and after[CACHED] == before[CACHED]
     assert after[batches] - before[batches] == 3 and after[decoding] > before[decoding]
+
+
+def test_lines_decoded_before_are_answered_from_the_cache_as_decoded(server):
+    """A request sent again is answered from the translation cache (no line decoded), exactly as
+    the first time; a request with one line known and one new decodes the new one alone."""
+    request = {"text": [f"{line} Cached." for line in LINES[:3]], "beam_size": 3, "nbest": 2, "scores": True}
+    first = server.post(request)
+    before = scraped(server.url)
+    again = server.post(request)
+    middle = scraped(server.url)
+    mixed = server.post({**request, "text": [request["text"][1], "A dog runs home. Cached."]})
+    after = scraped(server.url)
+    assert first.status_code == again.status_code == mixed.status_code == 200
+    assert again.json() == first.json() and mixed.json()["translations"][0] == first.json()["translations"][1]
+    assert (middle[CACHED] - before[CACHED], middle[DECODED] - before[DECODED]) == (3, 0)
+    assert (after[CACHED] - middle[CACHED], after[DECODED] - middle[DECODED]) == (1, 1)
+    other = server.post({**request, "beam_size": 4})  # another search: not the cached lines
+    assert other.status_code == 200 and scraped(server.url)[DECODED] - after[DECODED] == 3
 
 
 def test_a_full_queue_answers_503_with_retry_after_and_the_server_goes_on(tmp_path):

@@ -28,6 +28,7 @@ from transformer_mt.serving.bodies import body_error, invalid_json, not_an_objec
 from transformer_mt.serving.decode import Work, decode_jobs, response
 from transformer_mt.serving.prometheus import ServerMetrics
 from transformer_mt.serving.served import ServedModel
+from transformer_mt.serving.translation_cache import TranslationCache, decoded
 
 PAGE = Path(__file__).with_name("page.html")
 OPEN = ("/health",)  # the routes an API key does not guard
@@ -36,13 +37,14 @@ OPEN = ("/health",)  # the routes an API key does not guard
 @dataclass(frozen=True)
 class Settings:
     """How the server batches and what it allows (task.max_tokens, max_wait_ms, the limits, api_key,
-    max_queue)."""
+    max_queue, cache_lines)."""
 
     max_tokens: int = 4096
     max_wait_ms: int = 5
     limits: Limits = Limits()
     api_key: str | None = None
     max_queue: int | None = 1024
+    cache_lines: int = 10000
 
 
 def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -70,6 +72,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     metrics = ServerMetrics(list(models), lambda model: batcher.waiting_lines(model), settings.max_tokens)
     batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency, settings.max_queue,
                       metrics.batch)
+    cache = TranslationCache(settings.cache_lines)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -108,7 +111,9 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
     async def translate(body: TranslateRequest) -> TranslateResponse:
         job = batched(body, chosen(models, body.model), settings)
-        return response(job.model, await batcher.submit(job), body)
+        answer, cached = await decoded(job, batcher, cache)
+        metrics.cached.labels(job.model).inc(cached)
+        return response(job.model, answer, body)
 
     return app
 
@@ -123,9 +128,9 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     source_prefix = served.source_prefix(tag)
     tokens = served.source_tokens(lines, source_prefix)
     work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
-                settings.max_tokens, constraints)
-    return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines, tokens,
-                   work, exclusive=body.alignments, model=served.name)
+                settings.max_tokens, constraints, tuple(tokens))
+    return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines,
+                   sum(tokens), work, exclusive=body.alignments, model=served.name)
 
 
 def queue_full(request: Request, err: QueueFull) -> JSONResponse:

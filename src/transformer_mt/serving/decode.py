@@ -2,6 +2,7 @@
 `translate_lines`, as task=translate decodes a file, split back by request; and a request's answer
 from its lines' n-best lists."""
 
+import dataclasses
 from dataclasses import dataclass
 
 from transformer_mt.decoding.strategy import Search
@@ -25,6 +26,7 @@ class Work:
     language: str | None
     max_tokens: int
     constraints: list[list[str]] | None = None  # each line's phrases (None: none)
+    line_tokens: tuple[int, ...] = ()  # each line's source tokens
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,31 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
         out.append(Decoded(nbests[start:end], flags[start:end]))
         start = end
     return out
+
+
+def part(job: Pending, keep: list[int]) -> Pending:
+    """The job of `job`'s lines numbered `keep`, with their prefixes, constraints and tokens."""
+    work: Work = job.payload
+
+    def picked(values: list | None) -> list | None:
+        return None if values is None else [values[i] for i in keep]
+
+    lines = tuple(work.line_tokens[i] for i in keep)
+    kept = dataclasses.replace(work, prefixes=picked(work.prefixes), constraints=picked(work.constraints),
+                               line_tokens=lines)
+    return dataclasses.replace(job, lines=picked(job.lines), tokens=sum(lines), payload=kept)
+
+
+def line_keys(job: Pending) -> list[tuple | None]:
+    """Each line's key in the translation cache: how the job decodes (its batch key: the model, the
+    search, the tag, prefixes, alignments), the line's prefix and constraints, and its text; None
+    for a search that samples (a line decodes otherwise each time)."""
+    work: Work = job.payload
+    if work.search.capabilities.random:
+        return [None] * len(job.lines)
+    prefixes = work.prefixes or [None] * len(job.lines)
+    constraints = work.constraints or [[] for _ in job.lines]
+    return [(job.key, line, prefix, tuple(phrases)) for line, prefix, phrases in zip(job.lines, prefixes, constraints)]
 
 
 def response(model: str, decoded: Decoded, request: TranslateRequest) -> TranslateResponse:

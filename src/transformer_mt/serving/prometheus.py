@@ -1,7 +1,8 @@
 """The server's Prometheus metrics (prometheus_client, in a registry of the app's own), served at
 GET /metrics in Prometheus' text format: requests by route and status and their latency, lines
-translated by model, each decoded batch's fill of the token budget, the lines waiting by model,
-and the seconds the decoders spent decoding (its rate over task.inter_threads: the decode share)."""
+decoded and lines answered from the cache by model, each decoded batch's fill of the token budget,
+the lines waiting by model, and the seconds the decoders spent decoding (its rate over
+task.inter_threads: the decode share)."""
 
 from collections.abc import Callable
 from functools import partial
@@ -25,8 +26,10 @@ class ServerMetrics:
                                 ["route", "status"], registry=self.registry)
         self.latency = Histogram("transformer_mt_request_seconds", "Seconds from a request's arrival to its answer",
                                  ["route"], buckets=LATENCY, registry=self.registry)
-        self.sentences = Counter("transformer_mt_sentences", "Lines translated, by model", ["model"],
+        self.sentences = Counter("transformer_mt_sentences", "Lines decoded, by model", ["model"],
                                  registry=self.registry)
+        self.cached = Counter("transformer_mt_cached_lines", "Lines answered from the translation cache, by model",
+                              ["model"], registry=self.registry)
         self.fill = Histogram("transformer_mt_batch_fill", "A decoded batch's source tokens over task.max_tokens",
                               buckets=FILL, registry=self.registry)
         self.decoding = Counter("transformer_mt_decode_seconds", "Seconds the decoders spent decoding, summed "
@@ -37,6 +40,7 @@ class ServerMetrics:
         for model in models:
             queue.labels(model).set_function(partial(waiting, model))
             self.sentences.labels(model)  # listed at 0 before the first request
+            self.cached.labels(model)
 
     def request(self, path: str, status: int, seconds: float) -> None:
         """One answered HTTP request."""

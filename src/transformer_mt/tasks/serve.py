@@ -36,7 +36,8 @@ def settings(options: DictConfig) -> Settings:
     the environment's TRANSFORMER_MT_API_KEY, else none."""
     return Settings(options.max_tokens, options.max_wait_ms, Limits(options.max_lines, options.max_chars,
                                                                     options.max_beam),
-                    options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None, options.max_queue)
+                    options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None, options.max_queue,
+                    options.cache_lines)
 
 
 def loopback(host: str) -> bool:

@@ -35,6 +35,8 @@ class ServeTask(Tagged, Task):
                            AT_LEAST_0)
     max_queue: Any = key(1024, "lines that may wait to be decoded, per model: a request that would pass it is "
                                "answered 503 with Retry-After (null: no bound)", AT_LEAST_1, nullable=True)
+    cache_lines: Any = key(10000, "lines kept decoded, by model, decoding and text: a line found there is answered "
+                                  "without decoding (0: none kept; a search that samples: never)", AT_LEAST_0)
     max_lines: Any = key(64, "lines one request may send", AT_LEAST_1)
     max_chars: Any = key(10000, "characters one request may send, all its lines together", AT_LEAST_1)
     max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", AT_LEAST_1)

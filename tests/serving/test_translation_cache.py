@@ -1,0 +1,62 @@
+"""The translation cache (serving/translation_cache.py): bounded, least recently used dropped first; each line
+keyed by how it decodes and its text; a request with lines kept and lines not decodes the others
+alone, with their prefixes, constraints and tokens."""
+
+import asyncio
+from types import SimpleNamespace
+
+from transformer_mt.serving.batcher import Batcher, Pending
+from transformer_mt.serving.decode import Decoded, Work, line_keys, part
+from transformer_mt.serving.translation_cache import TranslationCache, decoded
+
+
+def test_the_least_recently_used_line_goes_first_and_size_0_keeps_none():
+    cache = TranslationCache(2)
+    cache.keep(["a", "b", None], [("A", None), ("B", None), ("never", None)])
+    assert cache.found(["a", None]) == [("A", None), None]  # "a" used: "b" is now the oldest
+    cache.keep(["c"], [("C", None)])
+    assert cache.found(["a", "b", "c"]) == [("A", None), None, ("C", None)]
+    none = TranslationCache(0)
+    none.keep(["a"], [("A", None)])
+    assert none.found(["a"]) == [None]
+
+
+def work(random: bool = False, prefixes=None, constraints=None, tokens=(3, 4, 5)) -> Work:
+    search = SimpleNamespace(capabilities=SimpleNamespace(random=random))
+    return Work(None, search, prefixes, [], False, None, 100, constraints, tokens)
+
+
+def test_a_line_is_keyed_by_its_batch_key_text_prefix_and_constraints_and_sampling_never():
+    job = Pending(("m", "beam"), ["a", "b", "a"], 12, work(prefixes=["x", "y", "z"], constraints=[["p"], [], []]))
+    assert line_keys(job) == [(("m", "beam"), "a", "x", ("p",)), (("m", "beam"), "b", "y", ()),
+                              (("m", "beam"), "a", "z", ())]
+    assert line_keys(Pending(("m",), ["a"], 3, work(random=True, tokens=(3,)))) == [None]
+
+
+def test_part_of_a_job_is_its_lines_with_their_prefixes_constraints_and_tokens():
+    job = Pending(("m",), ["a", "b", "c"], 12, work(prefixes=["x", "y", "z"], constraints=[["p"], ["q"], ["r"]]),
+                  model="m")
+    kept = part(job, [0, 2])
+    assert (kept.lines, kept.tokens, kept.key, kept.model) == (["a", "c"], 8, ("m",), "m")
+    assert (kept.payload.prefixes, kept.payload.constraints, kept.payload.line_tokens) == (["x", "z"], [["p"], ["r"]],
+                                                                                          (3, 5))
+
+
+def test_a_request_decodes_only_the_lines_the_cache_does_not_hold():
+    sent = []
+
+    def decode(jobs: list[Pending]) -> list[Decoded]:
+        sent.extend(job.lines for job in jobs)
+        return [Decoded([[line.upper()] for line in job.lines], [None] * len(job.lines)) for job in jobs]
+
+    async def scenario() -> list:
+        batcher, cache = Batcher(decode, max_tokens=100, max_wait_ms=0), TranslationCache(10)
+        batcher.start()
+        out = [await decoded(Pending(("m",), lines, 3 * len(lines), work(tokens=(3,) * len(lines))), batcher, cache)
+               for lines in (["a", "b"], ["b", "c", "a"], ["c"])]
+        await batcher.stop()
+        return out
+
+    (first, _), (second, cached), (third, all_cached) = asyncio.run(scenario())
+    assert sent == [["a", "b"], ["c"]]
+    assert second.nbests == [["B"], ["C"], ["A"]] and cached == 2 and third.nbests == [["C"]] and all_cached == 1
