@@ -82,10 +82,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
 
     app = FastAPI(title="transformer-mt", summary="Translation with transformer-mt models", lifespan=lifespan)
     app.state.batcher = batcher
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(HTTPException, unreadable_body)
-    app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
-    app.add_exception_handler(QueueFull, queue_full)
+    answer_errors(app)
 
     if settings.api_key is not None:
         app.middleware("http")(key_guard(settings.api_key))
@@ -131,6 +128,14 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
                 settings.max_tokens, constraints, tuple(tokens))
     return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines,
                    sum(tokens), work, exclusive=body.alignments, model=served.name)
+
+
+def answer_errors(app: FastAPI) -> None:
+    """A request's faults answered as one JSON object naming the field: its body, its fields, a full queue."""
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, unreadable_body)
+    app.add_exception_handler(RequestError, lambda request, err: JSONResponse(err.body(), status_code=err.status))
+    app.add_exception_handler(QueueFull, queue_full)
 
 
 def queue_full(request: Request, err: QueueFull) -> JSONResponse:
