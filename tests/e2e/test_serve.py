@@ -1,8 +1,9 @@
 """task=serve as a user runs it: `python run.py task=serve ...` on a free port, with concurrent
 clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
 under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
-goes on; /metrics counts what was answered; lines decoded before come from the cache; a full queue
-is a 503 with Retry-After; an API key guards every route but /health; SIGTERM finishes the request
+goes on; /metrics counts what was answered; lines decoded before come from the cache; the
+LibreTranslate mount and /v1/translations answer as their clients expect; a full queue is a 503 with
+Retry-After; an API key guards every route but /health; SIGTERM finishes the request
 in flight and exits 143; a model that cannot load stops the server at start in one line; the page
 translates in a real headless browser."""
 
@@ -245,6 +246,40 @@ def test_lines_decoded_before_are_answered_from_the_cache_as_decoded(server):
     assert other.status_code == 200 and scraped(server.url)[DECODED] - after[DECODED] == 3
 
 
+def test_the_libretranslate_mount_answers_as_libretranslate_does(server):
+    """With /libretranslate as a LibreTranslate client's base URL, the request shapes of its API docs
+    (JSON and a form; q a text or a list; source auto; alternatives) get its answers, the
+    translations being POST /translate's; a bad request is a 400 with LibreTranslate's {"error": ...}."""
+    base = f"{server.url}/libretranslate"
+    assert httpx.get(f"{base}/languages").json() == [{"code": "en", "name": "English", "targets": ["de"]}]
+    ours = [t["text"] for t in server.post({"text": LINES[:2]}).json()["translations"]]
+    one = httpx.post(f"{base}/translate", json={"q": LINES[0], "source": "en", "target": "de", "format": "text"})
+    assert one.status_code == 200 and one.json() == {"translatedText": ours[0]}
+    form = httpx.post(f"{base}/translate", data={"q": LINES[0], "source": "auto", "target": "de"})
+    assert form.json() == {"translatedText": ours[0], "detectedLanguage": {"confidence": 100.0, "language": "en"}}
+    listed = httpx.post(f"{base}/translate", json={"q": LINES[:2], "source": "en", "target": "de",
+                                                   "alternatives": 2}).json()
+    nbest = server.post({"text": LINES[:2], "beam_size": 4, "nbest": 3}).json()["translations"]
+    assert listed == {"translatedText": [t["text"] for t in nbest],
+                      "alternatives": [[n["text"] for n in t["nbest"][1:]] for t in nbest]}
+    for body, error in (({"source": "en", "target": "de"}, "Invalid request: missing q parameter"),
+                        ({"q": "a", "source": "en", "target": "fr"}, "target=fr: no served model translates into "
+                                                                     "it (the directions: en-de)"),
+                        ({"q": "a", "source": "en", "target": "de", "format": "html"}, "format=html: only text is "
+                                                                                       "translated here")):
+        answer = httpx.post(f"{base}/translate", json=body)
+        assert answer.status_code == 400 and answer.json() == {"error": error}
+
+
+def test_v1_translations_takes_languages_and_gives_translate_s_text(server):
+    ours = server.post({"text": LINES[3]}).json()["translations"][0]["text"]
+    answer = httpx.post(f"{server.url}/v1/translations", json={"text": LINES[3], "target_language": "de"})
+    assert answer.status_code == 200 and answer.json() == {"model": "default", "text": ours, "source_language": "en",
+                                                           "target_language": "de"}
+    refused = httpx.post(f"{server.url}/v1/translations", json={"text": "a", "target_language": "fr"})
+    assert refused.status_code == 400 and refused.json()["field"] == "target_language"
+
+
 def test_a_full_queue_answers_503_with_retry_after_and_the_server_goes_on(tmp_path):
     """task.max_queue=1 with requests waiting 2 s for others: a second request while the first waits
     is a 503 naming the model, with Retry-After; the first is answered, and so is a request after."""
@@ -309,14 +344,21 @@ def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_reque
     key = {"headers": {"X-API-Key": "s3cret"}}
     models = httpx.get(f"{served.url}/models", **key).json()["models"]
     assert [(m["name"], m["members"]) for m in models] == [("one", 1), ("two", 2)]
+    libre = f"{served.url}/libretranslate"  # LibreTranslate's way: the key in the body; its languages open
+    assert httpx.get(f"{libre}/languages").status_code == 200
+    asked = {"q": "A dog.", "source": "en", "target": "de"}
+    refused = httpx.post(f"{libre}/translate", json=asked)
+    assert refused.status_code == 403 and refused.json() == {"error": "Invalid API key"}
+    assert httpx.post(f"{libre}/translate", json={**asked, "api_key": "s3cret"}).status_code == 200
+    assert httpx.post(f"{served.url}/v1/translations", json={"text": "a", "target_language": "de"}).status_code == 401
     with ThreadPoolExecutor(1) as client:
         slow = client.submit(served.post, {"text": LINES, "model": "two", "beam_size": 8}, **key)
         time.sleep(1.0)  # the request is in flight: the ensemble decodes 32 lines with beam 8
         status, err = served.stop(signal.SIGTERM)
         assert slow.result().status_code == 200 and len(slow.result().json()["translations"]) == 32
     assert status == 143 and "Traceback" not in err
-    assert err.strip().splitlines()[-1] == "stopped by SIGTERM: translation requests answered: 1, the last in " \
-                                           "flight included"
+    assert err.strip().splitlines()[-1] == "stopped by SIGTERM: translation requests answered: 2, the last in " \
+                                           "flight included"  # LibreTranslate's, and the one in flight
 
 
 def test_a_model_that_cannot_load_stops_the_server_at_start_in_one_line(tmp_path):

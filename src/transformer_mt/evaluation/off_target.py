@@ -16,6 +16,19 @@ def identifier(languages: tuple[str, ...]) -> LanguageIdentifier:
     return found
 
 
+def identified(text: str, languages: tuple[str, ...]) -> tuple[str, float]:
+    """The one of `languages` py3langid places `text` in, and its probability among them (0-1)."""
+    return normalized(languages).classify(text)
+
+
+@lru_cache(maxsize=4)
+def normalized(languages: tuple[str, ...]) -> LanguageIdentifier:
+    """py3langid's identifier restricted to `languages`, giving probabilities (loaded once per set)."""
+    found = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    found.set_languages(list(languages))
+    return found
+
+
 @lru_cache(maxsize=1)
 def known_languages() -> frozenset[str]:
     """The language codes py3langid's model knows (ISO 639-1: en, de, fr, cs, ...)."""

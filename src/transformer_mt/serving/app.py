@@ -1,9 +1,9 @@
 """The FastAPI app: POST /translate (batched across requests, batcher.py), GET /models, /health,
-/metrics (Prometheus' format, prometheus.py), the page at / and FastAPI's OpenAPI schema at /docs. A bad
-request is a 4xx with one JSON object naming the field and the limit, `{"error": ..., "field": ...}`,
-a model whose queue is full a 503 with Retry-After; the server goes on serving."""
+/metrics (Prometheus' format, prometheus.py), the page at / and FastAPI's OpenAPI schema at /docs,
+and the APIs integrators speak (other_apis.py: a LibreTranslate mount, POST /v1/translations). A
+bad request is a 4xx with one JSON object naming the field and the limit, `{"error": ..., "field":
+...}`, a model whose queue is full a 503 with Retry-After; the server goes on serving."""
 
-import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -23,15 +23,17 @@ from transformer_mt.serving.api import (
     constraints_of,
     lines_of,
 )
+from transformer_mt.serving.api_key import authorized, presented
 from transformer_mt.serving.batcher import Batcher, Pending, QueueFull
 from transformer_mt.serving.bodies import body_error, invalid_json, not_an_object, unreadable_body
 from transformer_mt.serving.decode import Work, decode_jobs, response
+from transformer_mt.serving.other_apis import LIBRE, Directions, add_other_apis
 from transformer_mt.serving.prometheus import ServerMetrics
 from transformer_mt.serving.served import ServedModel
 from transformer_mt.serving.translation_cache import TranslationCache, decoded
 
 PAGE = Path(__file__).with_name("page.html")
-OPEN = ("/health",)  # the routes an API key does not guard
+OPEN = ("/health",)  # the routes an API key does not guard (and the LibreTranslate mount: its own check)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
         metrics.cached.labels(job.model).inc(cached)
         return response(job.model, answer, body)
 
+    add_other_apis(app, Directions(models), translate, settings.api_key)
     return app
 
 
@@ -157,7 +160,8 @@ def measured(metrics: ServerMetrics):
 def key_guard(key: str):
     """An HTTP middleware answering 401 to a request without `key`, on every route but OPEN's."""
     async def guard(request: Request, call_next):
-        if request.url.path not in OPEN and not authorized(request, key):
+        path = request.url.path
+        if path not in OPEN and not path.startswith(f"{LIBRE}/") and not authorized(presented(request), key):
             return JSONResponse({"error": "a valid API key is needed (header X-API-Key: KEY, or Authorization: "
                                           "Bearer KEY)", "field": "X-API-Key"}, status_code=401)
         return await call_next(request)
@@ -172,8 +176,3 @@ def chosen(models: dict[str, ServedModel], name: str | None) -> ServedModel:
         raise RequestError("model", f"model={name}: no such model; the models: {', '.join(models)}", status=404)
     return models[name]
 
-
-def authorized(request: Request, key: str) -> bool:
-    """The request carries `key` (X-API-Key, or Authorization: Bearer), compared in constant time."""
-    given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
-    return secrets.compare_digest(given.encode(), key.encode())

@@ -30,6 +30,7 @@ class ServedModel:
     paths: list[Path]
     languages: dict[str | None, str] = field(default_factory=dict)  # a source tag (None: none) -> its target
     default_tag: str | None = None
+    directions: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (source, target) -> its tag
 
     @classmethod
     def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None,
@@ -39,7 +40,7 @@ class ServedModel:
         models, vocabularies, hyper = load_members(paths)
         translator = Translator(models, vocabularies, search, quantize, kernels=kernels)
         data = ((hyper.get("data") or {}).get("config") or {})
-        served = cls(name, translator, paths, target_languages(data), default_tag)
+        served = cls(name, translator, paths, target_languages(data), default_tag, directions(data))
         vocabularies.source_prefix(default_tag, "task.tag")  # a tag the vocabulary lacks: refused at start
         return served
 
@@ -120,11 +121,23 @@ class ServedModel:
                                "target": tokenizer.tgt.vocab_size},
                 "tags": tokenizer.src.tag_tokens(), "default_tag": self.default_tag,
                 "languages": {str(k): v for k, v in self.languages.items()},
+                "directions": [f"{source}-{target}" for source, target in self.directions],
                 "max_positions": config.max_positions,
                 "decoding": {"search": type(default).__name__,
                              "beam_size": default.beam_size if declared.beams else None,
                              "nbest": default.nbest if declared.nbest else None,
                              "length_penalty": default.length_norm.alpha if declared.beams else None}}
+
+
+def directions(data: dict) -> dict[tuple[str, str], str | None]:
+    """Each (source, target) language pair of a model's training corpora (their src_lang, tgt_lang)
+    and the source tag that asks for it (None: untagged); a corpus without languages gives none."""
+    corpora = [data.get("corpus"), *(data.get("corpora") or {}).values()]
+    found: dict[tuple[str, str], str | None] = {}
+    for corpus in corpora:
+        if isinstance(corpus, dict) and corpus.get("src_lang") and corpus.get("tgt_lang"):
+            found.setdefault((str(corpus["src_lang"]), str(corpus["tgt_lang"])), corpus.get("tag"))
+    return found
 
 
 def target_languages(data: dict) -> dict[str | None, str]:

@@ -19,8 +19,9 @@ MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v
 @dataclass
 class ServeTask(Tagged, Task):
     """python run.py task=serve ckpt_path=PATH | task.models={NAME: PATH, ...} [task.port=8000] [decoding=beam]
-    [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /metrics, /docs; a page at /)
-    that batches concurrent requests together; SIGTERM or Ctrl-C finishes the requests in flight and stops."""
+    [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /metrics, /docs; a page at /;
+    LibreTranslate's API under /libretranslate, POST /v1/translations) that batches concurrent requests together;
+    SIGTERM or Ctrl-C finishes the requests in flight and stops."""
 
     name: Any = key("serve", NAME)
     models: Any = key(None, "the models served by name, each a checkpoint or a list (an ensemble); null: "
