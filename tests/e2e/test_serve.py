@@ -2,10 +2,10 @@
 clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
 under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
 goes on; /metrics counts what was answered; lines decoded before come from the cache; the
-LibreTranslate mount and /v1/translations answer as their clients expect; a full queue is a 503 with
-Retry-After; an API key guards every route but /health; SIGTERM finishes the request
-in flight and exits 143; a model that cannot load stops the server at start in one line; the page
-translates in a real headless browser."""
+LibreTranslate mount and /v1/translations answer as their clients expect; CTranslate2 serves behind
+it as task=translate's engine does; a full queue is a 503 with Retry-After; an API key guards every
+route but /health; SIGTERM finishes the request in flight and exits 143; a model that cannot load
+stops the server at start in one line; the page translates in a real headless browser."""
 
 import json
 import os
@@ -120,6 +120,30 @@ def test_int8_answers_are_task_translates_whatever_the_batch(tmp_path_factory, t
     assert all(a.status_code == 200 for a in answers)
     assert [[t["text"] for t in a.json()["translations"]] for a in answers] == [out for _, out in requests]
     assert status == 143 and "2 decoders" in err, err[-2000:]
+
+
+def test_ctranslate2_behind_the_server_answers_what_task_translate_gives_with_it(tmp_path_factory, tmp_path):
+    """task.engine=ctranslate2: 16 clients' greedy and beam requests, decoded two batches at once by
+    CTranslate2's replicas, get what task=translate task.engine=ctranslate2 writes; constraints and
+    alignments, which CTranslate2 cannot give, are a 422 naming the field."""
+    engine = ["task.engine=ctranslate2", f"task.ct2_dir={tmp_path}/ct2"]
+    greedy = offline(tmp_path, "greedy", LINES, ["decoding=greedy", "decoding.options.max_len_a=1.0",
+                                                 "decoding.options.max_len_b=50", *engine])
+    beam = offline(tmp_path, "beam", LINES, ["decoding=beam", "decoding.beam_size=3", *engine])
+    served = Server(tmp_path_factory.mktemp("serve_ct2") / "run", f"ckpt_path={SHIPPED}", *BEAM, *engine, *DECODERS)
+    try:
+        assert httpx.get(f"{served.url}/models").json()["models"][0]["engine"] == "ctranslate2"
+        requests = [({"text": line, "search": "greedy"}, [out]) for line, out in zip(LINES, greedy)]
+        requests += [({"text": line, "beam_size": 3}, [out]) for line, out in zip(LINES, beam)]
+        with ThreadPoolExecutor(16) as clients:
+            answers = list(clients.map(lambda request: served.post(request[0]), requests))
+        refused = [served.post({"text": "A dog.", "constraints": ["Hund"]}),
+                   served.post({"text": "A dog.", "alignments": True})]
+    finally:
+        status, err = served.stop()
+    assert [[t["text"] for t in a.json()["translations"]] for a in answers] == [out for _, out in requests]
+    assert [(a.status_code, a.json()["field"]) for a in refused] == [(422, "constraints"), (422, "alignments")]
+    assert "CTranslate2" in refused[0].json()["error"] and status == 143, err[-2000:]
 
 
 def test_options_scores_nbest_alignments_and_a_prefix(server):

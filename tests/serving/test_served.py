@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Sampling
+from transformer_mt.inference.translator import Translator
 from transformer_mt.serving.api import Limits, RequestError, TranslateRequest
 from transformer_mt.serving.served import ServedModel, target_languages
 
@@ -31,8 +32,9 @@ def test_an_output_in_the_other_language_is_flagged_off_target():
 
 
 def served_with(search) -> ServedModel:
-    """A served model whose configured decoding is `search` (all that choosing a request's search reads)."""
-    return ServedModel("toy", translator=SimpleNamespace(search=search), paths=[])
+    """A served model whose configured decoding is `search`, decoded by ours (all that choosing a
+    request's search reads)."""
+    return ServedModel("toy", translator=SimpleNamespace(search=search, capabilities=Translator.capabilities), paths=[])
 
 
 def test_a_requests_search_follows_what_the_configured_search_declares():

@@ -17,6 +17,7 @@ what Ct2Translator.capabilities does not declare) is refused in one line. The sc
 CTranslate2's. The checkpoint's lexical table (task=shortlist), where it has one, is the folder's
 vmap.txt (interop/ct2_vmap.py), which decoding.shortlist=true decodes with (CTranslate2's use_vmap)."""
 
+import copy
 import logging
 import tempfile
 from pathlib import Path
@@ -150,6 +151,14 @@ class Ct2Translator(Engine):
                                              device_index=device.index or 0, compute_type="default",
                                              inter_threads=inter if device.type == "cpu" else 1,
                                              intra_threads=intra if device.type == "cpu" else 0)
+
+    def with_search(self, search: Search) -> "Ct2Translator":
+        """The same CTranslate2 translator (shared, not loaded again) decoding with `search` (a
+        server's request options; its length norm CTranslate2's, as engine_options says)."""
+        other = copy.copy(self)
+        other.search, other.options = search, engine_options(search) | {
+            key: value for key, value in self.options.items() if key == "use_vmap"}
+        return other
 
     def reseed(self, seed: int) -> None:
         """CTranslate2's random numbers (sampling) from `seed` (a chunk's: the same after a resume)."""

@@ -43,3 +43,6 @@ class Engine(Protocol):
         """The n-best of each row of src (B, S, EOS last), best first, by `search` (None: the
         engine's); each starts with its row of `prefix_tokens` (B, P, padded with <pad>) and
         contains its row's `constraints` (capabilities.constraints; None: none)."""
+
+    def with_search(self, search: Search) -> "Engine":
+        """The same engine (its weights shared) decoding with `search` by default (a server's request)."""

@@ -122,6 +122,9 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     """A request to `served` as the batcher's job: its lines (checked against the limits), how they
     decode, and the key of the requests that decode alike."""
     lines, prefixes = lines_of(body, settings.limits)
+    if body.alignments and not served.decoder.capabilities.alignments:
+        raise RequestError("alignments", f"model={served.name} decodes with CTranslate2 (task.engine=ctranslate2), "
+                                         "which gives no alignments")
     constraints = constraints_of(body, len(lines))
     key, search = served.search(body, settings.limits, constrained=constraints is not None)
     tag = body.tag if body.tag is not None else served.default_tag

@@ -45,7 +45,7 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
     constrained = any(job.payload.constraints for job in jobs)
     constraints = [c for job in jobs for c in (job.payload.constraints or [[] for _ in job.lines])] \
         if constrained else None
-    translator = work.served.translator.with_search(work.search)
+    translator = work.served.decoder.with_search(work.search)
     alignments = work.served.alignments() if work.alignments else None
     nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
                              alignments=alignments, source_prefix=work.source_prefix, constraints=constraints)

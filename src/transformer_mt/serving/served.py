@@ -12,6 +12,7 @@ from transformer_mt.data.text import clean
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
+from transformer_mt.inference.engine import Engine
 from transformer_mt.inference.members import load_members
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.translator import Translator
@@ -31,6 +32,12 @@ class ServedModel:
     languages: dict[str | None, str] = field(default_factory=dict)  # a source tag (None: none) -> its target
     default_tag: str | None = None
     directions: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (source, target) -> its tag
+    engine: Engine | None = None  # what decodes (task.engine=ctranslate2: CTranslate2); None: the translator
+
+    @property
+    def decoder(self) -> Engine:
+        """The engine the batches decode with: CTranslate2's, or our translator."""
+        return self.engine or self.translator
 
     @classmethod
     def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None,
@@ -94,6 +101,9 @@ class ServedModel:
             return ("configured",), default
         if constrained and kind != "beam":
             raise RequestError("constraints", "constraints need beam search (search=beam, or a beam option)")
+        if constrained and not self.decoder.capabilities.constraints:
+            raise RequestError("constraints", f"model={self.name} decodes with CTranslate2 (task.engine=ctranslate2), "
+                                              "which has no constrained search")
         beam, nbest = checked_beam(request, kind, default.beam_size if declared.beams else 4, limits)
         if kind == "greedy":
             return ("greedy",), (default if greedy else GreedySearch(default.options))
@@ -115,7 +125,7 @@ class ServedModel:
         config = translator.models[0].config
         default, declared = translator.search, translator.search.capabilities
         return {"name": self.name, "checkpoints": [p.name for p in self.paths], "members": len(translator.models),
-                "quantize": translator.quantize,
+                "quantize": translator.quantize, "engine": "ours" if self.engine is None else "ctranslate2",
                 "parameters": sum(p.numel() for p in translator.models[0].parameters()),
                 "vocabulary": {"joint": tokenizer.joint, "source": tokenizer.src.vocab_size,
                                "target": tokenizer.tgt.vocab_size},

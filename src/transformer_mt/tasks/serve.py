@@ -18,7 +18,8 @@ from omegaconf import DictConfig
 
 from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.errors import ConfigError
-from transformer_mt.inference.workers import thread_counts
+from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
+from transformer_mt.inference.workers import Workers, thread_counts
 from transformer_mt.model.kernels import for_cpu
 from transformer_mt.serving.api import Limits
 from transformer_mt.serving.app import Settings, make_app
@@ -65,13 +66,22 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def load_models(cfg: DictConfig, device) -> dict[str, ServedModel]:
-    """Each served model loaded once, on `device`, decoding with cfg.decoding (by default)."""
-    kernels = for_cpu(cfg.kernels)
-    models = {name: ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"), kernels)
-              for name, paths in served_checkpoints(cfg).items()}
-    for served in models.values():
-        log.info("%s: %s", served.name, served.translator.to(device).prepared())
+def load_models(cfg: DictConfig, device, workers: Workers) -> dict[str, ServedModel]:
+    """Each served model loaded once, on `device`, decoding with cfg.decoding (by default): by our
+    searches, or with task.engine=ctranslate2 by CTranslate2 (converted once; `workers`: its
+    inter_threads replicas and intra_threads), what it cannot do refused here (an ensemble) or per
+    request (constraints, alignments)."""
+    kernels, engine = for_cpu(cfg.kernels), cfg.task.engine
+    models = {}
+    for name, paths in served_checkpoints(cfg).items():
+        if engine == "ctranslate2":
+            check_engine(cfg, paths)
+        served = ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"), kernels)
+        if engine == "ctranslate2":
+            served.engine = ct2_translator(paths[0], served.translator, device, workers, cfg.task.get("ct2_dir"))
+        else:
+            log.info("%s: %s", name, served.translator.to(device).prepared())
+        models[name] = served
     return models
 
 
@@ -80,7 +90,7 @@ def run(cfg: DictConfig) -> dict:
     device = task_device(cfg.trainer)
     inter, intra = thread_counts(cfg.inter_threads, cfg.intra_threads, device)
     worker = decode_threads(inter, intra)  # the threads that load the models and decode: torch runs in no other
-    models = worker.submit(load_models, cfg, device).result()
+    models = worker.submit(load_models, cfg, device, Workers(inter, intra)).result()
     app = make_app(models, settings(options), worker, inter)
     sock = bound_socket(str(options.host), int(options.port))
     host, port = sock.getsockname()[:2]
