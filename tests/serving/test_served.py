@@ -54,3 +54,25 @@ def test_a_requests_search_follows_what_the_configured_search_declares():
         served_with(greedy).search(TranslateRequest(text="a"), LIMITS, constrained=True)
     assert served_with(greedy).search(TranslateRequest(text="a", search="beam"), LIMITS, constrained=True)[0][0] == \
         "beam"
+
+
+def test_a_requests_lines_are_tokenized_once_and_decode_as_task_translate_tokenizes_them(monkeypatch):
+    """The server tokenizes a request's lines as it arrives (their budget in a batch) and decodes
+    those ids: one call of the tokenizer a request, and the translations of encoding them again."""
+    from tests.helpers import ROOT
+    from transformer_mt.decoding import GreedySearch
+    from transformer_mt.inference.line_translation import translate_lines
+    from transformer_mt.serving.app import Settings, batched
+    from transformer_mt.serving.decode import decode_jobs
+
+    served = ServedModel.load("default", [ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"], GreedySearch(),
+                              "none", None)
+    tokenizer, calls = served.translator.tokenizer, []
+    encode = tokenizer.encode_sources
+    monkeypatch.setattr(tokenizer, "encode_sources", lambda *args: calls.append(args) or encode(*args))
+    lines = ["A man is riding a bicycle.", "", "Two dogs are playing in the snow."]
+    [answer] = decode_jobs([batched(TranslateRequest(text=lines), served, Settings())])
+    assert len(calls) == 1
+    again = translate_lines(served.translator, lines, 4096, name="text", source_prefix=[])  # encoding them again
+    assert len(calls) == 2 and [n[0].text for n in answer.nbests] == [n[0].text for n in again]
+    assert answer.nbests[1][0].text == "" and answer.nbests[0][0].text

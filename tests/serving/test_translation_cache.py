@@ -1,6 +1,6 @@
 """The translation cache (serving/translation_cache.py): bounded, least recently used dropped first; each line
 keyed by how it decodes and its text; a request with lines kept and lines not decodes the others
-alone, with their prefixes, constraints and tokens."""
+alone, with their prefixes, constraints and source ids."""
 
 import asyncio
 from types import SimpleNamespace
@@ -22,8 +22,9 @@ def test_the_least_recently_used_line_goes_first_and_size_0_keeps_none():
 
 
 def work(random: bool = False, prefixes=None, constraints=None, tokens=(3, 4, 5)) -> Work:
+    """A request's Work whose lines have `tokens` source ids each."""
     search = SimpleNamespace(capabilities=SimpleNamespace(random=random))
-    return Work(None, search, prefixes, [], False, None, 100, constraints, tokens)
+    return Work(None, search, prefixes, [], False, None, 100, constraints, tuple([7] * n for n in tokens))
 
 
 def test_a_line_is_keyed_by_its_batch_key_text_prefix_and_constraints_and_sampling_never():
@@ -33,13 +34,13 @@ def test_a_line_is_keyed_by_its_batch_key_text_prefix_and_constraints_and_sampli
     assert line_keys(Pending(("m",), ["a"], 3, work(random=True, tokens=(3,)))) == [None]
 
 
-def test_part_of_a_job_is_its_lines_with_their_prefixes_constraints_and_tokens():
+def test_part_of_a_job_is_its_lines_with_their_prefixes_constraints_and_source_ids():
     job = Pending(("m",), ["a", "b", "c"], 12, work(prefixes=["x", "y", "z"], constraints=[["p"], ["q"], ["r"]]),
                   model="m")
     kept = part(job, [0, 2])
     assert (kept.lines, kept.tokens, kept.key, kept.model) == (["a", "c"], 8, ("m",), "m")
-    assert (kept.payload.prefixes, kept.payload.constraints, kept.payload.line_tokens) == (["x", "z"], [["p"], ["r"]],
-                                                                                          (3, 5))
+    assert (kept.payload.prefixes, kept.payload.constraints, kept.payload.sources) == (["x", "z"], [["p"], ["r"]],
+                                                                                      ([7] * 3, [7] * 5))
 
 
 def test_a_request_decodes_only_the_lines_the_cache_does_not_hold():

@@ -36,7 +36,7 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
                     source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None,
-                    workers: Workers = SERIAL) -> list[NBest]:
+                    workers: Workers = SERIAL, encoded: list[list[int]] | None = None) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
@@ -44,7 +44,9 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
     put before every source (a tag's). `constraints`: each line's phrases, which every output of
     the line contains ([] for none). `workers`: the decoders the batches are shared among (in input
-    order); with alignments, constraints or a `random` search, one after another (order matters)."""
+    order); with alignments, constraints or a `random` search, one after another (order matters).
+    `encoded`: each line's source ids as the tokenizer made them (`source_prefix` first, EOS last; []
+    for an empty line), where the caller has them already (a server's request: tokenized once)."""
     cleaned, _ = clean(lines)
     starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
@@ -53,7 +55,8 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
     max_positions = translator.max_positions
     src = fitted_sources(translator, [cleaned[i] for i in todo], max_positions,
-                         [f"{name}:{first_line + i}" for i in todo], long_lines or LongLines(), source_prefix or [])
+                         [f"{name}:{first_line + i}" for i in todo], long_lines or LongLines(), source_prefix or [],
+                         None if encoded is None else [encoded[i] for i in todo])
     for i in (i for i, ids in zip(todo, src) if ids is None):  # skipped: as an empty line, without the prefix
         results[i] = [Translation("", 0.0, empty)] * n
     todo, src = [i for i, ids in zip(todo, src) if ids is not None], [ids for ids in src if ids is not None]
@@ -85,12 +88,14 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
 
 
 def fitted_sources(translator: Engine, lines: list[str], max_positions: int, places: list[str],
-                   long_lines: LongLines, prefix: list[int]) -> list[list[int] | None]:
-    """The ids (`prefix` first, EOS last) of each cleaned, non-empty line as the model will see them,
-    by the rule for lines longer than it takes (long_lines.py: None for a skipped line)."""
+                   long_lines: LongLines, prefix: list[int], encoded: list[list[int]] | None = None
+                   ) -> list[list[int] | None]:
+    """The ids (`prefix` first, EOS last) of each cleaned, non-empty line as the model will see them
+    (`encoded`: made already), by the rule for lines longer than it takes (long_lines.py: None for a
+    skipped line)."""
     if not lines:
         return []
-    src = translator.tokenizer.encode_sources(lines, prefix)
+    src = encoded if encoded is not None else translator.tokenizer.encode_sources(lines, prefix)
     return long_lines.fit(src, max_positions, translator.tokenizer.src.special_ids["eos_id"], places)
 
 

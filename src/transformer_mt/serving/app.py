@@ -129,11 +129,11 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     key, search = served.search(body, settings.limits, constrained=constraints is not None)
     tag = body.tag if body.tag is not None else served.default_tag
     source_prefix = served.source_prefix(tag)
-    tokens = served.source_tokens(lines, source_prefix)
+    sources = served.source_ids(lines, source_prefix)
     work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
-                settings.max_tokens, constraints, tuple(tokens))
+                settings.max_tokens, constraints, tuple(sources))
     return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines,
-                   sum(tokens), work, exclusive=body.alignments, model=served.name)
+                   sum(map(len, sources)), work, exclusive=body.alignments, model=served.name)
 
 
 def answer_errors(app: FastAPI) -> None:

@@ -26,7 +26,7 @@ class Work:
     language: str | None
     max_tokens: int
     constraints: list[list[str]] | None = None  # each line's phrases (None: none)
-    line_tokens: tuple[int, ...] = ()  # each line's source tokens
+    sources: tuple[list[int], ...] = ()  # each line's source ids (served.source_ids: tokenized once)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
     translator = work.served.decoder.with_search(work.search)
     alignments = work.served.alignments() if work.alignments else None
     nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
-                             alignments=alignments, source_prefix=work.source_prefix, constraints=constraints)
+                             alignments=alignments, source_prefix=work.source_prefix, constraints=constraints,
+                             encoded=[ids for job in jobs for ids in job.payload.sources])
     flags = work.served.off_target([nbest[0].text for nbest in nbests], work.language)
     out, start = [], 0
     for job in jobs:
@@ -59,16 +60,16 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
 
 
 def part(job: Pending, keep: list[int]) -> Pending:
-    """The job of `job`'s lines numbered `keep`, with their prefixes, constraints and tokens."""
+    """The job of `job`'s lines numbered `keep`, with their prefixes, constraints and source ids."""
     work: Work = job.payload
 
     def picked(values: list | None) -> list | None:
         return None if values is None else [values[i] for i in keep]
 
-    lines = tuple(work.line_tokens[i] for i in keep)
+    sources = tuple(work.sources[i] for i in keep)
     kept = dataclasses.replace(work, prefixes=picked(work.prefixes), constraints=picked(work.constraints),
-                               line_tokens=lines)
-    return dataclasses.replace(job, lines=picked(job.lines), tokens=sum(lines), payload=kept)
+                               sources=sources)
+    return dataclasses.replace(job, lines=picked(job.lines), tokens=sum(map(len, sources)), payload=kept)
 
 
 def line_keys(job: Pending) -> list[tuple | None]:

@@ -58,20 +58,20 @@ class ServedModel:
         except ConfigError as err:
             raise RequestError("tag", str(err)) from None
 
-    def source_tokens(self, lines: list[str], source_prefix: list[int]) -> list[int]:
-        """The source tokens of each of a request's lines as the model reads them (its budget in a
-        batch; an empty line none); a line longer than the model takes is a RequestError naming it
-        (text[i], from 0)."""
+    def source_ids(self, lines: list[str], source_prefix: list[int]) -> list[list[int]]:
+        """Each of a request's lines as the model reads it (`source_prefix` first, EOS last; an
+        empty line []): tokenized once, as it arrives (its length the budget in a batch, its ids
+        what decodes); a line longer than the model takes is a RequestError naming it (text[i])."""
         cleaned, limit = clean(lines)[0], self.translator.max_positions
         todo = [i for i, line in enumerate(cleaned) if line]
         src = self.translator.tokenizer.encode_sources([cleaned[i] for i in todo], source_prefix)
-        counts = [0] * len(lines)
+        out: list[list[int]] = [[] for _ in lines]
         for i, ids in zip(todo, src):
             if len(ids) >= limit:
                 raise RequestError("text", f"text[{i}]: {len(ids)} tokens, more than the model's "
                                            f"max_positions={limit} allows")
-            counts[i] = len(ids)
-        return counts
+            out[i] = ids
+        return out
 
     def off_target(self, outputs: list[str], language: str | None) -> list[bool | None]:
         """Whether the language identifier places each output in another of the model's target
