@@ -1,11 +1,12 @@
 """task=serve as a user runs it: `python run.py task=serve ...` on a free port, with concurrent
 clients. Each request gets what task=translate gives for its lines and options (greedy and beam,
 under concurrency, requests batched together); a bad request is a 4xx naming the field and the server
-goes on; /metrics counts what was answered; lines decoded before come from the cache; the
-LibreTranslate mount and /v1/translations answer as their clients expect; CTranslate2 serves behind
-it as task=translate's engine does; a full queue is a 503 with Retry-After; an API key guards every
-route but /health; SIGTERM finishes the request in flight and exits 143; a model that cannot load
-stops the server at start in one line; the page translates in a real headless browser."""
+goes on; split=true translates a text sentence by sentence; /metrics counts what was answered; lines
+decoded before come from the cache; the LibreTranslate mount and /v1/translations answer as their
+clients expect; CTranslate2 serves behind it as task=translate's engine does; a full queue is a 503
+with Retry-After; an API key guards every route but /health; SIGTERM finishes the request in flight
+and exits 143; a model that cannot load stops the server at start in one line; the page translates
+in a real headless browser."""
 
 import json
 import os
@@ -268,6 +269,23 @@ def test_lines_decoded_before_are_answered_from_the_cache_as_decoded(server):
     assert (after[CACHED] - middle[CACHED], after[DECODED] - middle[DECODED]) == (1, 1)
     other = server.post({**request, "beam_size": 4})  # another search: not the cached lines
     assert other.status_code == 200 and scraped(server.url)[DECODED] - after[DECODED] == 3
+
+
+def test_split_translates_each_sentence_as_a_line_and_keeps_the_texts_whitespace(server):
+    """split=true: a paragraph's sentences (sentencex, English rules) each translated as /translate
+    translates it as a line, put back with the paragraph's spaces and line breaks; what split cannot
+    give back (n-best, scores, alignments) is a 422 naming split."""
+    sentences = LINES[4:8]
+    paragraph = f"{sentences[0]}  {sentences[1]}\n{sentences[2]} {sentences[3]}"
+    alone = [t["text"] for t in server.post({"text": sentences}).json()["translations"]]
+    split = server.post({"text": [paragraph, sentences[0]], "split": True})
+    assert split.status_code == 200
+    assert [t["text"] for t in split.json()["translations"]] == [f"{alone[0]}  {alone[1]}\n{alone[2]} {alone[3]}",
+                                                                 alone[0]]
+    refused = server.post({"text": paragraph, "split": True, "nbest": 2, "beam_size": 4})
+    assert refused.status_code == 422 and refused.json()["field"] == "split"
+    libre = httpx.post(f"{server.url}/libretranslate/translate", json={"q": paragraph, "source": "en", "target": "de"})
+    assert libre.json() == {"translatedText": split.json()["translations"][0]["text"]}
 
 
 def test_the_libretranslate_mount_answers_as_libretranslate_does(server):

@@ -31,6 +31,10 @@ class TranslateRequest(BaseModel):
     tag: str | None = Field(None, description="a source tag of the model's training corpora (a direction)")
     scores: bool = Field(False, description="each translation's log-probability score")
     alignments: bool = Field(False, description="each translation's Pharaoh word alignment to its source")
+    split: bool = Field(False, description="split each text into sentences, translated each as a line and put back "
+                                           "together with the text's whitespace (the text's translation only)")
+    source_language: str | None = Field(None, description="the texts' language, whose rules split them into "
+                                                          "sentences; default: the model's source, else en")
 
 
 class ScoredText(BaseModel):

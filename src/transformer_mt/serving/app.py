@@ -4,6 +4,7 @@ and the APIs integrators speak (other_apis.py: a LibreTranslate mount, POST /v1/
 bad request is a 4xx with one JSON object naming the field and the limit, `{"error": ..., "field":
 ...}`, a model whose queue is full a 503 with Retry-After; the server goes on serving."""
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from starlette.exceptions import HTTPException
 
 from transformer_mt.serving.api import (
     Limits,
+    Output,
     RequestError,
     TranslateRequest,
     TranslateResponse,
@@ -29,6 +31,7 @@ from transformer_mt.serving.bodies import body_error, invalid_json, not_an_objec
 from transformer_mt.serving.decode import Work, decode_jobs, response
 from transformer_mt.serving.other_apis import LIBRE, Directions, add_other_apis
 from transformer_mt.serving.prometheus import ServerMetrics
+from transformer_mt.serving.sentences import Split
 from transformer_mt.serving.served import ServedModel
 from transformer_mt.serving.translation_cache import TranslationCache, decoded
 
@@ -47,6 +50,10 @@ class Settings:
     api_key: str | None = None
     max_queue: int | None = 1024
     cache_lines: int = 10000
+
+    def for_sentences(self) -> "Settings":
+        """These settings for a request split into sentences: as many lines as its characters allow."""
+        return dataclasses.replace(self, limits=dataclasses.replace(self.limits, max_lines=self.limits.max_chars))
 
 
 def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -74,7 +81,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     metrics = ServerMetrics(list(models), lambda model: batcher.waiting_lines(model), settings.max_tokens)
     batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency, settings.max_queue,
                       metrics.batch)
-    cache = TranslationCache(settings.cache_lines)
+    translating = Translating(models, settings, batcher, TranslationCache(settings.cache_lines), metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -109,13 +116,44 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
 
     @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
     async def translate(body: TranslateRequest) -> TranslateResponse:
-        job = batched(body, chosen(models, body.model), settings)
-        answer, cached = await decoded(job, batcher, cache)
-        metrics.cached.labels(job.model).inc(cached)
-        return response(job.model, answer, body)
+        return await translating(body)
 
-    add_other_apis(app, Directions(models), translate, settings.api_key)
+    add_other_apis(app, Directions(models), translating, settings.api_key)
     return app
+
+
+class Translating:
+    """POST /translate's work: a request's lines (or its sentences) checked, taken from the cache or
+    decoded by the batcher, and its answer."""
+
+    def __init__(self, models: dict[str, ServedModel], settings: Settings, batcher: Batcher, cache: TranslationCache,
+                 metrics: ServerMetrics) -> None:
+        self.models, self.settings, self.batcher, self.cache, self.metrics = models, settings, batcher, cache, metrics
+
+    async def __call__(self, body: TranslateRequest) -> TranslateResponse:
+        served = chosen(self.models, body.model)
+        split = in_sentences(body, served, self.settings.limits) if body.split else None
+        if split is not None:  # the sentences as lines: as many as the characters allow
+            body = body.model_copy(update={"text": split.sentences, "split": False})
+        job = batched(body, served, self.settings if split is None else self.settings.for_sentences())
+        answer, cached = await decoded(job, self.batcher, self.cache)
+        self.metrics.cached.labels(job.model).inc(cached)
+        out = response(job.model, answer, body)
+        return out if split is None else TranslateResponse(model=out.model, translations=[
+            Output(text=text) for text in split.joined([output.text for output in out.translations])])
+
+
+def in_sentences(body: TranslateRequest, served: ServedModel, limits: Limits) -> Split:
+    """The request's texts (checked against `limits`) split into sentences by the rules of its
+    source_language (default: the model's source for its tag, else en); what split cannot give back
+    (prefixes, constraints, n-best, scores, alignments) is a RequestError naming `split`."""
+    lines, _ = lines_of(body, limits)
+    if body.prefix is not None or body.constraints or (body.nbest or 1) > 1 or body.scores or body.alignments:
+        raise RequestError("split", "split=true gives each text's translation only: no prefix, constraints, nbest, "
+                                    "scores or alignments")
+    tag = body.tag if body.tag is not None else served.default_tag
+    sources = [source for (source, _), pair_tag in served.directions.items() if pair_tag == tag]
+    return Split.of(lines, body.source_language or (sources[0] if sources else "en"))
 
 
 def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> Pending:

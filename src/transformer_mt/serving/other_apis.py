@@ -2,9 +2,10 @@
 LibreTranslate mount (`/libretranslate/translate` and `/libretranslate/languages`, answering as
 LibreTranslate's API does, so its clients and plugins work with `/libretranslate` as their base URL)
 and `POST /v1/translations` (text, target_language, source_language: vLLM's text translation
-route). A request names languages, not models: each served model's training corpora say which
-(source, target) pairs it translates and with which source tag (served.py: `directions`); a source
-given as `auto` (or none) is identified by py3langid among the sources that reach the target."""
+route), each text split into sentences. A request names languages, not models: each served model's
+training corpora say which (source, target) pairs it translates and with which source tag
+(served.py: `directions`); a source given as `auto` (or none) is identified by py3langid among the
+sources that reach the target."""
 
 import json
 from collections.abc import Awaitable, Callable
@@ -96,7 +97,8 @@ def add_other_apis(app: FastAPI, directions: Directions, translated: Translated,
         lines = [body.text] if isinstance(body.text, str) else body.text
         model, tag, source, _ = directions.pick(body.source_language, body.target_language, lines,
                                                 ("source_language", "target_language"))
-        answer = await translated(TranslateRequest(text=body.text, model=model, tag=tag))
+        answer = await translated(TranslateRequest(text=body.text, model=model, tag=tag, split=True,
+                                                   source_language=source))
         texts = [output.text for output in answer.translations]
         return {"model": model, "text": texts[0] if isinstance(body.text, str) else texts,
                 "source_language": source, "target_language": body.target_language}
@@ -138,9 +140,11 @@ async def libre_answer(fields: dict, directions: Directions, translated: Transla
     lines = [q] if isinstance(q, str) else q
     model, tag, source, confidence = directions.pick(str(fields["source"]), str(fields["target"]), lines,
                                                      ("source", "target"))
-    beams = {"beam_size": max(alternatives + 1, 4), "nbest": alternatives + 1} if alternatives else {}
+    # a text split into sentences, but for alternatives: n-best lists of the whole text, as one line
+    asked = {"beam_size": max(alternatives + 1, 4), "nbest": alternatives + 1} if alternatives else {
+        "split": True, "source_language": source}
     try:
-        request = TranslateRequest(text=q, model=model, tag=tag, **beams)
+        request = TranslateRequest(text=q, model=model, tag=tag, **asked)
     except ValidationError as err:
         raise RequestError("q", f"Invalid request: {err.errors()[0]['msg']}", 400) from None
     outputs = (await translated(request)).translations
