@@ -45,10 +45,8 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     put before every source (a tag's). `constraints`: each line's phrases, which every output of
     the line contains ([] for none). `workers`: the decoders the batches are shared among (in input
     order); with alignments, constraints or a `random` search, one after another (order matters).
-    `encoded`: each line's source ids as the tokenizer made them (`source_prefix` first, EOS last; []
-    for an empty line), where the caller has them already (a server's request: tokenized once)."""
-    cleaned, _ = clean(lines)
-    starts = clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
+    `encoded`: each line's source ids made already (a server's request: tokenized once)."""
+    cleaned, starts = clean(lines)[0], clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n = translator.search.nbest
     empty = "" if alignments else None
