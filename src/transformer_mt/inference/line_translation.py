@@ -48,10 +48,8 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     `encoded`: each line's source ids made already (a server's request: tokenized once)."""
     cleaned, starts = clean(lines)[0], clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
-    n = translator.search.nbest
-    empty = "" if alignments else None
+    n, empty, max_positions = translator.search.nbest, "" if alignments else None, translator.max_positions
     results: list[NBest] = [[Translation(start, 0.0, empty)] * n for start in starts]
-    max_positions = translator.max_positions
     src = fitted_sources(translator, [cleaned[i] for i in todo], max_positions,
                          [f"{name}:{first_line + i}" for i in todo], long_lines or LongLines(), source_prefix or [],
                          None if encoded is None else [encoded[i] for i in todo])
