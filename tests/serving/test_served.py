@@ -76,3 +76,33 @@ def test_a_requests_lines_are_tokenized_once_and_decode_as_task_translate_tokeni
     again = translate_lines(served.translator, lines, 4096, name="text", source_prefix=[])  # encoding them again
     assert len(calls) == 2 and [n[0].text for n in answer.nbests] == [n[0].text for n in again]
     assert answer.nbests[1][0].text == "" and answer.nbests[0][0].text
+
+
+def test_requests_in_two_directions_decode_in_one_batch_each_row_with_its_tag(monkeypatch):
+    """The tag is its row's first source token, not part of the batch key: a both-directions model's
+    requests for either direction share a batch, and each is checked off target in its own language."""
+    from transformer_mt.serving import decode
+    from transformer_mt.serving.app import Settings, batched
+    from transformer_mt.serving.decode import decode_jobs
+
+    checked = []
+    both = SimpleNamespace(
+        name="both", default_tag=None, languages={"2de": "de", "2en": "en"},
+        decoder=SimpleNamespace(capabilities=Translator.capabilities, with_search=lambda search: "engine"),
+        search=lambda body, limits, constrained=False: (("greedy",), "a greedy search"),
+        source_prefix=lambda tag: [{"2de": 5, "2en": 6}[tag]],
+        source_ids=lambda lines, prefix: [[*prefix, 9, 2] for _ in lines],
+        off_target=lambda outputs, language: checked.append((outputs, language)) or [False] * len(outputs))
+    jobs = [batched(TranslateRequest(text="a", tag=tag), both, Settings()) for tag in ("2de", "2en")]
+    assert jobs[0].key == jobs[1].key and [job.payload.sources for job in jobs] == [([5, 9, 2],), ([6, 9, 2],)]
+    seen = {}
+
+    def translated(engine, lines, max_tokens, **options):
+        seen.update(options)
+        return [[SimpleNamespace(text=f"out {ids[0]}")] for ids in options["encoded"]]
+
+    monkeypatch.setattr(decode, "translate_lines", translated)
+    answers = decode_jobs(jobs)
+    assert seen["encoded"] == [[5, 9, 2], [6, 9, 2]]  # one call, both directions, each row its tag
+    assert [a.nbests[0][0].text for a in answers] == ["out 5", "out 6"]
+    assert checked == [(["out 5"], "de"), (["out 6"], "en")]

@@ -21,26 +21,31 @@ def test_the_least_recently_used_line_goes_first_and_size_0_keeps_none():
     assert none.found(["a"]) == [None]
 
 
-def work(random: bool = False, prefixes=None, constraints=None, tokens=(3, 4, 5)) -> Work:
-    """A request's Work whose lines have `tokens` source ids each."""
+def work(lines: list[str], random: bool = False, prefixes=None, constraints=None, tag: int = 5) -> Work:
+    """A request's Work for `lines`, each line's source ids its tag's token, its characters' and EOS."""
     search = SimpleNamespace(capabilities=SimpleNamespace(random=random))
-    return Work(None, search, prefixes, [], False, None, 100, constraints, tuple([7] * n for n in tokens))
+    sources = tuple([tag, *map(ord, line), 2] for line in lines)
+    return Work(None, search, prefixes, False, None, 100, constraints, sources)
 
 
-def test_a_line_is_keyed_by_its_batch_key_text_prefix_and_constraints_and_sampling_never():
-    job = Pending(("m", "beam"), ["a", "b", "a"], 12, work(prefixes=["x", "y", "z"], constraints=[["p"], [], []]))
-    assert line_keys(job) == [(("m", "beam"), "a", "x", ("p",)), (("m", "beam"), "b", "y", ()),
-                              (("m", "beam"), "a", "z", ())]
-    assert line_keys(Pending(("m",), ["a"], 3, work(random=True, tokens=(3,)))) == [None]
+def test_a_line_is_keyed_by_its_batch_key_source_ids_prefix_and_constraints_and_sampling_never():
+    """The source ids, not the text: their first token is the tag, so another direction is another key."""
+    lines = ["a", "b", "a"]
+    job = Pending(("m", "beam"), lines, 9, work(lines, prefixes=["x", "y", "z"], constraints=[["p"], [], []]))
+    assert line_keys(job) == [(("m", "beam"), (5, 97, 2), "x", ("p",)), (("m", "beam"), (5, 98, 2), "y", ()),
+                              (("m", "beam"), (5, 97, 2), "z", ())]
+    assert line_keys(Pending(("m", "beam"), ["a"], 3, work(["a"], tag=6)))[0][1] == (6, 97, 2)
+    assert line_keys(Pending(("m",), ["a"], 3, work(["a"], random=True))) == [None]
 
 
 def test_part_of_a_job_is_its_lines_with_their_prefixes_constraints_and_source_ids():
-    job = Pending(("m",), ["a", "b", "c"], 12, work(prefixes=["x", "y", "z"], constraints=[["p"], ["q"], ["r"]]),
+    lines = ["a", "bb", "ccc"]
+    job = Pending(("m",), lines, 15, work(lines, prefixes=["x", "y", "z"], constraints=[["p"], ["q"], ["r"]]),
                   model="m")
     kept = part(job, [0, 2])
-    assert (kept.lines, kept.tokens, kept.key, kept.model) == (["a", "c"], 8, ("m",), "m")
-    assert (kept.payload.prefixes, kept.payload.constraints, kept.payload.sources) == (["x", "z"], [["p"], ["r"]],
-                                                                                      ([7] * 3, [7] * 5))
+    assert (kept.lines, kept.tokens, kept.key, kept.model) == (["a", "ccc"], 3 + 5, ("m",), "m")
+    assert (kept.payload.prefixes, kept.payload.constraints, kept.payload.sources) == (
+        ["x", "z"], [["p"], ["r"]], ([5, 97, 2], [5, 99, 99, 99, 2]))
 
 
 def test_a_request_decodes_only_the_lines_the_cache_does_not_hold():
@@ -53,7 +58,7 @@ def test_a_request_decodes_only_the_lines_the_cache_does_not_hold():
     async def scenario() -> list:
         batcher, cache = Batcher(decode, max_tokens=100, max_wait_ms=0), TranslationCache(10)
         batcher.start()
-        out = [await decoded(Pending(("m",), lines, 3 * len(lines), work(tokens=(3,) * len(lines))), batcher, cache)
+        out = [await decoded(Pending(("m",), lines, 3 * len(lines), work(lines)), batcher, cache)
                for lines in (["a", "b"], ["b", "c", "a"], ["c"])]
         await batcher.stop()
         return out

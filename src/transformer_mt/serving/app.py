@@ -168,10 +168,10 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     tag = body.tag if body.tag is not None else served.default_tag
     source_prefix = served.source_prefix(tag)
     sources = served.source_ids(lines, source_prefix)
-    work = Work(served, search, prefixes, source_prefix, body.alignments, served.languages.get(tag),
-                settings.max_tokens, constraints, tuple(sources))
-    return Pending((served.name, key, tuple(source_prefix), prefixes is not None, body.alignments), lines,
-                   sum(map(len, sources)), work, exclusive=body.alignments, model=served.name)
+    work = Work(served, search, prefixes, body.alignments, served.languages.get(tag), settings.max_tokens,
+                constraints, tuple(sources))
+    return Pending((served.name, key, prefixes is not None, body.alignments), lines, sum(map(len, sources)), work,
+                   exclusive=body.alignments, model=served.name)  # the tag: each row's first token, no key
 
 
 def answer_errors(app: FastAPI) -> None:

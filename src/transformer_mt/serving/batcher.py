@@ -1,13 +1,13 @@
 """Concurrent requests decoded together: a request waits at most `max_wait_ms` for others with the
-same decoding (model, search, tag, prefixes or not, alignments), and those waiting are decoded as one
-call of `translate_lines` of up to `max_tokens` source tokens (a request's lines are never split; a
-request larger than the budget is decoded alone). Decoding runs in worker threads (those that
-loaded the models: `decode_threads`), as many batches at once as there are threads (inter_threads),
-so the event loop keeps taking requests meanwhile; what arrives while every thread decodes forms
-the next batch. A request with alignments is decoded while no other batch is (its model records
-its attention maps meanwhile). The lines waiting for a model are bounded (`max_queue`): a request
-that would pass the bound is refused at once (QueueFull, the server's 503 with Retry-After) and the
-queue, and the server's memory, stop growing."""
+same decoding (model, search, prefixes or not, alignments; not the tag, a row's first token), and
+those waiting are decoded as one call of `translate_lines` of up to `max_tokens` source tokens (a
+request's lines are never split; a request larger than the budget is decoded alone). Decoding runs
+in worker threads (those that loaded the models: `decode_threads`), as many batches at once as
+there are threads (inter_threads), so the event loop keeps taking requests meanwhile; what arrives
+while every thread decodes forms the next batch. A request with alignments is decoded while no
+other batch is (its model records its attention maps meanwhile). The lines waiting for a model are
+bounded (`max_queue`): a request that would pass the bound is refused at once (QueueFull, the
+server's 503 with Retry-After) and the queue, and the server's memory, stop growing."""
 
 import asyncio
 import math

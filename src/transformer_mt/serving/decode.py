@@ -14,14 +14,13 @@ from transformer_mt.serving.served import ServedModel
 
 @dataclass(frozen=True)
 class Work:
-    """How a request's lines are decoded: the model, its search, target prefixes (None: none), the
-    source tag's ids, alignments or not, the target language (None: no off-target flag) and the
-    batch's token budget."""
+    """How a request's lines are decoded: the model, its search, target prefixes (None: none),
+    alignments or not, the target language (None: no off-target flag), the batch's token budget, and
+    each line's constraints and source ids (its tag's token first: a row's, not the batch's)."""
 
     served: ServedModel
     search: Search
     prefixes: list[str] | None
-    source_prefix: list[int]
     alignments: bool
     language: str | None
     max_tokens: int
@@ -38,7 +37,8 @@ class Decoded:
 
 
 def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
-    """Each job's lines decoded; the jobs share one key, so the first's Work says how."""
+    """Each job's lines decoded; the jobs share one key, so the first's Work says how (each job's
+    source ids carry its own tag: requests in other directions of a model decode together)."""
     work: Work = jobs[0].payload
     lines = [line for job in jobs for line in job.lines]
     prefixes = None if work.prefixes is None else [p for job in jobs for p in job.payload.prefixes]
@@ -48,13 +48,13 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
     translator = work.served.decoder.with_search(work.search)
     alignments = work.served.alignments() if work.alignments else None
     nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
-                             alignments=alignments, source_prefix=work.source_prefix, constraints=constraints,
+                             alignments=alignments, constraints=constraints,
                              encoded=[ids for job in jobs for ids in job.payload.sources])
-    flags = work.served.off_target([nbest[0].text for nbest in nbests], work.language)
     out, start = [], 0
     for job in jobs:
         end = start + len(job.lines)
-        out.append(Decoded(nbests[start:end], flags[start:end]))
+        mine = nbests[start:end]
+        out.append(Decoded(mine, work.served.off_target([nbest[0].text for nbest in mine], job.payload.language)))
         start = end
     return out
 
@@ -74,14 +74,15 @@ def part(job: Pending, keep: list[int]) -> Pending:
 
 def line_keys(job: Pending) -> list[tuple | None]:
     """Each line's key in the translation cache: how the job decodes (its batch key: the model, the
-    search, the tag, prefixes, alignments), the line's prefix and constraints, and its text; None
-    for a search that samples (a line decodes otherwise each time)."""
+    search, prefixes, alignments), the line's source ids (its tag's first), prefix and constraints;
+    None for a search that samples (a line decodes otherwise each time)."""
     work: Work = job.payload
     if work.search.capabilities.random:
         return [None] * len(job.lines)
     prefixes = work.prefixes or [None] * len(job.lines)
     constraints = work.constraints or [[] for _ in job.lines]
-    return [(job.key, line, prefix, tuple(phrases)) for line, prefix, phrases in zip(job.lines, prefixes, constraints)]
+    return [(job.key, tuple(ids), prefix, tuple(phrases))
+            for ids, prefix, phrases in zip(work.sources, prefixes, constraints)]
 
 
 def response(model: str, decoded: Decoded, request: TranslateRequest) -> TranslateResponse:
