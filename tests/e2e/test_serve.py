@@ -282,6 +282,11 @@ def test_split_translates_each_sentence_as_a_line_and_keeps_the_texts_whitespace
     assert split.status_code == 200
     assert [t["text"] for t in split.json()["translations"]] == [f"{alone[0]}  {alone[1]}\n{alone[2]} {alone[3]}",
                                                                  alone[0]]
+    long = server.post({"text": f"{sentences[0]} " + " ".join(f"a cat number {i}" for i in range(400)), "split": True})
+    assert long.status_code == 200 and long.json()["translations"][0]["text"].startswith(alone[0])
+    assert long.json()["notes"] == ["text[0]: 1 sentence longer than the model's max_positions=512 allows, cut "
+                                    "between words and translated piece by piece"]
+    assert "notes" not in split.json()
     refused = server.post({"text": paragraph, "split": True, "nbest": 2, "beam_size": 4})
     assert refused.status_code == 422 and refused.json()["field"] == "split"
     libre = httpx.post(f"{server.url}/libretranslate/translate", json={"q": paragraph, "source": "en", "target": "de"})

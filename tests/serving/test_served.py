@@ -106,3 +106,18 @@ def test_requests_in_two_directions_decode_in_one_batch_each_row_with_its_tag(mo
     assert seen["encoded"] == [[5, 9, 2], [6, 9, 2]]  # one call, both directions, each row its tag
     assert [a.nbests[0][0].text for a in answers] == ["out 5", "out 6"]
     assert checked == [(["out 5"], "de"), (["out 6"], "en")]
+
+
+def test_a_sentence_longer_than_the_model_takes_is_cut_between_words_into_pieces_that_fit():
+    from tests.helpers import ROOT
+    from transformer_mt.decoding import GreedySearch
+
+    served = ServedModel.load("default", [ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"], GreedySearch(),
+                              "none", None)
+    limit, tokenizer = served.translator.max_positions, served.translator.tokenizer
+    long = " ".join(f"a cat number {i}" for i in range(400))  # over 512 tokens
+    pieces = served.pieces(long, [])
+    assert len(pieces) >= 2 and " ".join(pieces) == long  # cut between words, none lost
+    assert all(len(ids) < limit for ids in tokenizer.encode_sources(pieces))
+    assert len(tokenizer.encode_sources([" ".join(pieces[:2])])[0]) >= limit  # no fewer pieces would fit
+    assert served.pieces("A man is riding a bicycle.", []) == ["A man is riding a bicycle."]

@@ -56,6 +56,8 @@ class Output(BaseModel):
 class TranslateResponse(BaseModel):
     model: str
     translations: list[Output]
+    notes: list[str] | None = Field(None, description="what the server did that the request did not ask for (a "
+                                                      "sentence cut to fit the model)")
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,12 @@ class Translating:
         answer, cached = await decoded(job, self.batcher, self.cache)
         self.metrics.cached.labels(job.model).inc(cached)
         out = response(job.model, answer, body)
-        return out if split is None else TranslateResponse(model=out.model, translations=[
+        if split is None:
+            return out
+        limit = served.translator.max_positions
+        notes = [f"text[{i}]: {n} sentence{'s' * (n > 1)} longer than the model's max_positions={limit} allows, cut "
+                 "between words and translated piece by piece" for i, n in split.cut.items()]
+        return TranslateResponse(model=out.model, notes=notes or None, translations=[
             Output(text=text) for text in split.joined([output.text for output in out.translations])])
 
 
@@ -153,7 +158,9 @@ def in_sentences(body: TranslateRequest, served: ServedModel, limits: Limits) ->
                                     "scores or alignments")
     tag = body.tag if body.tag is not None else served.default_tag
     sources = [source for (source, _), pair_tag in served.directions.items() if pair_tag == tag]
-    return Split.of(lines, body.source_language or (sources[0] if sources else "en"))
+    prefix = served.source_prefix(tag)
+    return Split.of(lines, body.source_language or (sources[0] if sources else "en"),
+                    lambda sentence: served.pieces(sentence, prefix))
 
 
 def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> Pending:

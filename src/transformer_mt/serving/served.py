@@ -73,6 +73,26 @@ class ServedModel:
             out[i] = ids
         return out
 
+    def pieces(self, sentence: str, source_prefix: list[int]) -> list[str]:
+        """`sentence` as the model takes it: itself, or where it is longer than max_positions allows,
+        cut between words into pieces that fit (each word's tokens counted alone; a word longer than
+        the model takes is still one piece, which the request's check refuses)."""
+        limit, tokenizer = self.translator.max_positions, self.translator.tokenizer
+        if len(sentence) + len(source_prefix) + 1 < limit:  # a token has a character at least: it fits
+            return [sentence]
+        if len(tokenizer.encode_sources([sentence], source_prefix)[0]) < limit:
+            return [sentence]
+        words = sentence.split()
+        sizes = [len(ids) - 1 for ids in tokenizer.encode_sources(words)]  # each word's tokens, EOS aside
+        room, pieces, current, used = limit - len(source_prefix) - 2, [], [], 0
+        for word, size in zip(words, sizes):
+            if current and used + size > room:
+                pieces.append(" ".join(current))
+                current, used = [], 0
+            current.append(word)
+            used += size
+        return [*pieces, " ".join(current)]
+
     def off_target(self, outputs: list[str], language: str | None) -> list[bool | None]:
         """Whether the language identifier places each output in another of the model's target
         languages than `language` (None each: no language to check against)."""
