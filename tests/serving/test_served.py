@@ -87,7 +87,8 @@ def test_requests_in_two_directions_decode_in_one_batch_each_row_with_its_tag(mo
 
     checked = []
     both = SimpleNamespace(
-        name="both", default_tag=None, languages={"2de": "de", "2en": "en"},
+        name="both", languages={"2de": "de", "2en": "en"}, tag_of=lambda asked: asked,
+        refuse_unsupported=lambda constrained, alignments: None,
         decoder=SimpleNamespace(capabilities=Translator.capabilities, with_search=lambda search: "engine"),
         search=lambda body, limits, constrained=False: (("greedy",), "a greedy search"),
         source_prefix=lambda tag: [{"2de": 5, "2en": 6}[tag]],

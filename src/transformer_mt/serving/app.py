@@ -156,7 +156,7 @@ def in_sentences(body: TranslateRequest, served: ServedModel, limits: Limits) ->
     if body.prefix is not None or body.constraints or (body.nbest or 1) > 1 or body.scores or body.alignments:
         raise RequestError("split", "split=true gives each text's translation only: no prefix, constraints, nbest, "
                                     "scores or alignments")
-    tag = body.tag if body.tag is not None else served.default_tag
+    tag = served.tag_of(body.tag)
     sources = [source for (source, _), pair_tag in served.directions.items() if pair_tag == tag]
     prefix = served.source_prefix(tag)
     return Split.of(lines, body.source_language or (sources[0] if sources else "en"),
@@ -167,12 +167,10 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     """A request to `served` as the batcher's job: its lines (checked against the limits), how they
     decode, and the key of the requests that decode alike."""
     lines, prefixes = lines_of(body, settings.limits)
-    if body.alignments and not served.decoder.capabilities.alignments:
-        raise RequestError("alignments", f"model={served.name} decodes with CTranslate2 (task.engine=ctranslate2), "
-                                         "which gives no alignments")
     constraints = constraints_of(body, len(lines))
+    served.refuse_unsupported(constraints is not None, body.alignments)
     key, search = served.search(body, settings.limits, constrained=constraints is not None)
-    tag = body.tag if body.tag is not None else served.default_tag
+    tag = served.tag_of(body.tag)
     source_prefix = served.source_prefix(tag)
     sources = served.source_ids(lines, source_prefix)
     work = Work(served, search, prefixes, body.alignments, served.languages.get(tag), settings.max_tokens,

@@ -51,6 +51,20 @@ class ServedModel:
         vocabularies.source_prefix(default_tag, "task.tag")  # a tag the vocabulary lacks: refused at start
         return served
 
+    def tag_of(self, asked: str | None) -> str | None:
+        """The source tag a request decodes with: the one it asks for, else the model's default."""
+        return asked if asked is not None else self.default_tag
+
+    def refuse_unsupported(self, constrained: bool, alignments: bool) -> None:
+        """A RequestError naming what the engine cannot give (CTranslate2: constraints, alignments)."""
+        declared = self.decoder.capabilities
+        for field_name, asked, able, lacks in (("constraints", constrained, declared.constraints,
+                                                "has no constrained search"),
+                                               ("alignments", alignments, declared.alignments, "gives no alignments")):
+            if asked and not able:
+                raise RequestError(field_name, f"model={self.name} decodes with CTranslate2 (task.engine=ctranslate2), "
+                                               f"which {lacks}")
+
     def source_prefix(self, tag: str | None) -> list[int]:
         """The ids of `tag` put before each source (a RequestError naming `tag` if the model lacks it)."""
         try:
@@ -121,9 +135,6 @@ class ServedModel:
             return ("configured",), default
         if constrained and kind != "beam":
             raise RequestError("constraints", "constraints need beam search (search=beam, or a beam option)")
-        if constrained and not self.decoder.capabilities.constraints:
-            raise RequestError("constraints", f"model={self.name} decodes with CTranslate2 (task.engine=ctranslate2), "
-                                              "which has no constrained search")
         beam, nbest = checked_beam(request, kind, default.beam_size if declared.beams else 4, limits)
         if kind == "greedy":
             return ("greedy",), (default if greedy else GreedySearch(default.options))
