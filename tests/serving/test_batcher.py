@@ -1,7 +1,8 @@
 """The batcher: requests of one decoding that arrive within max_wait_ms are decoded as one batch,
-within the token budget; other decodings, and what does not fit, go in later batches; every request
-gets its own lines' results, in order; a decode error answers each request of its batch; the lines
-waiting for a model are bounded (task.max_queue)."""
+within the token budget; other decodings, and what does not fit, go in later batches, a pool larger
+than the budget cut by length; every request gets its own lines' results, in order; a decode error
+answers each request of its batch; the lines waiting for a model are bounded (task.max_queue), a
+request's jobs admitted all or none."""
 
 import asyncio
 import threading
@@ -164,11 +165,58 @@ def test_retry_after_is_the_waiting_lines_at_the_rate_decoded_so_far():
     batcher.lines, batcher.busy = 40, 8.0  # 5 lines a second a decoder, 10 with both
     batcher.waiting = [Pending("k", [str(i)] * 2, 2, model="m") for i in range(5)]  # 10 lines waiting
     with pytest.raises(QueueFull) as full:
-        batcher.admit(Pending("k", ["one more"], 1, model="m"))
+        batcher.admit("m", 1)
     assert full.value.retry_after == 1  # 10 lines / 10 a second
     batcher.waiting = [Pending("k", [str(i)] * 9, 9, model="m") for i in range(5)]  # 45 lines: 4.5 s
     batcher.max_queue = 45
     with pytest.raises(QueueFull) as full:
-        batcher.admit(Pending("k", ["one more"], 1, model="m"))
+        batcher.admit("m", 1)
     assert full.value.retry_after == 5
-    batcher.admit(Pending("k", ["another model"], 1, model="n"))  # its own queue: empty
+    batcher.admit("n", 1)  # another model's queue: its own, empty
+
+
+def test_a_pool_over_the_budget_is_cut_by_length_nearest_the_oldest_first():
+    """Lines of 2, 9, 3, 8 and 2 tokens wait (the server's jobs: a line each) under a 12-token budget:
+    the first batch is the oldest (2) with the nearest in length that fit (2, 3), the next the oldest
+    left (9) alone (8 more would pass the budget), then 8; arrival order breaks ties."""
+    batches = []
+    jobs = [Pending("k", [name], tokens) for name, tokens in (("a", 2), ("b", 9), ("c", 3), ("d", 8), ("e", 2))]
+
+    async def scenario() -> list:
+        batcher = Batcher(recording(batches), max_tokens=12, max_wait_ms=200)
+        batcher.start()
+        results = await batcher.submit_all(jobs)  # waiting together
+        await batcher.stop()
+        return results
+
+    assert asyncio.run(scenario()) == [["A"], ["B"], ["C"], ["D"], ["E"]]
+    assert batches == [[["a"], ["e"], ["c"]], [["b"]], [["d"]]]
+
+
+def test_a_requests_jobs_are_admitted_all_or_none():
+    """submit_all: a request's lines, as jobs, pass the queue's bound together or are refused
+    together (nothing of them waits); taken, each gets its own result."""
+    release = threading.Event()
+
+    def held(jobs: list[Pending]) -> list[list[str]]:
+        release.wait(10)
+        return [[line.upper() for line in job.lines] for job in jobs]
+
+    async def scenario() -> tuple[list, int]:
+        batcher = Batcher(held, max_tokens=1000, max_wait_ms=0, max_queue=3)
+        batcher.start()
+        first = asyncio.create_task(batcher.submit(Pending("k", ["a"], 1, model="m")))
+        await asyncio.sleep(0.05)  # being decoded
+        two = asyncio.create_task(batcher.submit_all([Pending("k", [x], 1, model="m") for x in "bc"]))
+        await asyncio.sleep(0.05)
+        with pytest.raises(QueueFull):
+            await batcher.submit_all([Pending("k", [x], 1, model="m") for x in "de"])
+        waiting = batcher.waiting_lines("m")
+        release.set()
+        results = await asyncio.gather(first, two)
+        await batcher.stop()
+        return results, waiting
+
+    results, waiting = asyncio.run(scenario())
+    assert waiting == 2  # b and c; d and e never waited
+    assert results == [["A"], [["B"], ["C"]]]

@@ -49,10 +49,12 @@ def test_part_of_a_job_is_its_lines_with_their_prefixes_constraints_and_source_i
 
 
 def test_a_request_decodes_only_the_lines_the_cache_does_not_hold():
+    """... each line a job of its own (the pool's unit), decoded together where they wait together."""
     sent = []
 
     def decode(jobs: list[Pending]) -> list[Decoded]:
-        sent.extend(job.lines for job in jobs)
+        sent.append([line for job in jobs for line in job.lines])
+        assert all(len(job.lines) == 1 for job in jobs)
         return [Decoded([[line.upper()] for line in job.lines], [None] * len(job.lines)) for job in jobs]
 
     async def scenario() -> list:

@@ -90,7 +90,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
         await batcher.stop()
 
     app = FastAPI(title="transformer-mt", summary="Translation with transformer-mt models", lifespan=lifespan)
-    app.state.batcher = batcher
+    app.state.batcher, app.state.translating = batcher, translating
     answer_errors(app)
 
     if settings.api_key is not None:
@@ -129,6 +129,7 @@ class Translating:
     def __init__(self, models: dict[str, ServedModel], settings: Settings, batcher: Batcher, cache: TranslationCache,
                  metrics: ServerMetrics) -> None:
         self.models, self.settings, self.batcher, self.cache, self.metrics = models, settings, batcher, cache, metrics
+        self.answered = 0  # requests answered with their translations
 
     async def __call__(self, body: TranslateRequest) -> TranslateResponse:
         served = chosen(self.models, body.model)
@@ -138,6 +139,7 @@ class Translating:
         job = batched(body, served, self.settings if split is None else self.settings.for_sentences())
         answer, cached = await decoded(job, self.batcher, self.cache)
         self.metrics.cached.labels(job.model).inc(cached)
+        self.answered += 1
         out = response(job.model, answer, body)
         if split is None:
             return out

@@ -1,7 +1,11 @@
-"""Concurrent requests decoded together: a request waits at most `max_wait_ms` for others with the
-same decoding (model, search, prefixes or not, alignments; not the tag, a row's first token), and
-those waiting are decoded as one call of `translate_lines` of up to `max_tokens` source tokens (a
-request's lines are never split; a request larger than the budget is decoded alone). Decoding runs
+"""Lines of concurrent requests decoded together: the server submits each line as a job of its own
+(translation_cache.decoded), a job waits at most `max_wait_ms` for others with the same decoding
+(model, search, prefixes or not, alignments; not the tag, a row's first token), and the pool of
+those waiting is cut by length: a batch is the oldest job and, where the pool holds more than the
+budget of `max_tokens` source tokens, the jobs nearest it in length that fit, decoded as one call
+of `translate_lines` (which sorts them by length again). So the sentences of every request and
+direction pool together, a long request's lines spread over several batches, and a job larger
+than the budget is decoded alone. Decoding runs
 in worker threads (those that loaded the models: `decode_threads`), as many batches at once as
 there are threads (inter_threads), so the event loop keeps taking requests meanwhile; what arrives
 while every thread decodes forms the next batch. A request with alignments is decoded while no
@@ -20,7 +24,7 @@ from functools import partial
 
 @dataclass
 class Pending:
-    """One request's lines waiting to be decoded with others of the same `key`."""
+    """Lines waiting to be decoded with others of the same `key` (the server's: one line each)."""
 
     key: tuple
     lines: list[str]
@@ -44,6 +48,11 @@ class QueueFull(Exception):
         super().__init__(f"model={model}: {waiting} lines are waiting to be decoded, the {bound} the server queues "
                          f"(task.max_queue); retry after {retry_after} s")
         self.model, self.retry_after = model, retry_after
+
+
+def per_line(job: Pending) -> float:
+    """A job's source tokens per line: its length, as the pool sorts it."""
+    return job.tokens / max(len(job.lines), 1)
 
 
 def decode_threads(count: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
@@ -84,7 +93,7 @@ class Batcher:
         self.task: asyncio.Task | None = None
         self.batches = 0  # groups decoded
         self.lines = 0  # lines decoded
-        self.answered = 0  # requests answered (with their translations or their error)
+        self.answered = 0  # jobs answered (with their translations or their error)
         self.busy = 0.0  # seconds the worker threads spent decoding, summed
 
     def start(self) -> None:
@@ -95,7 +104,7 @@ class Batcher:
         mean = self.answered / max(self.batches, 1)
         busy = 100 * self.busy / max(seconds * self.concurrency, 1e-9)
         threads = f" ({self.concurrency} decoders)" if self.concurrency > 1 else ""
-        return (f"{self.answered} requests in {self.batches} batches ({mean:.1f} a batch), decoding "
+        return (f"{self.answered} lines in {self.batches} batches ({mean:.1f} a batch), decoding "
                 f"{busy:.0f}% of {seconds:.0f} s{threads}")
 
     async def stop(self) -> None:
@@ -110,31 +119,46 @@ class Batcher:
         """The lines waiting for `model` (not yet being decoded)."""
         return sum(len(job.lines) for job in self.waiting if job.model == model)
 
-    def admit(self, job: Pending) -> None:
-        """QueueFull where `job` would take its model's waiting lines past max_queue (a job alone in
-        its queue is taken whatever its size)."""
-        waiting = self.waiting_lines(job.model)
-        if self.max_queue is None or not waiting or waiting + len(job.lines) <= self.max_queue:
+    def admit(self, model: str, lines: int) -> None:
+        """QueueFull where `lines` more would take `model`'s waiting lines past max_queue (what comes
+        to an empty queue is taken whatever its size)."""
+        waiting = self.waiting_lines(model)
+        if self.max_queue is None or not waiting or waiting + lines <= self.max_queue:
             return
         rate = self.lines / self.busy * self.concurrency if self.busy > 0 else 0.0  # lines a second
         retry = min(60, max(1, math.ceil(waiting / rate))) if rate > 0 else 1
-        raise QueueFull(job.model, waiting, self.max_queue, retry)
+        raise QueueFull(model, waiting, self.max_queue, retry)
 
     async def submit(self, job: Pending) -> object:
         """The job's result, once its batch is decoded (its error, raised here); QueueFull at once
         where its model's queue is full."""
-        self.admit(job)
-        job.future = asyncio.get_running_loop().create_future()
-        self.waiting.append(job)
+        return (await self.submit_all([job]))[0]
+
+    async def submit_all(self, jobs: list[Pending]) -> list[object]:
+        """Each job's result (one model's jobs, a request's lines), taken all or none: QueueFull at
+        once where together they would pass the bound; the first error, raised here."""
+        self.admit(jobs[0].model, sum(len(job.lines) for job in jobs))
+        loop = asyncio.get_running_loop()
+        for job in jobs:
+            job.future = loop.create_future()
+        self.waiting.extend(jobs)
         self.arrived.set()
-        return await job.future
+        try:
+            return list(await asyncio.gather(*(job.future for job in jobs)))
+        finally:  # a client gone, or one line failed: the others are not decoded for nothing
+            for job in jobs:
+                job.future.cancel()
 
     def batch(self) -> list[Pending]:
-        """The waiting jobs that go next: the oldest and those of its key after it, within the budget."""
+        """The waiting jobs that go next: the oldest, and those of its key within the budget; where
+        they pass it, those nearest the oldest in length first (then the oldest first)."""
         first = self.waiting[0]
+        alike = [job for job in self.waiting[1:] if job.key == first.key]
+        if first.tokens + sum(job.tokens for job in alike) > self.max_tokens:
+            alike.sort(key=lambda job: abs(per_line(job) - per_line(first)))
         taken, tokens = [first], first.tokens
-        for job in self.waiting[1:]:
-            if job.key == first.key and tokens + job.tokens <= self.max_tokens:
+        for job in alike:
+            if tokens + job.tokens <= self.max_tokens:
                 taken.append(job)
                 tokens += job.tokens
         return taken

@@ -1,7 +1,7 @@
 """The translation cache: the last `task.cache_lines` lines decoded, each by how it decoded (the
 model, the search and its options, the tag, its prefix and constraints, alignments or not) and its
-text. A request's lines found there are answered without decoding, the others go to the batcher:
-exact, since a line decodes the same whatever its batch (tests/e2e/test_serve.py); a search that
+text. A request's lines found there are answered without decoding, the others go to the batcher (a
+job each): exact, since a line decodes the same whatever its batch (tests/e2e/test_serve.py); a search that
 samples is never cached. Used from the event loop only (no lock)."""
 
 from collections import OrderedDict
@@ -42,14 +42,15 @@ class TranslationCache:
 
 
 async def decoded(job: Pending, batcher: Batcher, cache: TranslationCache) -> tuple[Decoded, int]:
-    """The job's lines, those the cache holds taken from it and the others decoded by the batcher
-    (then kept); and how many came from the cache."""
+    """The job's lines, those the cache holds taken from it and the others decoded by the batcher,
+    each line a job of its own (the pool's unit: a request's lines may go in several batches, with
+    other requests' lines), then kept; and how many came from the cache."""
     keys = line_keys(job)
     lines = cache.found(keys)
     missing = [i for i, line in enumerate(lines) if line is None]
     if missing:
-        answer: Decoded = await batcher.submit(job if len(missing) == len(lines) else part(job, missing))
-        new = list(zip(answer.nbests, answer.off_target))
+        answers: list[Decoded] = await batcher.submit_all([part(job, [i]) for i in missing])
+        new = [(answer.nbests[0], answer.off_target[0]) for answer in answers]
         cache.keep([keys[i] for i in missing], new)
         for i, line in zip(missing, new):
             lines[i] = line

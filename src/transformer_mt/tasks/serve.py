@@ -106,6 +106,6 @@ def run(cfg: DictConfig) -> dict:
         raise_requested()
     except STOPS as stop:
         log.info("served %s", app.state.batcher.report(time.monotonic() - started))
-        exit_stopped(stop, f": translation requests answered: {app.state.batcher.answered}, the last in flight "
-                           "included")
-    return {"answered": app.state.batcher.answered}
+        exit_stopped(stop, f": translation requests answered: {app.state.translating.answered}, the last in "
+                           "flight included")
+    return {"answered": app.state.translating.answered}

@@ -30,8 +30,8 @@ class ServeTask(Tagged, Engined, Task):
                                  "opens the server to the network, said in the log", (text, "an address"))
     port: Any = key(8000, "the port to listen on (0: a free one, said in the log)", (integer(0, 65535),
                                                                                    "an integer from 0 to 65535"))
-    max_tokens: Any = key(4096, "source tokens of the requests decoded together in one batch (a request's "
-                                "lines are never split)", AT_LEAST_1)
+    max_tokens: Any = key(4096, "source tokens of the lines decoded together in one batch (lines of any "
+                                "request, a large request's over several batches)", AT_LEAST_1)
     max_wait_ms: Any = key(5, "how long the first request of a batch waits for others (milliseconds)",
                            AT_LEAST_0)
     max_queue: Any = key(1024, "lines that may wait to be decoded, per model: a request that would pass it is "
