@@ -408,6 +408,28 @@ def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_reque
                                            "flight included"  # LibreTranslate's, and the one in flight
 
 
+def test_with_max_loaded_models_load_on_first_use_the_least_recently_used_unloaded(tmp_path):
+    """task.max_loaded=2 over three models: none loaded at start (GET /models lists them, with
+    their directions), each loaded by its first request, the least recently used unloaded for a
+    third; every answer is the model's, and /metrics counts the loads."""
+    served = Server(tmp_path / "run", f"task.models={{a: {SHIPPED}, b: {SHIPPED}, c: {SHIPPED}}}", "task.max_loaded=2",
+                    "decoding=greedy")
+    try:
+        before = httpx.get(f"{served.url}/models").json()["models"]
+        texts = {name: served.post({"text": LINES[:2], "model": name}).json()["translations"]
+                 for name in ("a", "b", "a", "c", "b")}
+        after = httpx.get(f"{served.url}/models").json()["models"]
+        loads = scraped(served.url)
+    finally:
+        status, err = served.stop()
+    assert [(m["name"], m["loaded"], m["directions"]) for m in before] == [(n, False, ["en-de"]) for n in "abc"]
+    assert texts["a"] == texts["b"] == texts["c"] and texts["a"][0]["text"].startswith("Ein Mann")
+    assert [(m["name"], m["loaded"]) for m in after] == [("a", False), ("b", True), ("c", True)]
+    assert {name: loads[("transformer_mt_model_loads_total", (("model", name),))] for name in "abc"} == \
+        {"a": 1, "b": 2, "c": 1}
+    assert status == 143 and "serving a, b, c (loaded on first use, at most 2 at once)" in err, err[-2000:]
+
+
 def test_a_model_that_cannot_load_stops_the_server_at_start_in_one_line(tmp_path):
     bad = not_our_checkpoint(tmp_path / "bad.ckpt")
     result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=serve", f"task.models={{good: {SHIPPED}, "

@@ -24,6 +24,7 @@ def test_each_figure_is_what_was_counted():
     metrics.request("/no/such/route", 404, 0.001)
     metrics.batch([Pending("k", ["a", "b"], 30, model="en_de"), Pending("k", ["c"], 20, model="en_de")], 0.25)
     metrics.batch([Pending("k", ["d"], 95, model="de_en")], 0.5)
+    metrics.loaded("de_en")
     got = samples(metrics)
     assert got[("transformer_mt_requests_total", (("route", "/translate"), ("status", "200")))] == 2
     assert got[("transformer_mt_requests_total", (("route", "/translate"), ("status", "503")))] == 1
@@ -37,5 +38,6 @@ def test_each_figure_is_what_was_counted():
     assert got[("transformer_mt_batch_fill_bucket", (("le", "0.5"),))] == 1
     assert got[("transformer_mt_decode_seconds_total", ())] == 0.75
     assert got[("transformer_mt_queue_lines", (("model", "en_de"),))] == 7
+    assert got[("transformer_mt_model_loads_total", (("model", "de_en"),))] == 1
     waiting["en_de"] = 0  # read when scraped
     assert samples(metrics)[("transformer_mt_queue_lines", (("model", "en_de"),))] == 0

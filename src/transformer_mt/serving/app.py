@@ -31,6 +31,7 @@ from transformer_mt.serving.bodies import body_error, invalid_json, not_an_objec
 from transformer_mt.serving.decode import Work, decode_jobs, response
 from transformer_mt.serving.other_apis import LIBRE, Directions, add_other_apis
 from transformer_mt.serving.prometheus import ServerMetrics
+from transformer_mt.serving.resident import ResidentModels
 from transformer_mt.serving.sentences import Split
 from transformer_mt.serving.served import ServedModel
 from transformer_mt.serving.translation_cache import TranslationCache, decoded
@@ -74,11 +75,12 @@ def validation_error(request: Request, err: RequestValidationError) -> JSONRespo
     return JSONResponse({"error": message, "field": where}, status_code=422)
 
 
-def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadPoolExecutor | None = None,
+def make_app(models: ResidentModels, settings: Settings, worker: ThreadPoolExecutor | None = None,
              concurrency: int = 1) -> FastAPI:
     """The app serving `models` (by name; the first is the default), decoding in `worker` (the
-    threads that loaded them: batcher.decode_threads), `concurrency` batches at once."""
-    metrics = ServerMetrics(list(models), lambda model: batcher.waiting_lines(model), settings.max_tokens)
+    threads that load them: batcher.decode_threads), `concurrency` batches at once."""
+    metrics = ServerMetrics(models.names, lambda model: batcher.waiting_lines(model), settings.max_tokens)
+    models.told = metrics.loaded
     batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency, settings.max_queue,
                       metrics.batch)
     translating = Translating(models, settings, batcher, TranslationCache(settings.cache_lines), metrics)
@@ -103,11 +105,11 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "models": list(models)}
+        return {"status": "ok", "models": models.names}
 
     @app.get("/models")
     async def list_models() -> dict:
-        return {"models": [served.info() for served in models.values()]}
+        return {"models": models.info()}
 
     @app.get("/metrics", include_in_schema=False)
     async def exposition() -> Response:
@@ -118,7 +120,7 @@ def make_app(models: dict[str, ServedModel], settings: Settings, worker: ThreadP
     async def translate(body: TranslateRequest) -> TranslateResponse:
         return await translating(body)
 
-    add_other_apis(app, Directions(models), translating, settings.api_key)
+    add_other_apis(app, Directions(models.declared), translating, settings.api_key)
     return app
 
 
@@ -126,13 +128,13 @@ class Translating:
     """POST /translate's work: a request's lines (or its sentences) checked, taken from the cache or
     decoded by the batcher, and its answer."""
 
-    def __init__(self, models: dict[str, ServedModel], settings: Settings, batcher: Batcher, cache: TranslationCache,
+    def __init__(self, models: ResidentModels, settings: Settings, batcher: Batcher, cache: TranslationCache,
                  metrics: ServerMetrics) -> None:
         self.models, self.settings, self.batcher, self.cache, self.metrics = models, settings, batcher, cache, metrics
         self.answered = 0  # requests answered with their translations
 
     async def __call__(self, body: TranslateRequest) -> TranslateResponse:
-        served = chosen(self.models, body.model)
+        served = await chosen(self.models, body.model)
         split = in_sentences(body, served, self.settings.limits) if body.split else None
         if split is not None:  # the sentences as lines: as many as the characters allow
             body = body.model_copy(update={"text": split.sentences, "split": False})
@@ -216,11 +218,10 @@ def key_guard(key: str):
     return guard
 
 
-def chosen(models: dict[str, ServedModel], name: str | None) -> ServedModel:
-    """The model a request names (default: the first), or a 404 naming the served ones."""
-    if name is None:
-        return next(iter(models.values()))
-    if name not in models:
-        raise RequestError("model", f"model={name}: no such model; the models: {', '.join(models)}", status=404)
-    return models[name]
+async def chosen(models: ResidentModels, name: str | None) -> ServedModel:
+    """The model a request names (default: the first), loaded if it is not, or a 404 naming the served ones."""
+    names = models.names
+    if name is not None and name not in names:
+        raise RequestError("model", f"model={name}: no such model; the models: {', '.join(names)}", status=404)
+    return await models.get(names[0] if name is None else name)
 

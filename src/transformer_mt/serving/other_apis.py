@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from transformer_mt.serving.api import RequestError, TranslateRequest, TranslateResponse
 from transformer_mt.serving.api_key import authorized, presented
-from transformer_mt.serving.served import ServedModel
+from transformer_mt.serving.served import Declared
 
 LIBRE = "/libretranslate"  # the LibreTranslate mount's base URL
 NAMES = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish",
@@ -31,7 +31,7 @@ class Directions:
     """The served (source, target) pairs, each with the model and tag that translate it (the first
     model listing a pair takes it)."""
 
-    def __init__(self, models: dict[str, ServedModel]) -> None:
+    def __init__(self, models: dict[str, Declared]) -> None:
         self.pairs: dict[tuple[str, str], tuple[str, str | None]] = {}
         for served in models.values():
             for pair, tag in served.directions.items():

@@ -1,7 +1,7 @@
 """The server's Prometheus metrics (prometheus_client, in a registry of the app's own), served at
 GET /metrics in Prometheus' text format: requests by route and status and their latency, lines
 decoded and lines answered from the cache by model, each decoded batch's fill of the token budget,
-the lines waiting by model, and the seconds the decoders spent decoding (its rate over
+the lines waiting by model, the models loaded on first use, and the seconds the decoders spent decoding (its rate over
 task.inter_threads: the decode share)."""
 
 from collections.abc import Callable
@@ -35,12 +35,18 @@ class ServerMetrics:
         self.decoding = Counter("transformer_mt_decode_seconds", "Seconds the decoders spent decoding, summed "
                                 "(its rate over task.inter_threads: the share of time they decode)",
                                 registry=self.registry)
+        self.loads = Counter("transformer_mt_model_loads", "Models loaded on their first use (task.max_loaded), "
+                             "by model", ["model"], registry=self.registry)
         queue = Gauge("transformer_mt_queue_lines", "Lines waiting to be decoded, by model", ["model"],
                       registry=self.registry)
         for model in models:
             queue.labels(model).set_function(partial(waiting, model))
             self.sentences.labels(model)  # listed at 0 before the first request
             self.cached.labels(model)
+
+    def loaded(self, model: str) -> None:
+        """A model loaded on its first use."""
+        self.loads.labels(model).inc()
 
     def request(self, path: str, status: int, seconds: float) -> None:
         """One answered HTTP request."""

@@ -8,18 +8,53 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.data.text import clean
+from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.engine import Engine
-from transformer_mt.inference.members import load_members
+from transformer_mt.inference.members import load_members, shared_vocabularies
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model.kernels import Kernels
 from transformer_mt.serving.api import Limits, RequestError, TranslateRequest, checked_beam
 
 SearchKey = tuple  # what decides how a batch is decoded: requests with equal keys decode together
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a served model's checkpoints say before the model is built: its name, files, target
+    languages by tag, default tag and directions (serving/resident.py: a model loaded on first use)."""
+
+    name: str
+    paths: list[Path]
+    languages: dict[str | None, str]
+    default_tag: str | None
+    directions: dict[tuple[str, str], str | None]
+
+    @classmethod
+    def of(cls, name: str, paths: list[Path], hyper: dict, vocabularies: Vocabularies,
+           default_tag: str | None) -> "Declared":
+        """From the first checkpoint's hyper-parameters; a default tag the vocabulary lacks: refused."""
+        vocabularies.source_prefix(default_tag, "task.tag")
+        data = ((hyper.get("data") or {}).get("config") or {})
+        return cls(name, paths, target_languages(data), default_tag, directions(data))
+
+    @classmethod
+    def read(cls, name: str, paths: list[Path], default_tag: str | None) -> "Declared":
+        """From the checkpoints themselves, memory-mapped: their weights are not read."""
+        checkpoints = [read_checkpoint(path) for path in paths]
+        return cls.of(name, paths, checkpoints[0]["hyper_parameters"], shared_vocabularies(paths, checkpoints),
+                      default_tag)
+
+    def info(self) -> dict:
+        """What GET /models says of the model before it is loaded."""
+        return {"name": self.name, "checkpoints": [p.name for p in self.paths], "default_tag": self.default_tag,
+                "languages": {str(k): v for k, v in self.languages.items()},
+                "directions": [f"{source}-{target}" for source, target in self.directions]}
 
 
 @dataclass
@@ -45,11 +80,13 @@ class ServedModel:
         """The model of the checkpoints at `paths`, decoding with `search` on `kernels` (model/kernels.py;
         None: torch's paths), on the CPU."""
         models, vocabularies, hyper = load_members(paths)
+        declared = Declared.of(name, paths, hyper, vocabularies, default_tag)
         translator = Translator(models, vocabularies, search, quantize, kernels=kernels)
-        data = ((hyper.get("data") or {}).get("config") or {})
-        served = cls(name, translator, paths, target_languages(data), default_tag, directions(data))
-        vocabularies.source_prefix(default_tag, "task.tag")  # a tag the vocabulary lacks: refused at start
-        return served
+        return cls(name, translator, paths, declared.languages, default_tag, declared.directions)
+
+    def declared(self) -> Declared:
+        """What its checkpoints say of it (as before it was loaded)."""
+        return Declared(self.name, self.paths, self.languages, self.default_tag, self.directions)
 
     def tag_of(self, asked: str | None) -> str | None:
         """The source tag a request decodes with: the one it asks for, else the model's default."""
@@ -155,15 +192,12 @@ class ServedModel:
         translator, tokenizer = self.translator, self.translator.tokenizer
         config = translator.models[0].config
         default, declared = translator.search, translator.search.capabilities
-        return {"name": self.name, "checkpoints": [p.name for p in self.paths], "members": len(translator.models),
+        return {**self.declared().info(), "members": len(translator.models),
                 "quantize": translator.quantize, "engine": "ours" if self.engine is None else "ctranslate2",
                 "parameters": sum(p.numel() for p in translator.models[0].parameters()),
                 "vocabulary": {"joint": tokenizer.joint, "source": tokenizer.src.vocab_size,
                                "target": tokenizer.tgt.vocab_size},
-                "tags": tokenizer.src.tag_tokens(), "default_tag": self.default_tag,
-                "languages": {str(k): v for k, v in self.languages.items()},
-                "directions": [f"{source}-{target}" for source, target in self.directions],
-                "max_positions": config.max_positions,
+                "tags": tokenizer.src.tag_tokens(), "max_positions": config.max_positions,
                 "decoding": {"search": type(default).__name__,
                              "beam_size": default.beam_size if declared.beams else None,
                              "nbest": default.nbest if declared.nbest else None,

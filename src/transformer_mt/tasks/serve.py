@@ -11,6 +11,8 @@ import logging
 import os
 import socket
 import time
+from concurrent.futures import Executor
+from pathlib import Path
 
 import uvicorn
 from hydra.utils import instantiate
@@ -24,7 +26,8 @@ from transformer_mt.model.kernels import for_cpu
 from transformer_mt.serving.api import Limits
 from transformer_mt.serving.app import Settings, make_app
 from transformer_mt.serving.batcher import decode_threads
-from transformer_mt.serving.served import ServedModel
+from transformer_mt.serving.resident import ResidentModels
+from transformer_mt.serving.served import Declared, ServedModel
 from transformer_mt.stops import STOPS, exit_stopped, raise_requested
 from transformer_mt.tasks.runs.preflight import served_checkpoints
 
@@ -66,23 +69,36 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def load_models(cfg: DictConfig, device, workers: Workers) -> dict[str, ServedModel]:
-    """Each served model loaded once, on `device`, decoding with cfg.decoding (by default): by our
+def resident_models(cfg: DictConfig, device, workers: Workers, worker: Executor) -> ResidentModels:
+    """The served models (task.models, or ckpt_path as default): each loaded now, or with
+    task.max_loaded on its first request in `worker`'s threads (their checkpoints read now, without
+    their weights: a file that is no checkpoint stops the server at start either way)."""
+    checkpoints = served_checkpoints(cfg)
+    if cfg.task.engine == "ctranslate2":
+        for paths in checkpoints.values():
+            check_engine(cfg, paths)
+
+    def load(name: str) -> ServedModel:
+        return load_model(cfg, name, checkpoints[name], device, workers)
+
+    if cfg.task.max_loaded is None:
+        return ResidentModels.all_loaded({name: load(name) for name in checkpoints})
+    declared = {name: Declared.read(name, paths, cfg.task.get("tag")) for name, paths in checkpoints.items()}
+    return ResidentModels(declared, load, worker, cfg.task.max_loaded)
+
+
+def load_model(cfg: DictConfig, name: str, paths: list[Path], device, workers: Workers) -> ServedModel:
+    """One served model loaded on `device`, decoding with cfg.decoding (by default): by our
     searches, or with task.engine=ctranslate2 by CTranslate2 (converted once; `workers`: its
     inter_threads replicas and intra_threads), what it cannot do refused here (an ensemble) or per
     request (constraints, alignments)."""
-    kernels, engine = for_cpu(cfg.kernels), cfg.task.engine
-    models = {}
-    for name, paths in served_checkpoints(cfg).items():
-        if engine == "ctranslate2":
-            check_engine(cfg, paths)
-        served = ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"), kernels)
-        if engine == "ctranslate2":
-            served.engine = ct2_translator(paths[0], served.translator, device, workers, cfg.task.get("ct2_dir"))
-        else:
-            log.info("%s: %s", name, served.translator.to(device).prepared())
-        models[name] = served
-    return models
+    served = ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"),
+                              for_cpu(cfg.kernels))
+    if cfg.task.engine == "ctranslate2":
+        served.engine = ct2_translator(paths[0], served.translator, device, workers, cfg.task.get("ct2_dir"))
+    else:
+        log.info("%s: %s", name, served.translator.to(device).prepared())
+    return served
 
 
 def run(cfg: DictConfig) -> dict:
@@ -90,15 +106,16 @@ def run(cfg: DictConfig) -> dict:
     device = task_device(cfg.trainer)
     inter, intra = thread_counts(cfg.inter_threads, cfg.intra_threads, device)
     worker = decode_threads(inter, intra)  # the threads that load the models and decode: torch runs in no other
-    models = worker.submit(load_models, cfg, device, Workers(inter, intra)).result()
+    models = worker.submit(resident_models, cfg, device, Workers(inter, intra), worker).result()
     app = make_app(models, settings(options), worker, inter)
     sock = bound_socket(str(options.host), int(options.port))
     host, port = sock.getsockname()[:2]
     if not loopback(str(options.host)):
         log.warning("task.host=%s: the server is open to the network, not only to this machine", options.host)
-    log.info("serving %s on http://%s:%d (%s, %d decoder%s x %d thread%s%s; the page: /, the API: /docs)",
-             ", ".join(models), f"[{host}]" if ":" in host else host, port, device, inter, "s" * (inter > 1), intra,
-             "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
+    lazy = "" if models.bound is None else f" (loaded on first use, at most {models.bound} at once)"
+    log.info("serving %s%s on http://%s:%d (%s, %d decoder%s x %d thread%s%s; the page: /, the API: /docs)",
+             ", ".join(models.names), lazy, f"[{host}]" if ":" in host else host, port, device, inter,
+             "s" * (inter > 1), intra, "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     started = time.monotonic()
     try:  # uvicorn finishes the requests in flight, then raises the signal again here (stops.py: CtrlC, Terminated)

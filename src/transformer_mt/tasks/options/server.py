@@ -38,6 +38,9 @@ class ServeTask(Tagged, Engined, Task):
                                "answered 503 with Retry-After (null: no bound)", AT_LEAST_1, nullable=True)
     cache_lines: Any = key(10000, "lines kept decoded, by model, decoding and text: a line found there is answered "
                                   "without decoding (0: none kept; a search that samples: never)", AT_LEAST_0)
+    max_loaded: Any = key(None, "models kept loaded at once: each loaded on its first request, the least recently "
+                                "used unloaded to make room (null: every model loaded at start)", AT_LEAST_1,
+                          nullable=True)
     max_lines: Any = key(64, "lines one request may send", AT_LEAST_1)
     max_chars: Any = key(10000, "characters one request may send, all its lines together", AT_LEAST_1)
     max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", AT_LEAST_1)
