@@ -77,7 +77,7 @@ def test_a_server_started_in_the_background_of_a_script_stops_on_kill_int_with_i
     lines = err.read_text().strip().splitlines()
     assert result.stdout.strip() == "130", err.read_text()[-3000:]
     assert lines[-1] == "stopped by Ctrl-C: translation requests answered: 0, the last in flight included"
-    assert "served 0 requests" in lines[-2] and "Traceback" not in err.read_text()
+    assert "served 0 lines in 0 batches" in lines[-2] and "Traceback" not in err.read_text()
 
 
 def test_sigterm_to_a_translate_says_the_lines_done_and_leaves_no_file(tmp_path):
