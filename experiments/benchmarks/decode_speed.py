@@ -4,11 +4,13 @@ load; the other modes: decoders.py."""
 
 import contextlib
 import json
+import re
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -27,6 +29,7 @@ from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength, Searc
 from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.markdown import markdown_table
 from transformer_mt.model.kernels import Kernels, default_cache
+from transformer_mt.serving.sentences import Split
 
 SETUP = ("batch", "length_penalty", "inter", "intra", "kernels", "ct2_inter", "ct2_intra")  # how all decode
 SYSTEMS = ("ours float32", "ours int8", "CTranslate2 float32", "CTranslate2 int8")  # of --rounds, and their pairs
@@ -138,44 +141,98 @@ def in_rounds(args) -> None:
     harness.emit(result, "\n".join(text), args.json)
 
 
-def level(port: int, clients: int, lines: list[str], expected: list[str], args) -> dict:
-    """`clients` threads sending --requests requests in all, a line each: latencies, errors, mix-ups."""
-    def client(k: int) -> list[tuple[float, int, bool]]:  # requests k, k + clients, ...: seconds, status, mixed up
-        http, out = HTTPConnection("127.0.0.1", port, timeout=120), []  # the standard library's: light, kept alive
-        for i in range(k, args.requests, clients):
-            start = time.monotonic()
-            http.request("POST", "/translate", body=json.dumps({"text": lines[i % len(lines)]}),
-                         headers={"Content-Type": "application/json"})
-            answer = http.getresponse()
-            body = answer.read()
-            out.append((time.monotonic() - start, answer.status, answer.status == 200 and json.loads(body)[
-                "translations"][0]["text"] != expected[i % len(lines)]))
-        http.close()
-        return out
+def asked(port: int, requests: list[tuple[dict, str]], at: list[float] | None, clients: int) -> list[tuple]:
+    """Each request sent once, each answer's (seconds, status, mixed up): by `clients` threads one after another
+    (closed loop), or with `at` each at its arrival second (open loop: up to `clients` in flight)."""
+    local, began = threading.local(), time.monotonic()
+
+    def one(i: int) -> tuple[float, int, bool]:
+        if not hasattr(local, "http"):  # the standard library's client: light, kept alive
+            local.http = HTTPConnection("127.0.0.1", port, timeout=120)
+        if at is not None:  # its latency from its arrival, sent late or not (no coordinated omission)
+            time.sleep(max(0.0, began + at[i] - time.monotonic()))
+        start = time.monotonic() if at is None else began + at[i]
+        local.http.request("POST", "/translate", body=json.dumps(requests[i][0]),
+                           headers={"Content-Type": "application/json"})
+        answer = local.http.getresponse()
+        body = answer.read()
+        return (time.monotonic() - start, answer.status,
+                answer.status == 200 and json.loads(body)["translations"][0]["text"] != requests[i][1])
+
+    out: list = [None] * len(requests)
+
+    def client(k: int) -> None:  # closed loop: requests k, k + clients, ...; open: request k
+        for i in range(k, len(requests), clients) if at is None else [k]:
+            out[i] = one(i)
 
     with ThreadPoolExecutor(clients) as pool:
-        seconds, done = harness.timed(lambda: [r for rs in pool.map(client, range(clients)) for r in rs])
+        list(pool.map(client, range(clients if at is None else len(requests))))
+    return out
+
+
+def level(port: int, load: str, requests: list[tuple[dict, str, int]], rate: float, server: int, args) -> dict:
+    """One level: `load` is `N` closed-loop clients or `R%` of the offline rate, Poisson arrivals; at most
+    --requests requests and --seconds of arrivals; latencies, 503s, other errors, mix-ups and the server's PSS."""
+    count, at, clients = args.requests, None, 256  # open loop: up to 256 in flight
+    if load.endswith("%"):
+        per_request = rate * float(load[:-1]) / 100 / statistics.mean(n for *_, n in requests)  # requests a second
+        at = [t for t in np.cumsum(np.random.default_rng(0).exponential(1 / per_request, count)).tolist()
+              if t <= args.seconds]
+        count = len(at)
+    else:
+        clients = int(load)
+    picked = [requests[i % len(requests)] for i in range(count)]
+    seconds, done = harness.timed(lambda: asked(port, [(b, e) for b, e, _ in picked], at, clients))
     latencies = [t for t, status, _ in done if status == 200]
-    return {"clients": clients, "requests": len(done), "sentences_per_s": len(latencies) / seconds,
+    return {"load": load, "requests": len(done), "sentences_per_s": sum(
+                n for (_, status, _), (*_, n) in zip(done, picked) if status == 200) / seconds,
             "p50_ms": 1000 * statistics.median(latencies) if latencies else None,
             "p99_ms": 1000 * float(np.percentile(latencies, 99, method="inverted_cdf")) if latencies else None,
-            "errors": len(done) - len(latencies), "mixups": sum(m for *_, m in done), "seconds": seconds,
-            "latencies_ms": [1000 * t for t in latencies]}
+            "refused": sum(status == 503 for _, status, _ in done),
+            "errors": sum(status not in (200, 503) for _, status, _ in done), "mixups": sum(m for *_, m in done),
+            "seconds": seconds, "server_mib": pss_mib(server), "latencies_ms": [1000 * t for t in latencies]}
+
+
+def pss_mib(pid: int) -> float | None:
+    """The process's proportional set size in MiB (Linux; None elsewhere)."""
+    with contextlib.suppress(OSError):
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        return int(re.search(r"^Pss:\s+(\d+) kB", rollup, re.M).group(1)) / 1024
+    return None
+
+
+def loads(lines: list[str], paragraphs: bool) -> tuple[list[tuple[dict, list[str], int]], list[str]]:
+    """The requests (body, its sentences, how they join) of one sentence each, or of paragraphs of 5-10 lines
+    (split=true); and every sentence to translate offline."""
+    if not paragraphs:
+        return [({"text": line}, [line], None) for line in lines], lines
+    sizes, out, start = np.random.default_rng(0).integers(5, 11, len(lines)).tolist(), [], 0
+    for size in sizes:
+        if start + size > len(lines):
+            break
+        text = " ".join(lines[start:start + size])
+        split = Split.of([text], "en")
+        out.append(({"text": text, "split": True}, split.sentences, split))
+        start += size
+    return out, [s for _, sentences, _ in out for s in sentences]
 
 
 def serve(args) -> dict:
-    """--what serve: task=translate on the lines, then task=serve under each --clients level."""
+    """--what serve: task=translate on the sentences, then task=serve under each --clients and --rates level."""
     lines = [line for line in Path(args.source).read_text(encoding="utf-8").splitlines() if line.strip()]
+    plan, sentences = loads(lines, args.paragraphs)
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "in.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        (Path(tmp) / "in.txt").write_text("".join(f"{line}\n" for line in sentences), encoding="utf-8")
         _, rate = decoders.translate_process(args, Path(tmp) / "in.txt", Path(tmp) / "out.txt", Path(tmp) / "translate")
-        expected = (Path(tmp) / "out.txt").read_text(encoding="utf-8").splitlines()
+        offline = dict(zip(sentences, (Path(tmp) / "out.txt").read_text(encoding="utf-8").splitlines()))
+        requests = [(body, split.joined([offline[s] for s in parts])[0] if split else offline[parts[0]], len(parts))
+                    for body, parts, split in plan]
         with socket.socket() as sock:  # a free loopback port
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         process = subprocess.Popen([sys.executable, str(args.run_py), "task=serve", f"ckpt_path={args.ckpt}",
                                     f"task.port={port}", f"hydra.run.dir={tmp}/serve",
-                                    "task.cache_lines=0", *args.overrides],  # decoding measured, not the cache
+                                    "task.cache_lines=0", *args.overrides, *args.server],  # decoding, not the cache
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             while True:  # until it answers /health
@@ -185,19 +242,23 @@ def serve(args) -> dict:
                 if process.poll() is not None:
                     raise SystemExit("the server did not start")
                 time.sleep(0.2)
-            levels = [level(port, int(c), lines, expected, args) for c in args.clients.split(",")]
+            levels = [level(port, load, requests, rate, process.pid, args) for load in
+                      [*args.clients.split(","), *(f"{float(r) * 100:g}%" for r in args.rates.split(",") if r)]]
         finally:
             process.terminate()
             process.wait(timeout=60)
     alone = levels[0]["p50_ms"]
-    print(f"{harness.described(harness.machine())}; offline task=translate: {rate:.1f} sentences/s\n")
-    print(markdown_table(["clients", "requests", "sentences/s", "x offline", "p50 ms", "p99 ms", "p99 / p50 alone",
-                          "errors", "mix-ups"],
-                         [[r["clients"], r["requests"], f"{r['sentences_per_s']:.1f}",
-                           f"{r['sentences_per_s'] / rate:.2f}", f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}",
-                           f"{r['p99_ms'] / alone:.1f}", r["errors"], r["mixups"]] for r in levels],
-                         right=tuple(range(9))))
-    return {"offline_sentences_per_s": rate, "levels": levels}
+    kind = "paragraphs of 5-10 sentences (split)" if args.paragraphs else "one sentence a request"
+    print(f"{harness.described(harness.machine())}; {kind}; offline task=translate: {rate:.1f} sentences/s\n")
+    print(markdown_table(["load", "requests", "sentences/s", "x offline", "p50 ms", "p99 ms", "p99 / p50 alone",
+                          "503s", "errors", "mix-ups", "server MiB"],
+                         [[r["load"], r["requests"], f"{r['sentences_per_s']:.1f}",
+                           f"{r['sentences_per_s'] / rate:.2f}", *(f"{r[k]:.0f}" if r[k] else "-" for k in (
+                               "p50_ms", "p99_ms")), f"{r['p99_ms'] / alone:.1f}" if r["p99_ms"] else "-",
+                           r["refused"], r["errors"], r["mixups"],
+                           f"{r['server_mib']:.0f}" if r["server_mib"] else "-"] for r in levels],
+                         right=tuple(range(1, 11))))
+    return {"offline_sentences_per_s": rate, "paragraphs": args.paragraphs, "levels": levels}
 
 
 def arguments():
@@ -226,8 +287,12 @@ def arguments():
     add("--candidates", type=int, default=30, help="shortlist: task=shortlist's K")
     add("--frequent", type=int, default=300, help="shortlist: task=shortlist's F")
     add("--scoring", default="probability", help="shortlist: task=shortlist's scoring")
-    add("--clients", default="1,4,16,64", help="serve: concurrent clients of each level")
+    add("--clients", default="1,4,16,64", help="serve: closed-loop levels, the concurrent clients of each")
+    add("--rates", default="", help="serve: open-loop levels, Poisson arrivals at these fractions of the offline rate")
+    add("--paragraphs", action="store_true", help="serve: requests of 5-10 sentences (split=true), not one")
     add("--requests", type=int, default=400, help="serve: requests per level, at most")
+    add("--seconds", type=float, default=60, help="serve: an open-loop level's arrivals, at most these seconds")
+    add("--server", nargs="*", default=[], help="serve: the server's own overrides (task.max_queue=64)")
     add("--run-py", type=Path, default=harness.ROOT / "run.py", help="shortlist, serve: another run.py")
     add("overrides", nargs="*", help="shortlist, serve: more run.py overrides (after --)")
     args = parser.parse_args()

@@ -5,14 +5,17 @@ Each call appends its key=value arguments to $FAKE_CALLS (a JSON line). task=tra
 task.output: each input line as `<line>`, and logs "translated N lines in S s (R lines/s)" to
 stderr and to hydra.run.dir/run.log; S is $FAKE_SECONDS[variant][r] for the r-th translation of a
 variant ("fp32", "int8 shortlist", ...: quantize and decoding.shortlist), else 0.5. task=serve
-answers /health, and POST /translate with `<text>`, but a 500 for the text "error" and a wrong
-translation for "mixup", until it is stopped."""
+answers /health, and POST /translate with `<text>` (split=true: `<sentence>` for each sentence, joined
+as the server joins them), but a 500 for the text "error", a 503 for "busy" and a wrong translation for
+"mixup", until it is stopped."""
 
 import json
 import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from transformer_mt.serving.sentences import Split
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -30,9 +33,13 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200, {"status": "ok"})
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["text"]
-        if text == "error":
-            self.answer(500, {"detail": "made to fail"})
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = body["text"]
+        if text in ("error", "busy"):
+            self.answer(500 if text == "error" else 503, {"error": "made to fail"})
+        elif body.get("split"):
+            split = Split.of([text], "en")
+            self.answer(200, {"translations": [{"text": split.joined([f"<{s}>" for s in split.sentences])[0]}]})
         else:
             self.answer(200, {"translations": [{"text": "wrong" if text == "mixup" else f"<{text}>"}]})
 

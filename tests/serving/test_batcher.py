@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from transformer_mt.serving.batcher import Batcher, Pending, QueueFull
+from transformer_mt.serving.batcher import Batcher, Joined, Pending, QueueFull
 
 
 def recording(batches: list[list[list[str]]]):
@@ -220,3 +220,47 @@ def test_a_requests_jobs_are_admitted_all_or_none():
     results, waiting = asyncio.run(scenario())
     assert waiting == 2  # b and c; d and e never waited
     assert results == [["A"], [["B"], ["C"]]]
+
+
+def stepping(log: list, step: float = 0.03):
+    """A running-batch decode (Joined's): each step answers the jobs it holds (their lines upper-cased)
+    and takes those handed over; it records what it started with, what joined, and the source tokens
+    in flight at each step."""
+    def decode(jobs: list[Pending], inbox) -> None:
+        log.append(("start", [job.lines[0] for job in jobs]))
+        holding = list(jobs)
+        while True:
+            log.append(("in flight", inbox.tokens))
+            time.sleep(step)
+            for job in holding:
+                inbox.answered(job, [line.upper() for line in job.lines])
+            holding = inbox.take()
+            log.extend(("joined", job.lines[0]) for job in holding)
+            if not holding and inbox.close():
+                return
+    return decode
+
+
+def test_jobs_that_come_while_every_thread_decodes_join_the_running_batch_within_the_budget():
+    """One decoder thread, a running batch of `a`: `b` and `c`, sent while it decodes, join it at its
+    next steps (never more than the 2-token budget in flight); `d`, sent after the batch ended, starts
+    a batch of its own. Each job gets its own lines back."""
+    log: list = []
+    joined = Joined(takes=lambda job: True, decode=stepping(log))
+
+    async def scenario() -> list:
+        batcher = Batcher(lambda jobs: [], max_tokens=2, max_wait_ms=0, joined=joined)
+        batcher.start()
+        first = asyncio.create_task(batcher.submit(Pending("k", ["a"], 1)))
+        await asyncio.sleep(0.01)  # `a` decoding
+        more = [asyncio.create_task(batcher.submit(Pending("k", [x], 1))) for x in "bc"]
+        results = await asyncio.gather(first, *more)
+        await asyncio.sleep(0.1)  # the batch ended
+        results.append(await batcher.submit(Pending("k", ["d"], 1)))
+        await batcher.stop()
+        return results
+
+    assert asyncio.run(scenario()) == [["A"], ["B"], ["C"], ["D"]]
+    assert [entry for entry in log if entry[0] != "in flight"] == [
+        ("start", ["a"]), ("joined", "b"), ("joined", "c"), ("start", ["d"])]
+    assert max(tokens for kind, tokens in log if kind == "in flight") <= 2

@@ -5,7 +5,6 @@ bad request is a 4xx with one JSON object naming the field and the limit, `{"err
 ...}`, a model whose queue is full a 503 with Retry-After; the server goes on serving."""
 
 import dataclasses
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,10 +24,10 @@ from transformer_mt.serving.api import (
     constraints_of,
     lines_of,
 )
-from transformer_mt.serving.api_key import authorized, presented
-from transformer_mt.serving.batcher import Batcher, Pending, QueueFull
+from transformer_mt.serving.batcher import Batcher, Joined, Pending, QueueFull
 from transformer_mt.serving.bodies import body_error, invalid_json, not_an_object, unreadable_body
-from transformer_mt.serving.decode import Work, decode_jobs, response
+from transformer_mt.serving.decode import Work, decode_jobs, decode_running, joins, response
+from transformer_mt.serving.middleware import KeyGuard, Measured
 from transformer_mt.serving.other_apis import LIBRE, Directions, add_other_apis
 from transformer_mt.serving.prometheus import ServerMetrics
 from transformer_mt.serving.resident import ResidentModels
@@ -43,7 +42,7 @@ OPEN = ("/health",)  # the routes an API key does not guard (and the LibreTransl
 @dataclass(frozen=True)
 class Settings:
     """How the server batches and what it allows (task.max_tokens, max_wait_ms, the limits, api_key,
-    max_queue, cache_lines)."""
+    max_queue, cache_lines, continuous_batching)."""
 
     max_tokens: int = 4096
     max_wait_ms: int = 5
@@ -51,6 +50,7 @@ class Settings:
     api_key: str | None = None
     max_queue: int | None = 1024
     cache_lines: int = 10000
+    continuous_batching: bool = False
 
     def for_sentences(self) -> "Settings":
         """These settings for a request split into sentences: as many lines as its characters allow."""
@@ -81,8 +81,9 @@ def make_app(models: ResidentModels, settings: Settings, worker: ThreadPoolExecu
     threads that load them: batcher.decode_threads), `concurrency` batches at once."""
     metrics = ServerMetrics(models.names, lambda model: batcher.waiting_lines(model), settings.max_tokens)
     models.told = metrics.loaded
+    joined = Joined(joins, decode_running) if settings.continuous_batching else None
     batcher = Batcher(decode_jobs, settings.max_tokens, settings.max_wait_ms, worker, concurrency, settings.max_queue,
-                      metrics.batch)
+                      metrics.batch, joined)
     translating = Translating(models, settings, batcher, TranslationCache(settings.cache_lines), metrics)
 
     @asynccontextmanager
@@ -96,8 +97,8 @@ def make_app(models: ResidentModels, settings: Settings, worker: ThreadPoolExecu
     answer_errors(app)
 
     if settings.api_key is not None:
-        app.middleware("http")(key_guard(settings.api_key))
-    app.middleware("http")(measured(metrics))  # the outermost: every answer counted, a 401 too
+        app.add_middleware(KeyGuard, key=settings.api_key, open_paths=OPEN, open_prefix=f"{LIBRE}/")
+    app.add_middleware(Measured, told=metrics.request)  # the outermost: every answer counted, a 401 too
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
@@ -195,27 +196,6 @@ def queue_full(request: Request, err: QueueFull) -> JSONResponse:
     """A 503 naming the model whose queue is full, with Retry-After: the seconds its queue takes."""
     return JSONResponse({"error": str(err), "field": "model"}, status_code=503,
                         headers={"Retry-After": str(err.retry_after)})
-
-
-def measured(metrics: ServerMetrics):
-    """An HTTP middleware counting each answer by route and status, with its latency."""
-    async def measure(request: Request, call_next):
-        started = time.monotonic()
-        answer = await call_next(request)
-        metrics.request(request.url.path, answer.status_code, time.monotonic() - started)
-        return answer
-    return measure
-
-
-def key_guard(key: str):
-    """An HTTP middleware answering 401 to a request without `key`, on every route but OPEN's."""
-    async def guard(request: Request, call_next):
-        path = request.url.path
-        if path not in OPEN and not path.startswith(f"{LIBRE}/") and not authorized(presented(request), key):
-            return JSONResponse({"error": "a valid API key is needed (header X-API-Key: KEY, or Authorization: "
-                                          "Bearer KEY)", "field": "X-API-Key"}, status_code=401)
-        return await call_next(request)
-    return guard
 
 
 async def chosen(models: ResidentModels, name: str | None) -> ServedModel:

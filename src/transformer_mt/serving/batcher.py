@@ -11,11 +11,17 @@ there are threads (inter_threads), so the event loop keeps taking requests meanw
 while every thread decodes forms the next batch. A request with alignments is decoded while no
 other batch is (its model records its attention maps meanwhile). The lines waiting for a model are
 bounded (`max_queue`): a request that would pass the bound is refused at once (QueueFull, the
-server's 503 with Retry-After) and the queue, and the server's memory, stop growing."""
+server's 503 with Retry-After) and the queue, and the server's memory, stop growing. With a
+`Joined` decoding (task.continuous_batching), a group it takes is a running batch: while every
+thread decodes, the waiting jobs of its key are handed to it (its Inbox) and join it between two
+of its steps, each answered as it ends."""
 
 import asyncio
+import contextlib
 import math
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -78,16 +84,18 @@ class Batcher:
     threads, `concurrency` groups at once (its thread count)."""
 
     def __init__(self, decode: Decode, max_tokens: int, max_wait_ms: int, worker: ThreadPoolExecutor | None = None,
-                 concurrency: int = 1, max_queue: int | None = None, observe: Observe | None = None) -> None:
+                 concurrency: int = 1, max_queue: int | None = None, observe: Observe | None = None,
+                 joined: "Joined | None" = None) -> None:
         """`max_queue`: the lines that may wait for one model (None: no bound); `observe`: told of
-        each decoded group."""
+        each decoded group; `joined`: the decoding whose groups are running batches (None: none)."""
         self.decode, self.max_tokens, self.max_wait = decode, max_tokens, max_wait_ms / 1000
-        self.max_queue, self.observe = max_queue, observe
+        self.max_queue, self.observe, self.joined = max_queue, observe, joined
         self.waiting: list[Pending] = []
-        self.arrived = asyncio.Event()
+        self.changed = asyncio.Event()  # a job arrived, a group ended, a job of a running batch was answered
         self.worker = worker or decode_threads(concurrency)
         self.concurrency = concurrency
         self.running: set[asyncio.Task] = set()  # the groups being decoded
+        self.inboxes: set[Inbox] = set()  # those that are running batches, taking jobs as they decode
         self.exclusive = False  # the group being decoded is an exclusive one
         self.finished = asyncio.Event()  # a group was decoded
         self.task: asyncio.Task | None = None
@@ -142,7 +150,7 @@ class Batcher:
         for job in jobs:
             job.future = loop.create_future()
         self.waiting.extend(jobs)
-        self.arrived.set()
+        self.changed.set()
         try:
             return list(await asyncio.gather(*(job.future for job in jobs)))
         finally:  # a client gone, or one line failed: the others are not decoded for nothing
@@ -167,26 +175,43 @@ class Batcher:
         first = self.waiting[0]
         return sum(j.tokens for j in self.waiting if j.key == first.key) >= self.max_tokens
 
+    def free(self) -> bool:
+        """Whether a group may start now: a thread is free, and no exclusive group decodes."""
+        return len(self.running) < self.concurrency and not self.exclusive
+
     async def loop(self) -> None:
-        while True:  # while every thread is busy, jobs gather
-            await self.until(lambda: len(self.running) < self.concurrency and not self.exclusive)
-            while not self.waiting:
-                self.arrived.clear()
-                await self.arrived.wait()
-            while not self.full() and (left := self.waiting[0].arrived + self.max_wait - time.monotonic()) > 0:
-                self.arrived.clear()
-                try:
-                    await asyncio.wait_for(self.arrived.wait(), left)
-                except asyncio.TimeoutError:
-                    break
-            jobs = self.batch()
-            self.waiting = [j for j in self.waiting if all(j is not t for t in jobs)]
-            jobs = [j for j in jobs if not j.future.done()]  # a client gone: its lines are not decoded
-            if jobs:
-                if jobs[0].exclusive:  # the group's jobs share one key, and so exclusiveness
-                    await self.until(lambda: not self.running)
-                    self.exclusive = True
-                self.running.add(asyncio.get_running_loop().create_task(self.run(jobs)))
+        while True:
+            self.changed.clear()
+            left = None
+            if self.waiting and self.free():  # a free thread: the oldest waits at most max_wait for others
+                left = self.waiting[0].arrived + self.max_wait - time.monotonic()
+                if left <= 0 or self.full():
+                    await self.begin()
+                    continue
+            elif self.waiting:  # every thread busy: jobs join the running batches that take them, the others gather
+                self.hand_over()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), left)
+
+    async def begin(self) -> None:
+        """The next group taken from the waiting jobs and started."""
+        jobs = self.batch()
+        self.waiting = [j for j in self.waiting if all(j is not t for t in jobs)]
+        jobs = [j for j in jobs if not j.future.done()]  # a client gone: its lines are not decoded
+        if jobs:
+            if jobs[0].exclusive:  # the group's jobs share one key, and so exclusiveness
+                await self.until(lambda: not self.running)
+                self.exclusive = True
+            self.running.add(asyncio.get_running_loop().create_task(self.run(jobs)))
+
+    def hand_over(self) -> None:
+        """Each waiting job a running batch of its key takes (the one with the fewest source tokens
+        in flight, within the budget) joins it at its next step."""
+        for job in list(self.waiting):
+            open_ = [inbox for inbox in self.inboxes
+                     if inbox.key == job.key and inbox.tokens + job.tokens <= self.max_tokens]
+            if open_ and not job.future.done() and min(open_, key=lambda inbox: inbox.tokens).offer(job):
+                self.waiting.remove(job)
 
     async def until(self, ready: Callable[[], bool]) -> None:
         """Returns once ready() holds, looking each time a group was decoded."""
@@ -195,24 +220,94 @@ class Batcher:
             await self.finished.wait()
 
     async def run(self, jobs: list[Pending]) -> None:
-        """One group decoded in a worker thread; each job answered with its result, or the error."""
-        started = time.monotonic()
+        """One group decoded in a worker thread; each job answered with its result, or the error. A
+        group the `joined` decoding takes is a running batch: jobs join it as it decodes (its Inbox)
+        and are answered as they end."""
+        started, loop = time.monotonic(), asyncio.get_running_loop()
+        inbox = None
+        if self.joined is not None and self.joined.takes(jobs[0]):
+            inbox = Inbox(jobs, partial(loop.call_soon_threadsafe, self.answer))
+            self.inboxes.add(inbox)
         try:
-            results = await asyncio.get_running_loop().run_in_executor(self.worker, self.decode, jobs)
+            if inbox is None:
+                results = await loop.run_in_executor(self.worker, self.decode, jobs)
+                for job, result in zip(jobs, results):
+                    self.answer(job, result)
+            else:
+                await loop.run_in_executor(self.worker, self.joined.decode, jobs, inbox)
         except Exception as err:  # the requests' error: each of them is answered with it
-            for job in jobs:
+            for job in jobs if inbox is None else inbox.handled:
                 if not job.future.done():
                     job.future.set_exception(err)
-        else:
-            for job, result in zip(jobs, results):
-                if not job.future.done():
-                    job.future.set_result(result)
         finally:
+            self.inboxes.discard(inbox)
+            done = jobs if inbox is None else inbox.handled
             seconds = time.monotonic() - started
-            self.batches, self.answered, self.busy = self.batches + 1, self.answered + len(jobs), self.busy + seconds
-            self.lines += sum(len(job.lines) for job in jobs)
+            self.batches, self.answered, self.busy = self.batches + 1, self.answered + len(done), self.busy + seconds
+            self.lines += sum(len(job.lines) for job in done)
             if self.observe is not None:
-                self.observe(jobs, seconds)
+                self.observe(done, seconds)
             self.running.discard(asyncio.current_task())
             self.exclusive = self.exclusive and bool(self.running)
             self.finished.set()
+            self.changed.set()
+
+    def answer(self, job: Pending, result: object) -> None:
+        """A job's result (in the event loop): its request answered, its budget freed in a running batch."""
+        if not job.future.done():
+            job.future.set_result(result)
+        for inbox in self.inboxes:
+            inbox.left(job)
+        self.changed.set()
+
+
+class Inbox:
+    """The jobs of a running batch (a group of the `joined` decoding): those it started with and
+    those handed to it as it decodes (`offer`, in the event loop; `take`, in its decoding thread),
+    each answered as it ends (`answered(job, result)`, thread-safe); `tokens`: the source tokens of
+    the jobs not yet answered."""
+
+    def __init__(self, jobs: list[Pending], answered: Callable[[Pending, object], object]) -> None:
+        self.key, self.answered = jobs[0].key, answered
+        self.handled, self.new = list(jobs), deque()
+        self.tokens, self.pending = sum(job.tokens for job in jobs), {id(job) for job in jobs}
+        self.lock, self.closed = threading.Lock(), False
+
+    def offer(self, job: Pending) -> bool:
+        """`job` joins the batch (False: it has ended, and takes no more)."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.new.append(job)
+        self.handled.append(job)
+        self.tokens += job.tokens
+        self.pending.add(id(job))
+        return True
+
+    def take(self) -> list[Pending]:
+        """The jobs handed over since the last look (the decoding thread's)."""
+        with self.lock:
+            taken, self.new = list(self.new), deque()
+        return taken
+
+    def close(self) -> bool:
+        """Ends the batch where no job was handed over since the last look (else False: take them)."""
+        with self.lock:
+            self.closed = not self.new
+            return self.closed
+
+    def left(self, job: Pending) -> None:
+        """`job` was answered: its tokens leave the budget."""
+        if id(job) in self.pending:
+            self.pending.discard(id(job))
+            self.tokens -= job.tokens
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A decoding whose groups are running batches: `takes(job)` says which jobs' groups (their
+    key's), `decode(jobs, inbox)` decodes them and what the inbox hands over, answering each job
+    through `inbox.answered` as it ends."""
+
+    takes: Callable[[Pending], bool]
+    decode: Callable[[list[Pending], Inbox], None]

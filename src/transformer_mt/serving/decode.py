@@ -5,10 +5,13 @@ from its lines' n-best lists."""
 import dataclasses
 from dataclasses import dataclass
 
+from transformer_mt.decoding.running_batch import RunningBatch
+from transformer_mt.decoding.search import Hypothesis
 from transformer_mt.decoding.strategy import Search
-from transformer_mt.inference.line_translation import NBest, translate_lines
+from transformer_mt.inference.line_translation import NBest, Translation, translate_lines
+from transformer_mt.inference.prefix import spell
 from transformer_mt.serving.api import Output, ScoredText, TranslateRequest, TranslateResponse
-from transformer_mt.serving.batcher import Pending
+from transformer_mt.serving.batcher import Inbox, Pending
 from transformer_mt.serving.served import ServedModel
 
 
@@ -57,6 +60,78 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
         out.append(Decoded(mine, work.served.off_target([nbest[0].text for nbest in mine], job.payload.language)))
         start = end
     return out
+
+
+def joins(job: Pending) -> bool:
+    """Whether a job decodes in a running batch (decoding/running_batch.py): greedy search by our
+    engine on one Transformer that takes it, without prefixes, constraints, alignments or a shortlist."""
+    work: Work = job.payload
+    engine, search = work.served.decoder, work.search
+    declared = search.capabilities
+    if engine is not work.served.translator or declared.beams or declared.random or declared.constraints:
+        return False
+    if work.prefixes is not None or work.alignments or work.constraints or search.shortlist:
+        return False
+    translator = work.served.translator
+    return translator.shortlist is None and not search.options.static(translator.device) and \
+        RunningBatch.takes(translator.model(), search.options)
+
+
+ADMIT_WAIT = 4  # steps a sentence handed to a running batch waits, at most, for others to join with it
+
+
+def decode_running(jobs: list[Pending], inbox: Inbox) -> None:
+    """`jobs` and those the inbox hands over, decoded as one running batch, each job answered
+    through the inbox once its lines ended (the text and score greedy search gives it in any batch),
+    until no row is left and none is handed over. Jobs handed over join between two steps, several
+    at once (one encoder call): when they are a quarter of the rows decoding, when none is, or
+    after ADMIT_WAIT steps."""
+    work: Work = jobs[0].payload
+    translator = work.served.translator
+    running = RunningBatch(translator.model(), work.search.options, translator.bos_id, translator.eos_id)
+    outputs: dict[int, list] = {}  # each job's lines' outputs so far, by id
+    owned: dict[int, Pending] = {}
+    new, held, waited = jobs, [], 0
+    while True:
+        admit(running, new, owned, outputs, inbox)
+        for (key, i), hypothesis in running.step():
+            outputs[key][i] = hypothesis
+            ended(owned[key], outputs, inbox)
+        held += inbox.take()
+        if held and (not running.rows or 4 * len(held) >= running.rows or waited >= ADMIT_WAIT):
+            new, held, waited = held, [], 0
+        else:
+            new, waited = [], waited + bool(held)
+        if not running.rows and not new and not held and inbox.close():
+            return
+
+
+def admit(running: RunningBatch, jobs: list[Pending], owned: dict[int, Pending], outputs: dict[int, list],
+          inbox: Inbox) -> None:
+    """The lines of `jobs` into the running batch (an empty line: an empty output at once)."""
+    rows: list[tuple[tuple[int, int], list[int]]] = []
+    for job in jobs:
+        owned[id(job)], outputs[id(job)] = job, [None] * len(job.lines)
+        for i, ids in enumerate(job.payload.sources):
+            if ids:
+                rows.append(((id(job), i), ids))
+            else:
+                outputs[id(job)][i] = Hypothesis([], 0.0, 0.0)
+    running.admit([ids for _, ids in rows], [owner for owner, _ in rows])
+    for job in jobs:
+        ended(job, outputs, inbox)
+
+
+def ended(job: Pending, outputs: dict[int, list], inbox: Inbox) -> None:
+    """`job` answered where each of its lines has its hypothesis."""
+    mine = outputs.get(id(job))
+    if mine is None or any(h is None for h in mine):
+        return
+    del outputs[id(job)]
+    work: Work = job.payload
+    texts = spell(work.served.translator.tokenizer.tgt, [h.tokens for h in mine], [""] * len(mine), [0] * len(mine))
+    nbests = [[Translation(text, h.score)] for text, h in zip(texts, mine)]
+    inbox.answered(job, Decoded(nbests, work.served.off_target(texts, work.language)))
 
 
 def part(job: Pending, keep: list[int]) -> Pending:

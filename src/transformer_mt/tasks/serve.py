@@ -41,7 +41,7 @@ def settings(options: DictConfig) -> Settings:
     return Settings(options.max_tokens, options.max_wait_ms, Limits(options.max_lines, options.max_chars,
                                                                     options.max_beam),
                     options.get("api_key") or os.environ.get(API_KEY_VARIABLE) or None, options.max_queue,
-                    options.cache_lines)
+                    options.cache_lines, options.continuous_batching)
 
 
 def loopback(host: str) -> bool:

@@ -10,7 +10,7 @@ from transformer_mt.schema.keys import key
 from transformer_mt.schema.shared import Engined, Tagged
 from transformer_mt.schema.task_base import ServedModels, Task
 from transformer_mt.tasks.options.one_model import NAME
-from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, Refusal, integer, text
+from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, Refusal, integer, text
 
 MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v)),
           "a mapping of names to checkpoints ({en_de: a.ckpt, ensemble: [b.ckpt, c.ckpt]}) or null")
@@ -41,6 +41,9 @@ class ServeTask(Tagged, Engined, Task):
     max_loaded: Any = key(None, "models kept loaded at once: each loaded on its first request, the least recently "
                                 "used unloaded to make room (null: every model loaded at start)", AT_LEAST_1,
                           nullable=True)
+    continuous_batching: Any = key(False, "greedy requests join the batch being decoded between its steps, each "
+                                          "sentence leaving it the step it ends (false: a batch is decoded to its end "
+                                          "while new requests wait; docs/serving.md has both measured)", BOOLEAN)
     max_lines: Any = key(64, "lines one request may send", AT_LEAST_1)
     max_chars: Any = key(10000, "characters one request may send, all its lines together", AT_LEAST_1)
     max_beam: Any = key(16, "the largest beam_size (and nbest) a request may ask for", AT_LEAST_1)
