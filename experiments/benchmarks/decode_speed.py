@@ -196,8 +196,7 @@ def level(port: int, load: str, requests: list[tuple[dict, str, int]], rate: flo
 def pss_mib(pid: int) -> float | None:
     """The process's proportional set size in MiB (Linux; None elsewhere)."""
     with contextlib.suppress(OSError):
-        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        return int(re.search(r"^Pss:\s+(\d+) kB", rollup, re.M).group(1)) / 1024
+        return int(re.search(r"^Pss:\s+(\d+) kB", Path(f"/proc/{pid}/smaps_rollup").read_text(), re.M)[1]) / 1024
     return None
 
 
@@ -210,9 +209,8 @@ def loads(lines: list[str], paragraphs: bool) -> tuple[list[tuple[dict, list[str
     for size in sizes:
         if start + size > len(lines):
             break
-        text = " ".join(lines[start:start + size])
-        split = Split.of([text], "en")
-        out.append(({"text": text, "split": True}, split.sentences, split))
+        split = Split.of([" ".join(lines[start:start + size])], "en")
+        out.append(({"text": " ".join(lines[start:start + size]), "split": True}, split.sentences, split))
         start += size
     return out, [s for _, sentences, _ in out for s in sentences]
 

@@ -16,7 +16,7 @@ OWN_LAST = "last"  # ckpt_path=last: a training run's own checkpoints/last.ckpt 
 SHORTLIST_SCORINGS = ("dice", "probability")  # task.scoring (task=shortlist)
 KERNELS = ("auto", "default")  # kernels: how a decoding copy's linear layers pick their kernels
 ACTIVATIONS = ("relu", "gelu", "swish")  # model.activation
-POSITIONS = ("sinusoidal", "learned", "rotary", "relative")  # model.positional (the last two: in attention)
+POSITIONS = ("sinusoidal", "learned", "rotary", "relative", "fairseq")  # model.positional
 TIES = ("all", "decoder", "none")  # model.tie_embeddings
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
               "transformer-engine-float16", "32", "16", "bf16", "64")  # trainer.precision (Lightning's; 32, 16, 64 too)

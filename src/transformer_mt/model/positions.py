@@ -8,6 +8,8 @@ from its config, and is the one place that names the kinds. What the model asks 
 
 Parameters stay where checkpoints have them: `src_pos.learned`, `...self_attn.relative`."""
 
+import math
+
 import torch
 from torch import nn
 
@@ -24,6 +26,32 @@ class SinusoidTable(PositionTable):
     def __init__(self, max_positions: int, d_model: int) -> None:
         super().__init__(max_positions)
         self.register_buffer("table", sinusoid_table(max_positions, d_model), persistent=False)
+
+    def rows(self) -> torch.Tensor:
+        return self.table
+
+
+FAIRSEQ_FIRST = 2  # fairseq's first position: <pad> (1) + 1
+
+
+def fairseq_table(max_positions: int, d_model: int) -> torch.Tensor:
+    """fairseq's sinusoids (M2M-100's, NLLB's, as transformers builds them): the sines of d_model / 2
+    frequencies 10000^(-i / (d_model / 2 - 1)), then their cosines (an odd d_model: a zero feature
+    last), for positions FAIRSEQ_FIRST, FAIRSEQ_FIRST + 1, ...: our row t is their position t + 2."""
+    half = d_model // 2
+    frequencies = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(FAIRSEQ_FIRST, FAIRSEQ_FIRST + max_positions, dtype=torch.int64).float()[:, None] \
+        * frequencies[None]
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    return torch.cat([table, torch.zeros(max_positions, d_model % 2)], dim=1)
+
+
+class FairseqTable(PositionTable):
+    """fairseq's fixed sinusoids (a buffer, not in checkpoints): models imported from M2M-100 and NLLB."""
+
+    def __init__(self, max_positions: int, d_model: int) -> None:
+        super().__init__(max_positions)
+        self.register_buffer("table", fairseq_table(max_positions, d_model), persistent=False)
 
     def rows(self) -> torch.Tensor:
         return self.table
@@ -68,6 +96,11 @@ class SinusoidalKind(PositionKind):
         return SinusoidTable(self.max_positions, self.d_model)
 
 
+class FairseqKind(PositionKind):
+    def table(self) -> AddedPositions:
+        return FairseqTable(self.max_positions, self.d_model)
+
+
 class LearnedKind(PositionKind):
     def table(self) -> AddedPositions:
         return LearnedTable(self.max_positions, self.d_model)
@@ -101,7 +134,7 @@ class RelativeKind(PositionKind):
 
 
 KINDS: dict[str, type[PositionKind]] = {"sinusoidal": SinusoidalKind, "learned": LearnedKind, "rotary": RotaryKind,
-                                        "relative": RelativeKind}  # model.positional (the last two: in attention)
+                                        "relative": RelativeKind, "fairseq": FairseqKind}  # model.positional
 
 
 def position_kind(positional: str, max_positions: int, d_model: int, d_k: int,

@@ -38,7 +38,8 @@ class ModelGroup(Group):
     activation: Any = key("relu", "the FFN's activation", (one_of(*ACTIVATIONS), listing(ACTIVATIONS)))
     norm_first: Any = key(False, "false: post-norm (the paper); true: pre-norm with final LayerNorms", BOOLEAN)
     positional: Any = key("sinusoidal", "positions: sinusoidal | learned (added to the embeddings) | rotary "
-                                        "(RoPE) | relative (Shaw et al. 2018): the last two in self-attention",
+                                        "(RoPE) | relative (Shaw et al. 2018): those two in self-attention | "
+                                        "fairseq (M2M-100's and NLLB's sinusoids, added: imported models)",
                           (one_of(*POSITIONS), listing(POSITIONS)))
     max_positions: Any = key(1024, "the longest sequence, in tokens", (integer(2), "an integer >= 2"))
     max_relative_positions: Any = key(16, "positional=relative: distances clipped to +-this", AT_LEAST_1)

@@ -1,0 +1,72 @@
+"""A Hugging Face `M2M100ForConditionalGeneration` folder (M2M-100, NLLB-200) read as our Transformer.
+
+Both are Transformers of the paper's family with switches ours has: pre-norm layers with a final
+LayerNorm in each stack (`norm_first=true`), embeddings scaled by sqrt(d_model), one vocabulary
+shared by the encoder, the decoder and the output layer (`tie_embeddings=all`), no output bias,
+ReLU FFNs, and fairseq's sinusoids counted from <pad> + 1 (`positional=fairseq`). Their layers are
+named as Marian's (interop/marian.py's `layout`), with the residual stream's features in our order
+(no permutation: our fairseq table is theirs), plus the two final LayerNorms. What a folder holds
+that ours cannot represent is refused in one line naming model.init_from and the config field."""
+
+from pathlib import Path
+
+import torch
+
+from transformer_mt.errors import DataError
+from transformer_mt.interop.marian import layout
+from transformer_mt.model import TransformerConfig
+from transformer_mt.model.positions import FAIRSEQ_FIRST
+
+FINAL_NORMS = (("encoder_norm", "model.encoder.layer_norm"), ("decoder_norm", "model.decoder.layer_norm"))
+
+
+def m2m100_architecture(config, where: str) -> dict:
+    """Our model keys for an M2M100Config; a field we cannot represent: a DataError naming it."""
+    problems = [
+        (config.model_type != "m2m_100", "model_type", f"{config.model_type!r}, not 'm2m_100'"),
+        (not config.scale_embedding, "scale_embedding", "false: its embeddings are not scaled by sqrt(d_model)"),
+        (config.encoder_attention_heads != config.decoder_attention_heads, "decoder_attention_heads",
+         "the encoder and decoder head counts differ"),
+        (config.encoder_ffn_dim != config.decoder_ffn_dim, "decoder_ffn_dim",
+         "the encoder and decoder FFN widths differ"),
+        (config.activation_function not in ("relu", "gelu", "swish", "silu"), "activation_function",
+         f"{config.activation_function!r} (we have relu, gelu, swish)"),
+        (config.d_model % config.encoder_attention_heads != 0, "d_model", "not a multiple of the head count"),
+        (config.pad_token_id + 1 != FAIRSEQ_FIRST, "pad_token_id",
+         f"{config.pad_token_id}: fairseq's positions start at <pad> + 1, ours at {FAIRSEQ_FIRST} (pad 1)"),
+        (not getattr(config, "tie_word_embeddings", True), "tie_word_embeddings",
+         "false: its output layer is not the embeddings"),
+    ]
+    for bad, field, why in problems:
+        if bad:
+            raise DataError(f"{where}: config.json's {field} is {why}; transformer-mt cannot represent it")
+    return {"num_encoder_layers": config.encoder_layers, "num_decoder_layers": config.decoder_layers,
+            "d_model": config.d_model, "d_ff": config.encoder_ffn_dim, "heads": config.encoder_attention_heads,
+            "d_k": None, "activation": "swish" if config.activation_function == "silu" else config.activation_function,
+            "norm_first": True, "positional": "fairseq", "max_positions": config.max_position_embeddings,
+            "tie_embeddings": "all", "output_bias": False}
+
+
+def from_m2m100_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:
+    """M2M100ForConditionalGeneration's state_dict as our Transformer's."""
+    out = {ours: torch.cat([state[name] for name in theirs]) for ours, theirs, _ in layout(config)}
+    for ours, theirs in FINAL_NORMS:
+        for part in ("weight", "bias"):
+            out[f"{ours}.{part}"] = state[f"{theirs}.{part}"]
+    for name in ("tgt_embed", "output_proj"):  # tied to src_embed
+        out[f"{name}.weight"] = out["src_embed.weight"]
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def read_m2m100_model(folder: Path, where: str) -> tuple[dict, dict[str, torch.Tensor], TransformerConfig]:
+    """The folder's model as (our model keys, our state_dict, our TransformerConfig), read with
+    transformers' own loader (safetensors or a weights-only pytorch_model.bin)."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    config = M2M100Config.from_pretrained(folder)
+    architecture = m2m100_architecture(config, where)
+    model = M2M100ForConditionalGeneration.from_pretrained(folder).eval()
+    ours = TransformerConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.vocab_size,
+                             pad_id=config.pad_token_id, **architecture)
+    state = {k: v.detach().float() for k, v in model.state_dict().items()}
+    return architecture, from_m2m100_state(state, ours), ours
