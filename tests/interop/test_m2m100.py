@@ -3,13 +3,14 @@
 teacher-forced logits equal theirs, padded batches included; fairseq's position table is theirs;
 what ours cannot represent is refused in one line naming the config field."""
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from transformer_mt.errors import DataError
-from transformer_mt.interop.m2m100 import read_m2m100_model
+from transformer_mt.interop.m2m100 import read_m2m100, read_m2m100_model
 from transformer_mt.model import Transformer
 from transformer_mt.model.positions import fairseq_table
 
@@ -67,3 +68,62 @@ def test_what_ours_cannot_represent_is_refused_naming_the_field(tmp_path, overri
     with pytest.raises(DataError) as refused:
         read_m2m100_model(folder, f"model.init_from={folder}")
     assert str(refused.value).startswith(f"model.init_from={folder}: config.json's {field} is ")
+
+
+SAMPLE = ["A man rides a bicycle down the street.", "Ein Mann fährt mit dem Fahrrad die Straße hinunter.",
+          "Un homme fait du vélo dans la rue.", "Двое мужчин играют в футбол.", "日本語のテキストです。",
+          "Ελληνικά κείμενα εδώ.", "Zahlen: 1234 und 56,7 %", "Unbekannt: ☃ ∮ 🙂 ǅ", "  spaces   inside  "]
+
+
+@pytest.fixture(scope="module")
+def m2m100_folder(tmp_path_factory) -> Path:
+    """A tiny random M2M-100 with its tokenizer as the hub serves one: a sentencepiece BPE model trained
+    here on a multilingual sample, vocab.json numbering its pieces after the specials, M2M100Tokenizer's
+    files; the model's rows the 100 language codes and 8 made-up words past vocab.json's (as m2m100_418M's)."""
+    import io
+
+    import sentencepiece as spm
+
+    folder = tmp_path_factory.mktemp("m2m100")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SAMPLE[:6] * 30), model_writer=model, vocab_size=120,
+                                   model_type="bpe", character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0,
+                                   pad_id=-1, hard_vocab_limit=False, minloglevel=2)
+    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for piece in (processor.id_to_piece(i) for i in range(processor.get_piece_size())):
+        vocab.setdefault(piece, len(vocab))
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tokenizer = transformers.M2M100Tokenizer(str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"))
+    tokenizer.save_pretrained(folder)
+    return saved(folder, vocab_size=max(tokenizer.lang_token_to_id.values()) + 1 + 8)  # 8 made-up words
+
+
+def test_the_tokenizers_ids_are_m2m100tokenizers(m2m100_folder):
+    _, _, vocabularies = read_m2m100(m2m100_folder)
+    theirs = transformers.M2M100Tokenizer.from_pretrained(m2m100_folder, src_lang="en", tgt_lang="de")
+    assert vocabularies.src.encode(SAMPLE) == [theirs(line, add_special_tokens=False).input_ids for line in SAMPLE]
+    english = vocabularies.src.token_id("__en__")
+    assert english == theirs.get_lang_id("en") and "__de__" in vocabularies.src.tag_tokens()
+    assert vocabularies.encode_sources(SAMPLE, [english]) == [theirs(line).input_ids for line in SAMPLE]
+    assert vocabularies.special_ids() == {"pad_id": 1, "bos_id": 2, "eos_id": 2, "unk_id": 3}  # starts from </s>
+    # decoded: <unk> ours shows as ⁇ (as every vocabulary of ours does), theirs drops; lines without it compared
+    known = [ids for ids in vocabularies.src.encode(SAMPLE) if 3 not in ids]
+    outputs = [[theirs.get_lang_id("de"), *ids, 2] for ids in known]
+    assert len(known) >= 5  # the forced language code dropped, as the hub's special tokens make theirs drop it
+    assert vocabularies.tgt.decode(outputs) == theirs.batch_decode([o[1:] for o in outputs], skip_special_tokens=True)
+
+
+def test_init_from_reads_an_m2m100_folder_and_its_tokenizer_round_trips(m2m100_folder):
+    from transformer_mt.data.tokenizer import Vocabularies
+    from transformer_mt.tasks.runs.init_from import read_init_from
+
+    architecture, state, vocabularies = read_init_from(m2m100_folder)
+    assert architecture["positional"] == "fairseq" and state["src_embed.weight"].shape[0] == \
+        vocabularies.src.vocab_size
+    again = Vocabularies.from_dict(vocabularies.to_dict())  # as a checkpoint stores it
+    assert again.encode_sources(SAMPLE, [7]) == vocabularies.encode_sources(SAMPLE, [7])
+    assert again.special_ids() == vocabularies.special_ids() and again.src.tag_tokens() == vocabularies.src.tag_tokens()
+    # its language codes are its tags: task.tag=__en__ (or a corpus's tag) puts __en__ before each source
+    assert again.source_prefix("__en__", "task.tag") == [again.src.token_id("__en__")] != [3]

@@ -250,17 +250,20 @@ class SentencePieceTokenizer(TextTokenizer):
         return self.sentencepiece_model()
 
 class MarianVocabulary(TextTokenizer):
-    """A Marian (OPUS-MT) vocabulary: sentencepiece cuts the text into pieces, and a piece list
-    (vocab.json) numbers them, one list shared by the source and target sides. It has no <s>: the
-    decoder starts from <pad>, whose embedding is zero."""
+    """A vocabulary of a sentencepiece model and a piece list (an imported model's): sentencepiece
+    cuts the text into pieces, the list (vocab.json's order) numbers them, one list shared by the
+    source and target sides. `start` is the token the decoder starts from: <pad> for Marian
+    (OPUS-MT, which has no <s>; its embedding is zero), </s> for M2M-100. `added`: pieces beside the
+    model's that decoding drops as it drops the specials (M2M-100's language codes: its tags)."""
 
     kind, suffix = "marian", ".marian"
 
-    def __init__(self, spm_proto: bytes, pieces: list[str]) -> None:
-        self.proto, self.pieces = spm_proto, list(pieces)
+    def __init__(self, spm_proto: bytes, pieces: list[str], start: str = PAD, added: list[str] = ()) -> None:
+        self.proto, self.pieces, self.start, self.added = spm_proto, list(pieces), start, list(added)
         self.model = spm.SentencePieceProcessor(model_proto=spm_proto)
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
-        super().__init__([self.ids.get(PAD), self.ids.get(PAD), self.ids.get(EOS), self.ids.get(UNK)])
+        super().__init__([self.ids.get(PAD), self.ids.get(start), self.ids.get(EOS), self.ids.get(UNK)])
+        self.dropped = set(self.special_ids.values()) - {self.special_ids["unk_id"]} | {self.ids[p] for p in added}
 
     @property
     def vocab_size(self) -> int:
@@ -271,10 +274,13 @@ class MarianVocabulary(TextTokenizer):
         return [[self.ids.get(p, unk) for p in self.model.encode(line, out_type=str)] for line in lines]
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        return [self.model.decode_pieces(self.tokens(self._shown_ids(seq))) for seq in ids]
+        return [self.model.decode_pieces(self.tokens([i for i in seq if i not in self.dropped])) for seq in ids]
 
     def tokens(self, ids: list[int]) -> list[str]:
         return [self.pieces[i] for i in ids]
+
+    def tag_tokens(self) -> list[str]:
+        return list(self.added)
 
     def token_id(self, token: str) -> int:
         return self.ids.get(token, self.special_ids["unk_id"])
@@ -289,13 +295,15 @@ class MarianVocabulary(TextTokenizer):
         return self.to_json().encode()
 
     def to_json(self) -> str:
-        return json.dumps({"marian": {"spm": base64.b64encode(self.proto).decode("ascii"), "pieces": self.pieces}},
-                          ensure_ascii=False)
+        data = {"spm": base64.b64encode(self.proto).decode("ascii"), "pieces": self.pieces}
+        if self.start != PAD or self.added:  # an M2M-100 vocabulary's (a Marian one is written as before)
+            data.update(start=self.start, added=self.added)
+        return json.dumps({"marian": data}, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> "MarianVocabulary":
         data = json.loads(text)["marian"]
-        return cls(base64.b64decode(data["spm"]), data["pieces"])
+        return cls(base64.b64decode(data["spm"]), data["pieces"], data.get("start", PAD), data.get("added", []))
 
 class Vocabularies:
     """The source and target vocabularies (the same object when joint)."""
@@ -320,10 +328,13 @@ class Vocabularies:
 
     def source_prefix(self, tag: str | None, key: str) -> list[int]:
         """The ids put before each source for `tag` (a corpus's, or task.tag: `bt` or `<bt>`): the
-        token <bt>'s, or none without a tag. A tag the source vocabulary lacks is a ConfigError
+        token <bt>'s (a tag token the vocabulary spells otherwise, as M2M-100's `__en__`: itself), or
+        none without a tag. A tag the source vocabulary lacks is a ConfigError
         naming `key`."""
         if not tag:
             return []
+        if tag in self.src.tag_tokens():  # a token of its own: an imported model's language code (`__en__`)
+            return [self.src.token_id(tag)]
         token = tag_token(tag, key)
         found = self.src.token_id(token)
         if found == self.src.special_ids["unk_id"] or self.src.tokens([found]) != [token]:

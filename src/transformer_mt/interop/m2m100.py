@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.data.tokenizer import EOS, MarianVocabulary, Vocabularies
 from transformer_mt.errors import DataError
 from transformer_mt.interop.marian import layout
 from transformer_mt.model import TransformerConfig
@@ -56,6 +57,41 @@ def from_m2m100_state(state: dict[str, torch.Tensor], config: TransformerConfig)
     for name in ("tgt_embed", "output_proj"):  # tied to src_embed
         out[f"{name}.weight"] = out["src_embed.weight"]
     return {k: v.contiguous() for k, v in out.items()}
+
+
+def m2m100_vocabularies(folder: Path, size: int, where: str) -> Vocabularies:
+    """M2M-100's tokenizer (sentencepiece.bpe.model and vocab.json, as M2M100Tokenizer reads them)
+    as our Vocabularies: vocab.json's pieces, then the language codes (`__en__`, ...) M2M100Tokenizer
+    numbers after them, up to the model's `size` rows (`<unusedN>` for the rows no token has: its
+    made-up words); the decoder starts from </s>, as M2M-100's does."""
+    from transformers import M2M100Tokenizer
+
+    for name in ("sentencepiece.bpe.model", "vocab.json"):
+        if not (folder / name).is_file():
+            raise DataError(f"{where}: no {name} there (M2M-100's tokenizer: sentencepiece.bpe.model and vocab.json)")
+    tokenizer = M2M100Tokenizer.from_pretrained(folder)
+    own = {i: token for token, i in tokenizer.get_vocab().items()}  # vocab.json's: the specials, the model's pieces
+    languages = {i: token for token, i in tokenizer.lang_token_to_id.items()}
+    if sorted(own) != list(range(len(own))) or set(own) & set(languages):
+        raise DataError(f"{where}: vocab.json does not number its pieces 0..{len(own) - 1} before the language codes")
+    if max(languages, default=0) >= size:
+        raise DataError(f"{where}: the tokenizer numbers tokens up to {max(languages)}, config.json's vocab_size "
+                        f"is {size}")
+    pieces = [own.get(i) or languages.get(i) or f"<unused{i}>" for i in range(size)]
+    return Vocabularies(MarianVocabulary((folder / "sentencepiece.bpe.model").read_bytes(), pieces, start=EOS,
+                                         added=pieces[len(own):]))
+
+
+def read_m2m100(folder: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
+    """A local M2M-100 folder (as the hub serves facebook/m2m100_418M) as (our model keys, our
+    state_dict, our Vocabularies)."""
+    where = f"model.init_from={folder}"
+    architecture, state, config = read_m2m100_model(folder, where)
+    vocabularies = m2m100_vocabularies(folder, config.src_vocab_size, where)
+    if vocabularies.special_ids()["pad_id"] != config.pad_id:
+        raise DataError(f"{where}: <pad> is {vocabularies.special_ids()['pad_id']} in the tokenizer, "
+                        f"{config.pad_id} in config.json")
+    return architecture, state, vocabularies
 
 
 def read_m2m100_model(folder: Path, where: str) -> tuple[dict, dict[str, torch.Tensor], TransformerConfig]:

@@ -3,6 +3,7 @@
     model.init_from=outputs/train/<run>                      # one of our runs: the checkpoint it tested
     model.init_from=outputs/train/<run>/checkpoints/best.ckpt   # one of our checkpoints
     model.init_from=/path/to/opus-mt-en-de                    # a local Marian folder (interop/marian.py)
+    model.init_from=/path/to/m2m100_418M                      # a local M2M-100 folder (interop/m2m100.py)
 
 Either way the run takes the model's architecture (its `model.*` keys but the dropouts, which stay
 as configured), its weights as the initial ones and its vocabularies as the run's tokenizer; the
@@ -25,7 +26,11 @@ TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the ru
 
 def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
     """(architecture keys, the Transformer's state_dict, the vocabularies) of model.init_from."""
-    if (path / "config.json").is_file():
+    if (path / "config.json").is_file():  # a Hugging Face folder: Marian, or M2M-100 / NLLB
+        if json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") == "m2m_100":
+            from transformer_mt.interop.m2m100 import read_m2m100
+
+            return read_m2m100(path)
         from transformer_mt.interop.marian import read_marian
 
         return read_marian(path)
