@@ -127,3 +127,45 @@ def test_init_from_reads_an_m2m100_folder_and_its_tokenizer_round_trips(m2m100_f
     assert again.special_ids() == vocabularies.special_ids() and again.src.tag_tokens() == vocabularies.src.tag_tokens()
     # its language codes are its tags: task.tag=__en__ (or a corpus's tag) puts __en__ before each source
     assert again.source_prefix("__en__", "task.tag") == [again.src.token_id("__en__")] != [3]
+
+
+NLLB_CODES = ["eng_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "jpn_Jpan", "ell_Grek"]
+
+
+@pytest.fixture(scope="module")
+def nllb_folder(tmp_path_factory) -> Path:
+    """A tiny random NLLB-200 folder as the hub serves one: sentencepiece.bpe.model (trained here),
+    NllbTokenizer's tokenizer.json with language codes as special tokens after the pieces, and a
+    model with one row per token."""
+    import io
+
+    import sentencepiece as spm
+
+    folder = tmp_path_factory.mktemp("nllb")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SAMPLE[:6] * 30), model_writer=model, vocab_size=120,
+                                   model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    tokenizer = transformers.NllbTokenizer.from_pretrained(folder)
+    tokenizer.add_special_tokens({"additional_special_tokens": NLLB_CODES})
+    tokenizer.save_pretrained(folder)
+    return saved(folder, vocab_size=len(tokenizer))
+
+
+def test_nllbs_tokenizer_ids_are_nllbtokenizers_on_cleaned_text(nllb_folder):
+    """Text as our pipeline gives it to a tokenizer (the text rule: ends stripped, inner runs of
+    whitespace one space): ids equal NllbTokenizer's; eng_Latn is its tag, before each source."""
+    from transformer_mt.data.text import clean
+
+    _, _, vocabularies = read_m2m100(nllb_folder)
+    theirs = transformers.NllbTokenizer.from_pretrained(nllb_folder, src_lang="eng_Latn")
+    lines = clean(SAMPLE)[0]
+    assert vocabularies.src.encode(lines) == [theirs(line, add_special_tokens=False).input_ids for line in lines]
+    english = vocabularies.source_prefix("eng_Latn", "task.tag")
+    assert english == [theirs.convert_tokens_to_ids("eng_Latn")] and english != [3]
+    assert vocabularies.encode_sources(lines, english) == [theirs(line).input_ids for line in lines]
+    assert set(NLLB_CODES) <= set(vocabularies.src.tag_tokens())
+    assert vocabularies.special_ids() == {"pad_id": 1, "bos_id": 2, "eos_id": 2, "unk_id": 3}
+    known = [ids for ids in vocabularies.src.encode(lines) if 3 not in ids]
+    outputs = [[theirs.convert_tokens_to_ids("deu_Latn"), *ids, 2] for ids in known]
+    assert vocabularies.tgt.decode(outputs) == theirs.batch_decode(outputs, skip_special_tokens=True)

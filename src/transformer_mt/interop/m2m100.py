@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.data.tokenizer import EOS, MarianVocabulary, Vocabularies
+from transformer_mt.data.tokenizer import EOS, ROLES, MarianVocabulary, Vocabularies
 from transformer_mt.errors import DataError
 from transformer_mt.interop.marian import layout
 from transformer_mt.model import TransformerConfig
@@ -60,15 +60,27 @@ def from_m2m100_state(state: dict[str, torch.Tensor], config: TransformerConfig)
 
 
 def m2m100_vocabularies(folder: Path, size: int, where: str) -> Vocabularies:
-    """M2M-100's tokenizer (sentencepiece.bpe.model and vocab.json, as M2M100Tokenizer reads them)
-    as our Vocabularies: vocab.json's pieces, then the language codes (`__en__`, ...) M2M100Tokenizer
-    numbers after them, up to the model's `size` rows (`<unusedN>` for the rows no token has: its
-    made-up words); the decoder starts from </s>, as M2M-100's does."""
+    """The folder's tokenizer as our Vocabularies, whose decoder starts from </s> as M2M-100's and
+    NLLB's do: M2M-100's (vocab.json), or NLLB's (tokenizer.json); an unusable one: a DataError."""
+    if not (folder / "sentencepiece.bpe.model").is_file():
+        raise DataError(f"{where}: no sentencepiece.bpe.model there (M2M-100's and NLLB's tokenizers cut text "
+                        "with it)")
+    if (folder / "vocab.json").is_file():
+        pieces, added = m2m100_pieces(folder, size, where)
+    elif (folder / "tokenizer.json").is_file():
+        pieces, added = nllb_pieces(folder, size, where)
+    else:
+        raise DataError(f"{where}: no vocab.json (M2M-100's tokenizer) nor tokenizer.json (NLLB's) there")
+    return Vocabularies(MarianVocabulary((folder / "sentencepiece.bpe.model").read_bytes(), pieces, start=EOS,
+                                         added=added))
+
+
+def m2m100_pieces(folder: Path, size: int, where: str) -> tuple[list[str], list[str]]:
+    """M2M100Tokenizer's numbering: vocab.json's pieces, then the language codes (`__en__`, ...) it
+    numbers after them, up to the model's `size` rows (`<unusedN>` for rows no token has: its
+    made-up words); and those past vocab.json (dropped when decoding; the codes are its tags)."""
     from transformers import M2M100Tokenizer
 
-    for name in ("sentencepiece.bpe.model", "vocab.json"):
-        if not (folder / name).is_file():
-            raise DataError(f"{where}: no {name} there (M2M-100's tokenizer: sentencepiece.bpe.model and vocab.json)")
     tokenizer = M2M100Tokenizer.from_pretrained(folder)
     own = {i: token for token, i in tokenizer.get_vocab().items()}  # vocab.json's: the specials, the model's pieces
     languages = {i: token for token, i in tokenizer.lang_token_to_id.items()}
@@ -78,13 +90,30 @@ def m2m100_vocabularies(folder: Path, size: int, where: str) -> Vocabularies:
         raise DataError(f"{where}: the tokenizer numbers tokens up to {max(languages)}, config.json's vocab_size "
                         f"is {size}")
     pieces = [own.get(i) or languages.get(i) or f"<unused{i}>" for i in range(size)]
-    return Vocabularies(MarianVocabulary((folder / "sentencepiece.bpe.model").read_bytes(), pieces, start=EOS,
-                                         added=pieces[len(own):]))
+    return pieces, pieces[len(own):]
+
+
+def nllb_pieces(folder: Path, size: int, where: str) -> tuple[list[str], list[str]]:
+    """NLLB's numbering (tokenizer.json: fairseq's specials, the sentencepiece model's pieces one
+    further, the language codes `eng_Latn`, ... and <mask> after them), up to the model's `size`
+    rows; and its added special tokens (dropped when decoding; the codes are its tags)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    ids = tokenizer.get_vocab(with_added_tokens=True)
+    numbered = {i: token for token, i in ids.items()}
+    if sorted(numbered) != list(range(len(numbered))) or len(numbered) > size:
+        raise DataError(f"{where}: tokenizer.json does not number its {len(numbered)} tokens 0..{len(numbered) - 1} "
+                        f"within config.json's vocab_size {size}")
+    added = [t.content for _, t in sorted(tokenizer.get_added_tokens_decoder().items())
+             if t.special and t.content not in ROLES]
+    pieces = [numbered.get(i, f"<unused{i}>") for i in range(size)]
+    return pieces, added + pieces[len(numbered):]
 
 
 def read_m2m100(folder: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
-    """A local M2M-100 folder (as the hub serves facebook/m2m100_418M) as (our model keys, our
-    state_dict, our Vocabularies)."""
+    """A local M2M-100 or NLLB-200 folder (as the hub serves facebook/m2m100_418M and
+    facebook/nllb-200-distilled-600M) as (our model keys, our state_dict, our Vocabularies)."""
     where = f"model.init_from={folder}"
     architecture, state, config = read_m2m100_model(folder, where)
     vocabularies = m2m100_vocabularies(folder, config.src_vocab_size, where)
