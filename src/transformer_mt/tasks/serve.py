@@ -113,13 +113,13 @@ def run(cfg: DictConfig) -> dict:
     if not loopback(str(options.host)):
         log.warning("task.host=%s: the server is open to the network, not only to this machine", options.host)
     lazy = "" if models.bound is None else f" (loaded on first use, at most {models.bound} at once)"
-    log.info("serving %s%s on http://%s:%d (%s, %d decoder%s x %d thread%s%s; the page: /, the API: /docs)",
-             ", ".join(models.names), lazy, f"[{host}]" if ":" in host else host, port, device, inter,
-             "s" * (inter > 1), intra, "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     started = time.monotonic()
     try:  # uvicorn finishes the requests in flight, then raises the signal again here (stops.py: CtrlC, Terminated)
-        server.run(sockets=[sock])
+        log.info("serving %s%s on http://%s:%d (%s, %d decoder%s x %d thread%s%s; the page: /, the API: /docs)",
+                 ", ".join(models.names), lazy, f"[{host}]" if ":" in host else host, port, device, inter,
+                 "s" * (inter > 1), intra, "s" * (intra > 1), ", int8" if cfg.quantize == "int8" else "")
+        server.run(sockets=[sock])  # a stop that comes as soon as the line above is written: handled below
         raise_requested()
     except STOPS as stop:
         log.info("served %s", app.state.batcher.report(time.monotonic() - started))
