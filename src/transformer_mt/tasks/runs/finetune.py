@@ -50,7 +50,7 @@ def fine_tuning_optim(cfg: DictConfig, start_peak: float | None) -> DictConfig:
         config.optim = copy.deepcopy(preset)
         config.optim.optimizer.lr = float(lr)
     where = (f"{preset.peak_fraction} x the {start_peak:.3g} the starting model peaked at" if start_peak
-             else "marian_peak: the Marian model records no schedule")
+             else "marian_peak: an imported model records no schedule")
     log.info("%s: inverse_sqrt peaking at lr %.3g (%s) after %d warm-up steps", name, lr, where,
              preset.scheduler.warmup_steps)
     return config
