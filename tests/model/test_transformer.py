@@ -72,7 +72,7 @@ def test_sinusoidal_table_matches_the_formula():
 @pytest.mark.parametrize("bad, message", [
     (dict(heads=5), "model.d_model=512 is not divisible by model.heads=5; set model.d_k"),
     (dict(tie_embeddings="both"), "model.tie_embeddings='both': must be all, decoder or none"),
-    (dict(positional="alibi"), "model.positional='alibi': must be sinusoidal, learned, rotary or relative"),
+    (dict(positional="alibi"), "model.positional='alibi': must be sinusoidal, learned, rotary, relative or fairseq"),
     (dict(activation="tanh"), "model.activation='tanh': must be relu, gelu or swish"),
     (dict(max_relative_positions=0), "model.max_relative_positions=0: must be an integer >= 1"),
     (dict(d_k=5, positional="rotary"), "model.d_k=5: must be even with model.positional=rotary"),
