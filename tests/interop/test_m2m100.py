@@ -1,7 +1,9 @@
 """M2M-100 / NLLB-200 folders (M2M100ForConditionalGeneration) read as our Transformer
 (interop/m2m100.py): on tiny random models that transformers builds here (no download), our
-teacher-forced logits equal theirs, padded batches included; fairseq's position table is theirs;
-what ours cannot represent is refused in one line naming the config field."""
+teacher-forced logits equal theirs, padded batches included, and greedy search with the target
+code forced is generate's; fairseq's position table is theirs; the tokenizers' ids are
+M2M100Tokenizer's and NllbTokenizer's; what ours cannot represent is refused in one line naming the
+config field; a fine-tuning run from such a folder evaluates and translates."""
 
 import json
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_mt.decoding import GreedySearch, SearchOptions
 from transformer_mt.errors import DataError
 from transformer_mt.interop.m2m100 import read_m2m100, read_m2m100_model
 from transformer_mt.model import Transformer
@@ -197,3 +200,32 @@ def test_fine_tuning_from_an_m2m100_folder_then_evaluate_and_translate(m2m100_fo
     result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt", "task.tag=__en__",
                     f"hydra.run.dir={tmp_path}/translate")
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr[-2000:]
+
+
+def test_greedy_with_the_target_code_forced_is_generate_token_for_token(tmp_path):
+    """Our greedy search, its first output token forced to the target language's code (a target
+    prefix), gives generate's tokens with that code as forced_bos_token_id: rows that end by EOS and
+    rows that reach the length limit. (The model's EOS row is scaled so that some rows end early.)"""
+    torch.manual_seed(0)
+    theirs = transformers.M2M100ForConditionalGeneration(transformers.M2M100Config(**TINY, init_std=1.0)).eval()
+    with torch.no_grad():
+        theirs.model.shared.weight[2] *= 4.0
+    theirs.save_pretrained(tmp_path / "m2m")
+    _, state, config = read_m2m100_model(tmp_path / "m2m", "model.init_from")
+    ours = Transformer(config).eval()
+    ours.load_state_dict(state)
+    torch.manual_seed(1)
+    src = torch.randint(4, 60, (8, 9))
+    src[:, -1] = 2
+    src[2, 4], src[2, 5:] = 2, 1
+    code, most = 60, 20
+    with torch.no_grad():
+        generated = theirs.generate(input_ids=src, attention_mask=(src != 1).long(), forced_bos_token_id=code,
+                                    num_beams=1, do_sample=False, max_new_tokens=most)
+        hypotheses = GreedySearch(SearchOptions(max_len_a=0, max_len_b=most))(
+            ours, src, 2, 2, prefix_tokens=torch.full((8, 1), code))
+    expected = [[t for t in row[1:] if t != 1] for row in generated.tolist()]  # after </s>, the decoder's start
+    ended = [row[-1] == 2 for row in expected]
+    expected = [row[:-1] if end else row for row, end in zip(expected, ended)]
+    assert [nbest[0].tokens for nbest in hypotheses] == expected
+    assert any(ended) and not all(ended) and all(row[0] == code for row in expected)
