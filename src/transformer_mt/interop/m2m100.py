@@ -14,7 +14,7 @@ import torch
 
 from transformer_mt.data.tokenizer import EOS, ROLES, MarianVocabulary, Vocabularies
 from transformer_mt.errors import DataError
-from transformer_mt.interop.marian import layout
+from transformer_mt.interop.marian import hf_shape, layout
 from transformer_mt.model import TransformerConfig
 from transformer_mt.model.positions import FAIRSEQ_FIRST
 
@@ -41,11 +41,7 @@ def m2m100_architecture(config, where: str) -> dict:
     for bad, field, why in problems:
         if bad:
             raise DataError(f"{where}: config.json's {field} is {why}; transformer-mt cannot represent it")
-    return {"num_encoder_layers": config.encoder_layers, "num_decoder_layers": config.decoder_layers,
-            "d_model": config.d_model, "d_ff": config.encoder_ffn_dim, "heads": config.encoder_attention_heads,
-            "d_k": None, "activation": "swish" if config.activation_function == "silu" else config.activation_function,
-            "norm_first": True, "positional": "fairseq", "max_positions": config.max_position_embeddings,
-            "tie_embeddings": "all", "output_bias": False}
+    return {**hf_shape(config), "norm_first": True, "positional": "fairseq", "output_bias": False}
 
 
 def from_m2m100_state(state: dict[str, torch.Tensor], config: TransformerConfig) -> dict[str, torch.Tensor]:

@@ -226,11 +226,16 @@ def marian_architecture(config, folder) -> dict:
     for bad, reason in problems:
         if bad:
             raise DataError(f"{where}: a Marian model we cannot represent: {reason}")
+    return {**hf_shape(config), "norm_first": False, "positional": "sinusoidal", "output_bias": True}
+
+
+def hf_shape(config) -> dict:
+    """Our model keys for the shape a transformers encoder-decoder config of Marian's family gives
+    (Marian, M2M-100: one head count and FFN width for both stacks, one shared vocabulary)."""
     return {"num_encoder_layers": config.encoder_layers, "num_decoder_layers": config.decoder_layers,
             "d_model": config.d_model, "d_ff": config.encoder_ffn_dim, "heads": config.encoder_attention_heads,
             "d_k": None, "activation": "swish" if config.activation_function == "silu" else config.activation_function,
-            "norm_first": False, "positional": "sinusoidal", "max_positions": config.max_position_embeddings,
-            "tie_embeddings": "all", "output_bias": True}
+            "max_positions": config.max_position_embeddings, "tie_embeddings": "all"}
 
 
 def marian_vocabularies(folder):

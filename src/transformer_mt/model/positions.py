@@ -20,12 +20,12 @@ from transformer_mt.model.rotary import BASE as ROTARY_BASE
 from transformer_mt.model.rotary import Rotary
 
 
-class SinusoidTable(PositionTable):
-    """The paper's fixed sinusoids (a buffer, not in checkpoints)."""
+class FixedTable(PositionTable):
+    """A table of fixed rows (a buffer, not in checkpoints): the paper's sinusoids, or fairseq's."""
 
-    def __init__(self, max_positions: int, d_model: int) -> None:
-        super().__init__(max_positions)
-        self.register_buffer("table", sinusoid_table(max_positions, d_model), persistent=False)
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__(table.size(0))
+        self.register_buffer("table", table, persistent=False)
 
     def rows(self) -> torch.Tensor:
         return self.table
@@ -44,17 +44,6 @@ def fairseq_table(max_positions: int, d_model: int) -> torch.Tensor:
         * frequencies[None]
     table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
     return torch.cat([table, torch.zeros(max_positions, d_model % 2)], dim=1)
-
-
-class FairseqTable(PositionTable):
-    """fairseq's fixed sinusoids (a buffer, not in checkpoints): models imported from M2M-100 and NLLB."""
-
-    def __init__(self, max_positions: int, d_model: int) -> None:
-        super().__init__(max_positions)
-        self.register_buffer("table", fairseq_table(max_positions, d_model), persistent=False)
-
-    def rows(self) -> torch.Tensor:
-        return self.table
 
 
 class LearnedTable(PositionTable):
@@ -93,12 +82,12 @@ class PositionKind:
 
 class SinusoidalKind(PositionKind):
     def table(self) -> AddedPositions:
-        return SinusoidTable(self.max_positions, self.d_model)
+        return FixedTable(sinusoid_table(self.max_positions, self.d_model))
 
 
 class FairseqKind(PositionKind):
     def table(self) -> AddedPositions:
-        return FairseqTable(self.max_positions, self.d_model)
+        return FixedTable(fairseq_table(self.max_positions, self.d_model))
 
 
 class LearnedKind(PositionKind):
