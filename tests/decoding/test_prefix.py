@@ -57,6 +57,18 @@ def test_greedy_continues_a_prefix_and_counts_its_log_probability():
     assert forced.logprob == pytest.approx(math.log(0.4 * 0.5)) and forced.score == forced.logprob
 
 
+@pytest.mark.parametrize("name", ["greedy", "beam", "sampling"])
+def test_a_free_first_token_counts_zero_and_the_rest_as_before(name):
+    """free_prefix=1 (a target language's code, as generate's forced_bos_token_id counts it): table 1
+    forced to start with a, then b: the score lacks log P(a | BOS) = log 0.5 and keeps the rest; the
+    tokens are the same."""
+    model = MarkovModel({1: TABLE_1})
+    scored = SEARCHES[name]()(model, src_for(1), BOS, EOS, prefixes([A, B]))[0]
+    free = SEARCHES[name]()(model, src_for(1), BOS, EOS, prefixes([A, B]), free_prefix=1)[0]
+    assert [h.tokens for h in free] == [h.tokens for h in scored]
+    assert [h.logprob for h in free] == pytest.approx([h.logprob - math.log(0.5) for h in scored])
+
+
 def test_beam_search_with_a_prefix_by_hand():
     """Beam 2 without length normalization, prefix a: step 1 keeps a a (.225) and a b (.15); step 2
     finishes a b EOS (.075) and keeps a a a, a a b; step 3 finishes a a b EOS (.03375): two done.

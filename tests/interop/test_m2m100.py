@@ -5,32 +5,18 @@ code forced is generate's; fairseq's position table is theirs; the tokenizers' i
 M2M100Tokenizer's and NllbTokenizer's; what ours cannot represent is refused in one line naming the
 config field; a fine-tuning run from such a folder evaluates and translates."""
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
 
-from transformer_mt.decoding import GreedySearch, SearchOptions
+from tests.interop.conftest import NLLB_CODES, SAMPLE, TINY, saved
+from transformer_mt.decoding import BeamSearch, GreedySearch, SearchOptions
 from transformer_mt.errors import DataError
 from transformer_mt.interop.m2m100 import read_m2m100, read_m2m100_model
 from transformer_mt.model import Transformer
 from transformer_mt.model.positions import fairseq_table
 
 transformers = pytest.importorskip("transformers")
-
-TINY = dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=3, encoder_attention_heads=2,
-            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, dropout=0.0)
-
-
-def saved(folder: Path, **overrides) -> Path:
-    """A random M2M100ForConditionalGeneration of TINY's shape saved in `folder` (safetensors)."""
-    torch.manual_seed(0)
-    model = transformers.M2M100ForConditionalGeneration(transformers.M2M100Config(**{**TINY, **overrides}))
-    model.eval().save_pretrained(folder)
-    return folder
-
 
 def test_fairseq_table_is_m2m100s_from_its_first_position():
     theirs = transformers.models.m2m_100.modeling_m2m_100.M2M100SinusoidalPositionalEmbedding.get_embedding(
@@ -73,37 +59,6 @@ def test_what_ours_cannot_represent_is_refused_naming_the_field(tmp_path, overri
     assert str(refused.value).startswith(f"model.init_from={folder}: config.json's {field} is ")
 
 
-SAMPLE = ["A man rides a bicycle down the street.", "Ein Mann fährt mit dem Fahrrad die Straße hinunter.",
-          "Un homme fait du vélo dans la rue.", "Двое мужчин играют в футбол.", "日本語のテキストです。",
-          "Ελληνικά κείμενα εδώ.", "Zahlen: 1234 und 56,7 %", "Unbekannt: ☃ ∮ 🙂 ǅ", "  spaces   inside  "]
-
-
-@pytest.fixture(scope="module")
-def m2m100_folder(tmp_path_factory) -> Path:
-    """A tiny random M2M-100 with its tokenizer as the hub serves one: a sentencepiece BPE model trained
-    here on a multilingual sample, vocab.json numbering its pieces after the specials, M2M100Tokenizer's
-    files; the model's rows the 100 language codes and 8 made-up words past vocab.json's (as m2m100_418M's)."""
-    import io
-
-    import sentencepiece as spm
-
-    folder = tmp_path_factory.mktemp("m2m100")
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(SAMPLE[:6] * 30), model_writer=model, vocab_size=120,
-                                   model_type="bpe", character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0,
-                                   pad_id=-1, hard_vocab_limit=False, minloglevel=2)
-    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
-    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-    for piece in (processor.id_to_piece(i) for i in range(processor.get_piece_size())):
-        vocab.setdefault(piece, len(vocab))
-    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    tokenizer = transformers.M2M100Tokenizer(str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"))
-    tokenizer.save_pretrained(folder)
-    return saved(folder, vocab_size=max(tokenizer.lang_token_to_id.values()) + 1 + 8,  # 8 made-up words
-                 max_position_embeddings=256)
-
-
 def test_the_tokenizers_ids_are_m2m100tokenizers(m2m100_folder):
     _, _, vocabularies = read_m2m100(m2m100_folder)
     theirs = transformers.M2M100Tokenizer.from_pretrained(m2m100_folder, src_lang="en", tgt_lang="de")
@@ -131,29 +86,6 @@ def test_init_from_reads_an_m2m100_folder_and_its_tokenizer_round_trips(m2m100_f
     assert again.special_ids() == vocabularies.special_ids() and again.src.tag_tokens() == vocabularies.src.tag_tokens()
     # its language codes are its tags: task.tag=__en__ (or a corpus's tag) puts __en__ before each source
     assert again.source_prefix("__en__", "task.tag") == [again.src.token_id("__en__")] != [3]
-
-
-NLLB_CODES = ["eng_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "jpn_Jpan", "ell_Grek"]
-
-
-@pytest.fixture(scope="module")
-def nllb_folder(tmp_path_factory) -> Path:
-    """A tiny random NLLB-200 folder as the hub serves one: sentencepiece.bpe.model (trained here),
-    NllbTokenizer's tokenizer.json with language codes as special tokens after the pieces, and a
-    model with one row per token."""
-    import io
-
-    import sentencepiece as spm
-
-    folder = tmp_path_factory.mktemp("nllb")
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(SAMPLE[:6] * 30), model_writer=model, vocab_size=120,
-                                   model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
-    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
-    tokenizer = transformers.NllbTokenizer.from_pretrained(folder)
-    tokenizer.add_special_tokens({"additional_special_tokens": NLLB_CODES})
-    tokenizer.save_pretrained(folder)
-    return saved(folder, vocab_size=len(tokenizer))
 
 
 def test_nllbs_tokenizer_ids_are_nllbtokenizers_on_cleaned_text(nllb_folder):
@@ -229,3 +161,33 @@ def test_greedy_with_the_target_code_forced_is_generate_token_for_token(tmp_path
     expected = [row[:-1] if end else row for row, end in zip(expected, ended)]
     assert [nbest[0].tokens for nbest in hypotheses] == expected
     assert any(ended) and not all(ended) and all(row[0] == code for row in expected)
+
+
+def test_beam_search_with_the_target_code_forced_is_generates(tmp_path):
+    """Beam 4 (early stopping, length penalty 1: generate's and ours), the target code forced and
+    counted 0 as generate's forced_bos_token_id counts it: every row that generate ends by EOS
+    before the length limit gets generate's tokens. (At the limit the two differ by rule: generate
+    keeps unfinished beams, ours ends them with EOS and its probability; docs/export.md.)"""
+    torch.manual_seed(0)
+    theirs = transformers.M2M100ForConditionalGeneration(
+        transformers.M2M100Config(**{**TINY, "max_position_embeddings": 80}, init_std=1.0)).eval()
+    with torch.no_grad():
+        theirs.model.shared.weight[2] *= 12.0
+    theirs.save_pretrained(tmp_path / "m2m")
+    _, state, config = read_m2m100_model(tmp_path / "m2m", "model.init_from")
+    ours = Transformer(config).eval()
+    ours.load_state_dict(state)
+    torch.manual_seed(1)
+    src = torch.randint(4, 60, (16, 9))
+    src[:, -1] = 2
+    code, most = 60, 40
+    with torch.no_grad():
+        generated = theirs.generate(input_ids=src, attention_mask=(src != 1).long(), forced_bos_token_id=code,
+                                    num_beams=4, early_stopping=True, length_penalty=1.0, do_sample=False,
+                                    max_new_tokens=most)
+        hypotheses = BeamSearch(4, options=SearchOptions(max_len_a=0, max_len_b=most))(
+            ours, src, 2, 2, prefix_tokens=torch.full((16, 1), code), free_prefix=1)
+    expected = [[t for t in row[1:] if t != 1] for row in generated.tolist()]
+    ended = [i for i, row in enumerate(expected) if row[-1] == 2 and len(row) <= most]
+    assert len(ended) >= 8
+    assert [hypotheses[i][0].tokens for i in ended] == [expected[i][:-1] for i in ended]

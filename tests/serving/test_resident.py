@@ -55,7 +55,7 @@ def test_models_load_on_first_use_at_most_the_bound_least_recently_used_unloaded
     assert load.threads == {"decode_0"}
     assert [(m["name"], m["loaded"]) for m in info] == [("a", True), ("b", True), ("c", False)]
     assert info[2] == {"name": "c", "checkpoints": ["c.ckpt"], "default_tag": None, "languages": {},
-                       "directions": ["en-de"], "loaded": False}
+                       "directions": ["en-de"], "language_codes": [], "default_target_lang": None, "loaded": False}
 
 
 def test_concurrent_first_uses_share_one_load():

@@ -87,7 +87,8 @@ def test_requests_in_two_directions_decode_in_one_batch_each_row_with_its_tag(mo
 
     checked = []
     both = SimpleNamespace(
-        name="both", languages={"2de": "de", "2en": "en"}, tag_of=lambda asked: asked,
+        name="both", languages={"2de": "de", "2en": "en"}, tag_of=lambda asked, source_lang=None: asked,
+        target_prefix=lambda code: (),
         refuse_unsupported=lambda constrained, alignments: None,
         decoder=SimpleNamespace(capabilities=Translator.capabilities, with_search=lambda search: "engine"),
         search=lambda body, limits, constrained=False: (("greedy",), "a greedy search"),

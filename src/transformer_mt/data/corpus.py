@@ -228,11 +228,15 @@ class Corpus(ABC):
 
     Every corpus also says how a run mixes it with others (data.corpora; data/mixture.py): `weight`,
     the times an epoch shows each of its training pairs (2: twice; 0.5: a different half each epoch;
-    0: never, the corpus is only evaluated on), and `tag`, a token put before each of its sources
-    (e.g. <bt> for back-translated pairs), which the vocabulary keeps whole."""
+    0: never, the corpus is only evaluated on), `tag`, a token put before each of its sources
+    (e.g. <bt> for back-translated pairs; an M2M-100 / NLLB model's source language code, __en__ or
+    eng_Latn), and `target_tag`, a token put before each of its targets, which decoding forces as
+    the first output token (a target language code: __de__, deu_Latn); the vocabulary keeps both
+    whole."""
 
     weight: float = 1.0
     tag: str | None = None
+    target_tag: str | None = None
 
     @abstractmethod
     def pairs(self, split: str) -> CleanPairs:
@@ -258,8 +262,9 @@ class TextFileCorpus(Corpus):
     """
 
     def __init__(self, data_dir: str, src_lang: str, tgt_lang: str, splits: dict[str, str] | None = None,
-                 weight: float = 1.0, tag: str | None = None) -> None:
-        self.weight, self.tag = weight, tag
+                 weight: float = 1.0, tag: str | None = None,
+                 target_tag: str | None = None) -> None:
+        self.weight, self.tag, self.target_tag = weight, tag, target_tag
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits or {s: s for s in SPLITS})
@@ -291,8 +296,9 @@ class TableCorpus(Corpus):
     """
 
     def __init__(self, data_dir: str, src_column: str, tgt_column: str, splits: dict[str, str],
-                 format: str | None = None, weight: float = 1.0, tag: str | None = None) -> None:
-        self.weight, self.tag = weight, tag
+                 format: str | None = None, weight: float = 1.0, tag: str | None = None,
+                 target_tag: str | None = None) -> None:
+        self.weight, self.tag, self.target_tag = weight, tag, target_tag
         self.data_dir, self.src_column, self.tgt_column = Path(data_dir), src_column, tgt_column
         self.splits, self.format = dict(splits), format
 

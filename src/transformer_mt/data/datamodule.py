@@ -126,12 +126,15 @@ class TranslationDataModule(L.LightningDataModule):
         corpus = None if self.options.file else self.corpus_fingerprints.content("train")
         options = {k: v for k, v in self.options.to_dict().items() if k != "dropout"}  # ids stay deterministic
         tags = [] if self.options.file else self.tags()  # a given vocabulary is what it is
-        return digest(CACHE_VERSION, corpus, options, file_digests, *([tags] if tags else []))
+        target_tags = [] if self.options.file else self.tags("target_tag")
+        return digest(CACHE_VERSION, corpus, options, file_digests, *([tags] if tags else []),
+                      *([["target", *target_tags]] if target_tags else []))
 
-    def tags(self) -> list[str]:
-        """The tokens the corpora put before their sources, each once, which the vocabulary keeps whole."""
-        return list(dict.fromkeys(tag_token(corpus.tag, "") for corpus in self.corpora.values()
-                                   if corpus.tag))
+    def tags(self, field: str = "tag") -> list[str]:
+        """The tokens the corpora put before their sources (`field` target_tag: their targets), each
+        once, which the vocabulary keeps whole."""
+        return list(dict.fromkeys(tag_token(getattr(corpus, field), "") for corpus in self.corpora.values()
+                                  if getattr(corpus, field)))
 
     def _made_vocabularies(self, key: str) -> Vocabularies:
         """The vocabularies of `tokenizer` (cache key `key`): from the cache, or made (trained, or read
@@ -139,7 +142,8 @@ class TranslationDataModule(L.LightningDataModule):
         folder = self.cache_dir / f"vocab-{key}"
         if folder.is_dir():
             log.info("vocabularies: cache hit %s", folder)
-        return cached_vocabularies(folder, self.options, self._training_sample, self.tags(), self.progress)
+        return cached_vocabularies(folder, self.options, self._training_sample, self.tags(), self.progress,
+                                   self.tags("target_tag"))
 
     def _training_sample(self) -> ParallelText:
         """What the vocabulary is trained on: one pass over each training split (every line checked, a
@@ -164,7 +168,9 @@ class TranslationDataModule(L.LightningDataModule):
         one, is part of the key)."""
         name = name or self.first
         filters = (self.max_len, self.max_len_ratio) if split == "train" else None
-        tag = [self.corpora[name].tag] if self.corpora[name].tag else []
+        corpus = self.corpora[name]
+        tag = [corpus.tag] if corpus.tag else []
+        tag += [f"target:{corpus.target_tag}"] if corpus.target_tag else []
         key = digest(CACHE_VERSION, self._settle()[1], self.corpus_fingerprints.of(name, split), split, filters, *tag)
         return self.cache_dir / f"ids-{key}"
 
@@ -179,6 +185,10 @@ class TranslationDataModule(L.LightningDataModule):
     def prefix(self, name: str) -> list[int]:
         """The ids corpus `name` puts before each source: its tag's, or none."""
         return self.vocabularies().source_prefix(self.corpora[name].tag, f"{corpus_key(name)}.tag")
+
+    def target_prefix(self, name: str) -> list[int]:
+        """The ids corpus `name` puts before each target, which decoding forces: its target_tag's, or none."""
+        return self.vocabularies().target_prefix(self.corpora[name].target_tag, f"{corpus_key(name)}.target_tag")
 
     def prepare_data(self) -> None:
         """Once a machine (Lightning calls it on local rank 0): the vocabularies made into the cache (or
@@ -213,7 +223,8 @@ class TranslationDataModule(L.LightningDataModule):
         log.info("%s: encoding into %s", label, folder)
         with atomic_dir(folder) as tmp:
             rows = encode_split(self._pairs(name, split), tmp / ARROW, self.vocabularies(), split == "train",
-                                self.max_len, self.max_len_ratio, self.num_proc, self.progress, self.prefix(name))
+                                self.max_len, self.max_len_ratio, self.num_proc, self.progress, self.prefix(name),
+                                self.target_prefix(name))
             write_record(tmp, rows)
         return open_entry(folder, features)
 

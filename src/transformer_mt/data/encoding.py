@@ -31,12 +31,14 @@ EVAL_FEATURES = datasets.Features({"src_text": datasets.Value("string"), "tgt_te
 
 def encode_pairs(vocab: Vocabularies, src: list[str], tgt: list[str], max_len: int | None = None,
                  max_len_ratio: float | None = None, with_text: bool = False,
-                 prefix: list[int] | None = None) -> dict[str, list]:
+                 prefix: list[int] | None = None, target_prefix: list[int] | None = None) -> dict[str, list]:
     """Token ids and lengths of aligned sentences (with_text: the sentences too; prefix: ids put
-    before every source, a corpus's tag); with max_len (training), only the pairs whose sides have
-    at most max_len tokens (the target with its EOS), the longer at most max_len_ratio times the
-    shorter."""
+    before every source, a corpus's tag; target_prefix: before every target, its target tag); with
+    max_len (training), only the pairs whose sides have at most max_len tokens (the target with its
+    EOS), the longer at most max_len_ratio times the shorter."""
     src_ids, tgt_ids = vocab.encode_sources(src, prefix or ()), vocab.tgt.encode(tgt)
+    if target_prefix:
+        tgt_ids = [[*target_prefix, *ids] for ids in tgt_ids]
     out = {"src_ids": src_ids, "tgt_ids": tgt_ids, "src_len": [len(s) for s in src_ids],
            "tgt_len": [len(t) for t in tgt_ids]}
     if with_text:
@@ -155,16 +157,19 @@ def pairs_bar(description: str, pairs: CleanPairs, progress: bool | None) -> Pro
 
 def encode_split(pairs: CleanPairs, path: Path, vocab: Vocabularies, train: bool, max_len: int,
                  max_len_ratio: float | None, num_proc: int, progress: bool | None,
-                 prefix: list[int] | None = None) -> int:
+                 prefix: list[int] | None = None, target_prefix: list[int] | None = None) -> int:
     """Stream a split into the Arrow file `path`: each chunk of pairs is encoded (tokenizers'
     batch encoding uses every core; with data.num_proc > 1, worker processes take chunks in turn,
     none holding more than its chunk), training pairs are filtered by length, and the token ids
     (and, for val / test, the text) are written at once. Memory holds a few chunks, whatever the
-    corpus size. `prefix`: ids put before every source (a corpus's tag). Returns the number of pairs
+    corpus size. `prefix`: ids put before every source (a corpus's tag); `target_prefix`: before
+    every target (its target_tag). Returns the number of pairs
     written."""
     limits = {"max_len": max_len, "max_len_ratio": max_len_ratio} if train else {"with_text": True}
     if prefix:
         limits["prefix"] = prefix
+    if target_prefix:
+        limits["target_prefix"] = target_prefix
     kept = 0
     try:
         features = TRAIN_FEATURES if train else EVAL_FEATURES

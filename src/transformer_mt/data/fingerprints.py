@@ -25,13 +25,14 @@ class CorpusFingerprints:
 
     def content(self, split: str) -> str:
         """The split's content: for val and test, the first training corpus's (the first corpus's,
-        unless that one has weight 0); for training, with several corpora (or a tag, a weight, a
+        unless that one has weight 0); for training, with several corpora (or tags, a weight, a
         temperature), each training corpus's with how it is mixed."""
         only = self.training[0]
         corpus = self.corpora[only]
         if split != "train" or (len(self.corpora) == 1 and corpus.weight == 1 and not corpus.tag
-                                and self.temperature is None):
+                                and not corpus.target_tag and self.temperature is None):
             return self.of(only, split)
-        mixed = [(name, self.of(name, split), self.corpora[name].weight, self.corpora[name].tag)
+        mixed = [(name, self.of(name, split), self.corpora[name].weight, self.corpora[name].tag,
+                  *([self.corpora[name].target_tag] if self.corpora[name].target_tag else []))
                  for name in self.training]
         return digest("mixed", mixed, self.temperature)

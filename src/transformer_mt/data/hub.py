@@ -38,8 +38,9 @@ class HubCorpus(Corpus):
     def __init__(self, path: str, src_lang: str, tgt_lang: str, name: str | None = None,
                  splits: dict[str, str] | None = None, translation_column: str | None = "translation",
                  src_column: str | None = None, tgt_column: str | None = None, revision: str | None = None,
-                 cache_dir: str | None = None, weight: float = 1.0, tag: str | None = None) -> None:
-        self.weight, self.tag = weight, tag
+                 cache_dir: str | None = None, weight: float = 1.0, tag: str | None = None,
+                 target_tag: str | None = None) -> None:
+        self.weight, self.tag, self.target_tag = weight, tag, target_tag
         self.path, self.name, self.revision, self.cache_dir = path, name, revision, cache_dir
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits or {"train": "train", "val": "validation", "test": "test"})

@@ -78,7 +78,7 @@ def refuse_old_spelling(data: Mapping) -> None:
 
 def checked_corpora(corpora: Mapping | None) -> dict[str, Corpus]:
     """The run's corpora by name, in their order (data.corpora; an entry set to null is left out),
-    each a corpus with a weight >= 0 and a tag that is one word, at least one with a weight > 0."""
+    each a corpus with a weight >= 0 and tags that are one word, at least one with a weight > 0."""
     if corpora is not None and not isinstance(corpora, Mapping):
         raise ConfigError(f"data.corpora: a mapping of names to corpora (data.corpora.NAME: {{_target_: ...}}), "
                           f"not a {type(corpora).__name__}")
@@ -91,8 +91,9 @@ def checked_corpora(corpora: Mapping | None) -> dict[str, Corpus]:
             raise ConfigError(f"{key}: not a corpus: its node needs a _target_, the corpus class "
                               "(e.g. _target_: transformer_mt.data.TextFileCorpus, as in docs/data.md)")
         check(f"{key}.weight", each.weight, number(0.0), "a number >= 0")
-        if each.tag is not None:
-            tag_token(each.tag, f"{key}.tag")
+        for field in ("tag", "target_tag"):
+            if getattr(each, field) is not None:
+                tag_token(getattr(each, field), f"{key}.{field}")
     if not any(each.weight > 0 for each in named.values()):
         raise ConfigError("data.corpora: every corpus has weight 0: nothing to train on")
     return named

@@ -305,6 +305,21 @@ class MarianVocabulary(TextTokenizer):
         data = json.loads(text)["marian"]
         return cls(base64.b64decode(data["spm"]), data["pieces"], data.get("start", PAD), data.get("added", []))
 
+def tag_ids(tokenizer: TextTokenizer, tag: str | None, key: str) -> list[int]:
+    """The ids of `tag` in `tokenizer` (Vocabularies.source_prefix); none without a tag."""
+    if not tag:
+        return []
+    if tag in tokenizer.tag_tokens():  # a token of its own: an imported model's language code (`__en__`)
+        return [tokenizer.token_id(tag)]
+    token = tag_token(tag, key)
+    found = tokenizer.token_id(token)
+    if found == tokenizer.special_ids["unk_id"] or tokenizer.tokens([found]) != [token]:
+        held = tokenizer.tag_tokens()
+        raise ConfigError(f"{key}={tag}: the vocabulary has no token {token} (a vocabulary trained with tagged "
+                          f"corpora has their tags; this one has {', '.join(held) if held else 'none'})")
+    return [found]
+
+
 class Vocabularies:
     """The source and target vocabularies (the same object when joint)."""
 
@@ -327,21 +342,16 @@ class Vocabularies:
         return [prefix + ids + [eos] for ids in self.src.encode(lines)]
 
     def source_prefix(self, tag: str | None, key: str) -> list[int]:
-        """The ids put before each source for `tag` (a corpus's, or task.tag: `bt` or `<bt>`): the
-        token <bt>'s (a tag token the vocabulary spells otherwise, as M2M-100's `__en__`: itself), or
-        none without a tag. A tag the source vocabulary lacks is a ConfigError
+        """The ids put before each source for `tag` (a corpus's, task.tag or task.source_lang: `bt`
+        or `<bt>`): the token <bt>'s (a tag token the vocabulary spells otherwise, as M2M-100's
+        `__en__`: itself), or none without a tag. A tag the source vocabulary lacks is a ConfigError
         naming `key`."""
-        if not tag:
-            return []
-        if tag in self.src.tag_tokens():  # a token of its own: an imported model's language code (`__en__`)
-            return [self.src.token_id(tag)]
-        token = tag_token(tag, key)
-        found = self.src.token_id(token)
-        if found == self.src.special_ids["unk_id"] or self.src.tokens([found]) != [token]:
-            held = self.src.tag_tokens()
-            raise ConfigError(f"{key}={tag}: the vocabulary has no token {token} (a vocabulary trained with tagged "
-                              f"corpora has their tags; this one has {', '.join(held) if held else 'none'})")
-        return [found]
+        return tag_ids(self.src, tag, key)
+
+    def target_prefix(self, tag: str | None, key: str) -> list[int]:
+        """The ids every output starts with for `tag` (a corpus's target_tag, or task.target_lang:
+        a target language's code, as NLLB's `deu_Latn`), as source_prefix on the target side."""
+        return tag_ids(self.tgt, tag, key)
 
     def to_dict(self) -> dict:
         return {"src": self.src.to_dict(), "tgt": None if self.joint else self.tgt.to_dict()}

@@ -66,8 +66,9 @@ class ToyCorpus(Corpus):
     """Deterministic train / val / test splits; val and test sentences never occur in train."""
 
     def __init__(self, mode: str = "reorder", num_train: int = 10000, num_val: int = 300, num_test: int = 300,
-                 seed: int = 0, weight: float = 1.0, tag: str | None = None) -> None:
-        self.weight, self.tag = weight, tag
+                 seed: int = 0, weight: float = 1.0, tag: str | None = None,
+                 target_tag: str | None = None) -> None:
+        self.weight, self.tag, self.target_tag = weight, tag, target_tag
         check(f"{CORPUS_KEY}.mode", mode, one_of("reorder", "copy"), "reorder or copy")
         self.mode, self.seed = mode, seed
         self.sizes = {"train": num_train, "val": num_val, "test": num_test}

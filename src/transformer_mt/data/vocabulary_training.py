@@ -96,9 +96,10 @@ def warn_about_size(tokenizer: TextTokenizer, asked: int) -> TextTokenizer:
 
 
 def build_vocabularies(src_lines: Iterable[str], tgt_lines: Iterable[str], options: TokenizerOptions,
-                       tags: list[str] = ()) -> Vocabularies:
+                       tags: list[str] = (), target_tags: list[str] = ()) -> Vocabularies:
     """Load the user's files, or train one joint or two separate vocabularies on training text (the
-    source's, or the joint one, with `tags` as whole tokens)."""
+    source's, or the joint one, with `tags` as whole tokens; the target's, or the joint one, with
+    `target_tags`)."""
     if options.file:
         src = TextTokenizer.load(options.file)
         if options.joint:
@@ -106,8 +107,9 @@ def build_vocabularies(src_lines: Iterable[str], tgt_lines: Iterable[str], optio
         return Vocabularies(src, TextTokenizer.load(options.tgt_file))
     train = train_bpe if options.type == "bpe" else train_sentencepiece
     if options.joint:
-        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options, tags))  # an iterator: no copy
-    return Vocabularies(train(src_lines, options, tags), train(tgt_lines, options))
+        joint = list(dict.fromkeys([*tags, *target_tags]))
+        return Vocabularies(train(itertools.chain(src_lines, tgt_lines), options, joint))  # an iterator: no copy
+    return Vocabularies(train(src_lines, options, tags), train(tgt_lines, options, target_tags))
 
 
 
@@ -134,13 +136,13 @@ def check_file_matches(options: TokenizerOptions, vocab: Vocabularies) -> None:
 
 
 def cached_vocabularies(folder: Path, options: TokenizerOptions, training_sample: Callable[[], ParallelText],
-                        tags: list[str], progress: bool | None) -> Vocabularies:
+                        tags: list[str], progress: bool | None, target_tags: list[str] = ()) -> Vocabularies:
     """The vocabularies in the cache entry `folder`, made first when it is missing: read from the
-    file of `options`, or trained on `training_sample()` with `tags` as whole tokens."""
+    file of `options`, or trained on `training_sample()` with `tags` and `target_tags` as whole tokens."""
     if not folder.is_dir():
         train = ParallelText([], []) if options.file else training_sample()
         with ProgressBar("training the tokenizer", None, "", progress):
-            vocab = build_vocabularies(drained(train.src), drained(train.tgt), options, tags)
+            vocab = build_vocabularies(drained(train.src), drained(train.tgt), options, tags, target_tags)
         del train
         with atomic_dir(folder) as tmp:
             vocab.save(tmp)

@@ -89,8 +89,8 @@ class BeamSearch(Search):
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
-                 ) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None,
+                 free_prefix: int = 0) -> list[list[Hypothesis]]:
         """The nbest hypotheses of each source row; `constraints`: each row's phrases of target ids
         that every hypothesis must contain (constraints.py; rows without any decode as they would
         without the argument)."""
@@ -99,7 +99,8 @@ class BeamSearch(Search):
         plain = [i for i in range(src.size(0)) if i not in constrained]
         out: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
         if plain:
-            for i, hyps in zip(plain, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, plain)):
+            for i, hyps in zip(plain, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, plain,
+                                                                free_prefix)):
                 out[i] = hyps
         if rows:
             index = torch.tensor(rows, device=src.device)
@@ -109,18 +110,20 @@ class BeamSearch(Search):
 
             found = run_search(model, src.index_select(0, index), bos_id, eos_id, self.options, begin,
                                beams=self.beam_size, prefix_tokens=None if prefix_tokens is None
-                               else prefix_tokens.index_select(0, index))
+                               else prefix_tokens.index_select(0, index), free_prefix=free_prefix)
             unmet = [i for i, hyps in zip(rows, found) if not hyps]
             self.unmet += len(unmet)
             for i, hyps in zip(rows, found):
                 out[i] = hyps
-            for i, hyps in zip(unmet, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, unmet)
+            for i, hyps in zip(unmet, self.unconstrained(model, src, bos_id, eos_id, prefix_tokens, unmet,
+                                                                 free_prefix)
                                if unmet else []):
                 out[i] = hyps
         return out
 
     def unconstrained(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                      prefix_tokens: torch.Tensor | None, rows: list[int]) -> list[list[Hypothesis]]:
+                      prefix_tokens: torch.Tensor | None, rows: list[int], free_prefix: int = 0
+                      ) -> list[list[Hypothesis]]:
         """Beam search without constraints on the source rows `rows` (all of them: src as it is)."""
         if len(rows) < src.size(0):
             index = torch.tensor(rows, device=src.device)
@@ -131,7 +134,7 @@ class BeamSearch(Search):
             return BeamRun(self, batch, steps, device, eos_id)
 
         return run_search(model, src, bos_id, eos_id, self.options, begin, beams=self.beam_size,
-                          prefix_tokens=prefix_tokens)
+                          prefix_tokens=prefix_tokens, free_prefix=free_prefix)
 
 
 class BeamRun:

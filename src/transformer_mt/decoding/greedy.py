@@ -27,12 +27,13 @@ class GreedySearch(Search):
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
-                 ) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None,
+                 free_prefix: int = 0) -> list[list[Hypothesis]]:
         if any(constraints or []):
             raise ValueError("greedy search takes no constraints (beam search does)")
 
         def begin(rows: int, steps: int, device: torch.device) -> TokenRun:
             return TokenRun(rows, steps, device, lambda lprobs: lprobs.argmax(-1), eos_id)
 
-        return run_search(model, src, bos_id, eos_id, self.options, begin, prefix_tokens=prefix_tokens)
+        return run_search(model, src, bos_id, eos_id, self.options, begin, prefix_tokens=prefix_tokens,
+                          free_prefix=free_prefix)

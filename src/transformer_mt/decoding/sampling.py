@@ -70,8 +70,8 @@ class Sampling(Search):
 
     @torch.no_grad()
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
-                 ) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None,
+                 free_prefix: int = 0) -> list[list[Hypothesis]]:
         if any(constraints or []):
             raise ValueError("sampling takes no constraints (beam search does)")
         generator = None if self.seed is None else torch.Generator(device=src.device).manual_seed(self.seed)
@@ -83,4 +83,4 @@ class Sampling(Search):
             return TokenRun(rows, steps, device, draw, eos_id, copies=self.nbest)
 
         return run_search(model, src, bos_id, eos_id, self.options, begin, copies=self.nbest, default_check_every=1,
-                          prefix_tokens=prefix_tokens)
+                          prefix_tokens=prefix_tokens, free_prefix=free_prefix)

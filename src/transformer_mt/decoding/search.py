@@ -164,14 +164,17 @@ class SearchOptions:
         return limits if forced is None or not forced.width else torch.maximum(limits, forced.lengths())
 
     def apply(self, lprobs: torch.Tensor, prefix: torch.Tensor, step: int, at_limit: torch.Tensor | None,
-              eos_id: int, pad_id: int, forced: torch.Tensor | None = None) -> torch.Tensor:
+              eos_id: int, pad_id: int, forced: torch.Tensor | None = None, free: bool = False) -> torch.Tensor:
         """lprobs (N, V) of the token after `prefix` (N, step + 1) with the rules applied; rows with
         at_limit (N,) True may only end (EOS keeps its probability). at_limit None: no row is at its
         limit (what a search knows on the host before the smallest limit, saving a pass over lprobs).
         forced (N,): the token each row must take at this step, -1 where none (TargetPrefix.at;
         None: no row is forced); it overrides every other rule and keeps the model's log-probability,
-        so a forced prefix counts in the score as fairseq's prefix_tokens do."""
+        so a forced prefix counts in the score as fairseq's prefix_tokens do; `free`: it counts 0 (a
+        target language's code, as generate's forced_bos_token_id counts it)."""
         kept = None if forced is None else lprobs.gather(1, forced.clamp(min=0)[:, None])  # before the rules
+        if free and kept is not None:
+            kept = torch.zeros_like(kept)
         eos = lprobs[:, eos_id].clone()
         lprobs[:, pad_id] = float("-inf")
         lprobs = ban_repeated_ngrams(lprobs, prefix, self.no_repeat_ngram_size)
@@ -261,17 +264,17 @@ class SearchRun(Protocol):
 
 def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, options: SearchOptions,
                begin, beams: int = 1, copies: int = 1, default_check_every: int | None = None,
-               prefix_tokens: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+               prefix_tokens: torch.Tensor | None = None, free_prefix: int = 0) -> list[list[Hypothesis]]:
     """The one decoding loop of every search (fairseq's sequence_generator shape, the strategies'
     own part a SearchRun): encode the sources once, then every step take the log-probabilities of
     the next token (options.apply's rules; while a row's `prefix_tokens` last, the forced token is
-    its only choice: TargetPrefix), let the run pick the tokens (`begin(groups, steps, device)`
-    makes the run), and extend the prefixes, until every row's limit. Every `options.check_every`
-    steps (check_interval; None: `default_check_every`, or check_interval's) the groups the run
-    says are done leave the batch, so the model runs only on the others; in between they ride
-    along without changing the result (a model with `fixed_rows`, on static shapes, keeps them all
-    to the end). Each source is one group of `beams` prefixes, or `copies` groups in consecutive
-    rows (its memory row copied too).
+    its only choice: TargetPrefix; the first `free_prefix` of them count 0), let the run pick the
+    tokens (`begin(groups, steps, device)` makes the run), and extend the prefixes, until every
+    row's limit. Every `options.check_every` steps (check_interval; None: `default_check_every`, or
+    check_interval's) the groups the run says are done leave the batch, so the model runs only on
+    the others; in between they ride along without changing the result (a model with `fixed_rows`,
+    on static shapes, keeps them all to the end). Each source is one group of `beams` prefixes, or
+    `copies` groups in consecutive rows (its memory row copied too).
 
     Host syncs: one at the start (the limits), one per check (which groups go on), one at the end."""
     every = check_interval(default_check_every if options.check_every is None else options.check_every, src.device)
@@ -290,7 +293,7 @@ def run_search(model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int, 
     for step in range(steps):
         at_limit = options.at_limit(limits, step, first_limit)
         lprobs = options.apply(state.step(prefix), prefix, step, each_prefix(at_limit, beams), eos_id,
-                               model.config.pad_id, forced.at(step, beams))
+                               model.config.pad_id, forced.at(step, beams), free=step < free_prefix)
         rows, tokens = run.step(step, lprobs, prefix)
         keep = None
         if (step + 1) % every == 0:

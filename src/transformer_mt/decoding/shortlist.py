@@ -106,7 +106,8 @@ def forced_ids(prefix_tokens: torch.Tensor | None, constraints: list[list[tuple[
 
 def shortlisted_search(search: Search, members: list[SearchModel], rows: torch.Tensor, src: torch.Tensor,
                        bos_id: int, eos_id: int, prefix_tokens: torch.Tensor | None = None,
-                       constraints: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
+                       constraints: list[list[tuple[int, ...]]] | None = None, free_prefix: int = 0
+                       ) -> list[list[Hypothesis]]:
     """`search` over the target ids `rows` (Shortlist.rows: <pad> first, then BOS, EOS and every id
     of the prefixes and constraints among the others) of `members` (one model, or an ensemble's),
     its hypotheses in token ids."""
@@ -119,6 +120,6 @@ def shortlisted_search(search: Search, members: list[SearchModel], rows: torch.T
     lookup = None if constraints is None else column.tolist()
     phrases = None if lookup is None else [[tuple(lookup[t] for t in phrase) for phrase in row] for row in constraints]
     found = search(model, columns(src, config.pad_id), bos, eos,
-                   None if prefix_tokens is None else column[prefix_tokens], phrases)
+                   None if prefix_tokens is None else column[prefix_tokens], phrases, free_prefix)
     ids = rows.tolist()
     return [[replace(h, tokens=[ids[t] for t in h.tokens]) for h in nbest] for nbest in found]

@@ -33,8 +33,10 @@ class Search(Protocol):
     shortlist: bool
 
     def __call__(self, model: SearchModel, src: torch.Tensor, bos_id: int, eos_id: int,
-                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None
-                 ) -> list[list[Hypothesis]]:
+                 prefix_tokens: torch.Tensor | None = None, constraints: list[list[Phrase]] | None = None,
+                 free_prefix: int = 0) -> list[list[Hypothesis]]:
         """The hypotheses of each row of src (B, S); every one starts with its row of `prefix_tokens`
         (B, P), padded with <pad> (search.TargetPrefix), and contains its row's `constraints`
-        (phrases of target ids; a ValueError for a search that does not declare them)."""
+        (phrases of target ids; a ValueError for a search that does not declare them). The first
+        `free_prefix` forced tokens of each row count 0 in its score (a target language's code, as
+        generate's forced_bos_token_id and fairseq's language token as the decoder's start)."""

@@ -167,9 +167,10 @@ class Ct2Translator(Engine):
         ctranslate2.set_random_seed(seed % 2**32)
 
     def hypotheses(self, src: torch.Tensor, search: Search | None = None, prefix_tokens: torch.Tensor | None = None,
-                   constraints: list[list[Phrase]] | None = None) -> list[list[Hypothesis]]:
+                   constraints: list[list[Phrase]] | None = None, free_prefix: int = 0) -> list[list[Hypothesis]]:
         """The n-best of each row of src (B, S, EOS last), each cut at its own length limit, by the
-        search it was made with (another, or constraints: a ValueError)."""
+        search it was made with (another, or constraints: a ValueError); CTranslate2 scores every
+        prefix token (`free_prefix` is not its)."""
         if (search is not None and search is not self.search) or any(constraints or []):
             raise ValueError("CTranslate2 decodes with the search it was made with, without constraints")
         options = self.search.options

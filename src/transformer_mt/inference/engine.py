@@ -39,10 +39,11 @@ class Engine(Protocol):
     max_positions: int  # the longest sequence it takes
 
     def hypotheses(self, src: torch.Tensor, search: Search | None = None, prefix_tokens: torch.Tensor | None = None,
-                   constraints: list[list[Phrase]] | None = None) -> list[list[Hypothesis]]:
+                   constraints: list[list[Phrase]] | None = None, free_prefix: int = 0) -> list[list[Hypothesis]]:
         """The n-best of each row of src (B, S, EOS last), best first, by `search` (None: the
         engine's); each starts with its row of `prefix_tokens` (B, P, padded with <pad>) and
-        contains its row's `constraints` (capabilities.constraints; None: none)."""
+        contains its row's `constraints` (capabilities.constraints; None: none); the first
+        `free_prefix` prefix tokens (a target language's code) count 0 in the score."""
 
     def with_search(self, search: Search) -> "Engine":
         """The same engine (its weights shared) decoding with `search` by default (a server's request)."""

@@ -36,7 +36,8 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
                     source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None,
-                    workers: Workers = SERIAL, encoded: list[list[int]] | None = None) -> list[NBest]:
+                    workers: Workers = SERIAL, encoded: list[list[int]] | None = None,
+                    target_prefix: list[int] = ()) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
@@ -45,7 +46,9 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     put before every source (a tag's). `constraints`: each line's phrases, which every output of
     the line contains ([] for none). `workers`: the decoders the batches are shared among (in input
     order); with alignments, constraints or a `random` search, one after another (order matters).
-    `encoded`: each line's source ids made already (a server's request: tokenized once)."""
+    `encoded`: each line's source ids made already (a server's request: tokenized once).
+    `target_prefix`: ids every output starts with, before a line's prefix, counted 0 in its score and
+    dropped from its text (a target language's code, which the target vocabulary drops when decoding)."""
     cleaned, starts = clean(lines)[0], clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n, empty, max_positions = translator.search.nbest, "" if alignments else None, translator.max_positions
@@ -61,7 +64,9 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
     if not todo:
         return results
     forced = [[] for _ in todo] if prefixes is None else prefix_ids(
-        translator.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2, name, [first_line + i for i in todo])
+        translator.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2 - len(target_prefix), name,
+        [first_line + i for i in todo])
+    forced = [[*target_prefix, *ids] for ids in forced]
     phrases = None if constraints is None else constraint_ids(translator, [constraints[i] for i in todo], name,
                                                               [first_line + i for i in todo])
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
@@ -71,7 +76,7 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
         padded = collate.pad([src[j] for j in batch]).to(translator.device)
         return translate_batch(translator, padded, [cleaned[todo[j]] for j in batch],
                                [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments,
-                               None if phrases is None else [phrases[j] for j in batch])
+                               None if phrases is None else [phrases[j] for j in batch], len(target_prefix))
 
     batches = list(sampler)
     ordered = alignments is not None or phrases is not None or translator.search.capabilities.random
@@ -112,13 +117,13 @@ def constraint_ids(translator: Engine, constraints: list[list[str]], name: str, 
 
 def translate_batch(translator: Engine, src: torch.Tensor, lines: list[str], prefixes: list[str],
                     forced: list[list[int]], alignments: Alignments | None,
-                    constraints: list[list[tuple[int, ...]]] | None = None) -> list[NBest]:
+                    constraints: list[list[tuple[int, ...]]] | None = None, free_prefix: int = 0) -> list[NBest]:
     """The n-best of each row of src (B, S), the padded ids of the cleaned `lines`; every output of
     a row starts with its prefix (text, and the ids `forced`; "" and []: none) and contains its
-    `constraints` (None: none)."""
+    `constraints` (None: none); the first `free_prefix` forced ids count 0 (a target language's code)."""
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
     prefix_tokens = collate.pad(forced) if any(forced) else None
-    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens, constraints=constraints)
+    hyps = translator.hypotheses(src, prefix_tokens=prefix_tokens, constraints=constraints, free_prefix=free_prefix)
     flat = [(row, h) for row, nbest in enumerate(hyps) for h in nbest]
     outputs, rows = [h.tokens for _, h in flat], [row for row, _ in flat]
 

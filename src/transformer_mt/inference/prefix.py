@@ -11,10 +11,27 @@ A prefix that ends inside a word may be continued inside it ("Der Hu" -> "Der Hu
 
 import logging
 
-from transformer_mt.data.tokenizer import TextTokenizer
-from transformer_mt.errors import DataError
+from transformer_mt.data.tokenizer import TextTokenizer, Vocabularies
+from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+
+
+def language_ids(vocabularies: Vocabularies, tag: str | None, source_lang: str | None, target_lang: str | None
+                 ) -> tuple[list[int], list[int]]:
+    """The ids put before every source (task.tag's or task.source_lang's) and those every output
+    starts with (task.target_lang's); a code the vocabulary lacks, or both a tag and a source
+    language, is a ConfigError naming the key."""
+    source = vocabularies.source_prefix(source_tag(tag, source_lang), "task.source_lang" if source_lang else "task.tag")
+    return source, vocabularies.target_prefix(target_lang, "task.target_lang")
+
+
+def source_tag(tag: str | None, source_lang: str | None) -> str | None:
+    """The token put before every source: task.source_lang's or task.tag's (both: a ConfigError)."""
+    if tag and source_lang:
+        raise ConfigError(f"task.tag={tag} and task.source_lang={source_lang} both name the token put before every "
+                          "source: set one of the two")
+    return source_lang or tag
 
 def prefix_ids(tokenizer: TextTokenizer, prefixes: list[str], most: int, name: str,
                numbers: list[int]) -> list[list[int]]:

@@ -110,7 +110,7 @@ class Translator(Engine):
 
     @torch.no_grad()
     def hypotheses(self, src: torch.Tensor, search: Search | None = None, prefix_tokens: torch.Tensor | None = None,
-                   constraints: list[list[Phrase]] | None = None) -> list[list[Hypothesis]]:
+                   constraints: list[list[Phrase]] | None = None, free_prefix: int = 0) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each row of src (B, S), best first. search: None, the
         translator's (with the int8 rule); another (validation's), on the float models.
         `constraints`: each row's phrases of target ids (beam search with decoding.constraints). With
@@ -120,13 +120,19 @@ class Translator(Engine):
         if self.shortlist is not None:
             rows = self.shortlist.rows(src, forced_ids(prefix_tokens, constraints, src.device))
             return shortlisted_search(search, self.members(quantized), rows, src, self.bos_id, self.eos_id,
-                                      prefix_tokens, constraints)
+                                      prefix_tokens, constraints, free_prefix)
         model = self.model(quantized)
-        return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints)
+        return search(self.searched(model, search), src, self.bos_id, self.eos_id, prefix_tokens, constraints,
+                      free_prefix)
 
-    def translate(self, src: torch.Tensor, search: Search | None = None) -> list[list[tuple[str, float]]]:
-        """The n-best (detokenized text, score) of each source row, best first."""
-        hyps = self.hypotheses(src, search)
+    def translate(self, src: torch.Tensor, search: Search | None = None, target_prefix: list[int] = ()
+                  ) -> list[list[tuple[str, float]]]:
+        """The n-best (detokenized text, score) of each source row, best first; every output starts
+        with `target_prefix` (a target language's code, counted 0; dropped from the text)."""
+        forced = None
+        if target_prefix:
+            forced = torch.tensor([list(target_prefix)], device=src.device).expand(src.size(0), -1)
+        hyps = self.hypotheses(src, search, forced, free_prefix=len(target_prefix))
         texts = iter(self.tokenizer.tgt.decode([h.tokens for nbest in hyps for h in nbest]))
         return [[(next(texts), h.score) for h in nbest] for nbest in hyps]
 

@@ -40,6 +40,18 @@ class Tagged:
 
 
 @dataclass
+class Languaged(Tagged):
+    """A task that names the languages of a multilingual model (M2M-100, NLLB-200: their codes)."""
+
+    source_lang: Any = key(None, "the source language's code as the model's vocabulary has it (__en__, eng_Latn), put "
+                                 "before every source (as task.tag; set one of the two)", (text, "a language code"),
+                           nullable=True)
+    target_lang: Any = key(None, "the target language's code (__de__, deu_Latn): every output starts with it, as "
+                                 "generate's forced_bos_token_id (counted 0 in the score)", (text, "a language code"),
+                           nullable=True)
+
+
+@dataclass
 class Batched:
     """A task whose model translates or scores in batches."""
 

@@ -29,6 +29,10 @@ class TranslateRequest(BaseModel):
         None, description="phrases every translation must contain (beam search): a list for one text, a list "
                           "of lists (one per line) for a list")
     tag: str | None = Field(None, description="a source tag of the model's training corpora (a direction)")
+    source_lang: str | None = Field(None, description="the source language's code as the model has it (__en__, "
+                                                      "eng_Latn), put before the source (as tag; give one)")
+    target_lang: str | None = Field(None, description="the target language's code (__de__, deu_Latn): every "
+                                                      "translation starts with it; default: task.target_lang")
     scores: bool = Field(False, description="each translation's log-probability score")
     alignments: bool = Field(False, description="each translation's Pharaoh word alignment to its source")
     split: bool = Field(False, description="split each text into sentences, translated each as a line and put back "

@@ -161,7 +161,7 @@ def in_sentences(body: TranslateRequest, served: ServedModel, limits: Limits) ->
     if body.prefix is not None or body.constraints or (body.nbest or 1) > 1 or body.scores or body.alignments:
         raise RequestError("split", "split=true gives each text's translation only: no prefix, constraints, nbest, "
                                     "scores or alignments")
-    tag = served.tag_of(body.tag)
+    tag = served.tag_of(body.tag, body.source_lang)
     sources = [source for (source, _), pair_tag in served.directions.items() if pair_tag == tag]
     prefix = served.source_prefix(tag)
     return Split.of(lines, body.source_language or (sources[0] if sources else "en"),
@@ -175,12 +175,13 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     constraints = constraints_of(body, len(lines))
     served.refuse_unsupported(constraints is not None, body.alignments)
     key, search = served.search(body, settings.limits, constrained=constraints is not None)
-    tag = served.tag_of(body.tag)
-    source_prefix = served.source_prefix(tag)
+    tag = served.tag_of(body.tag, body.source_lang)
+    source_prefix, target_prefix = served.source_prefix(tag), served.target_prefix(body.target_lang)
     sources = served.source_ids(lines, source_prefix)
     work = Work(served, search, prefixes, body.alignments, served.languages.get(tag), settings.max_tokens,
-                constraints, tuple(sources))
-    return Pending((served.name, key, prefixes is not None, body.alignments), lines, sum(map(len, sources)), work,
+                constraints, tuple(sources), target_prefix)
+    return Pending((served.name, key, prefixes is not None, body.alignments, target_prefix), lines,
+                   sum(map(len, sources)), work,
                    exclusive=body.alignments, model=served.name)  # the tag: each row's first token, no key
 
 

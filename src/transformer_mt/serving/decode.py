@@ -29,6 +29,7 @@ class Work:
     max_tokens: int
     constraints: list[list[str]] | None = None  # each line's phrases (None: none)
     sources: tuple[list[int], ...] = ()  # each line's source ids (served.source_ids: tokenized once)
+    target_prefix: tuple[int, ...] = ()  # the target language's code every output starts with (part of the key)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
     alignments = work.served.alignments() if work.alignments else None
     nbests = translate_lines(translator, lines, work.max_tokens, name="text", prefixes=prefixes,
                              alignments=alignments, constraints=constraints,
-                             encoded=[ids for job in jobs for ids in job.payload.sources])
+                             encoded=[ids for job in jobs for ids in job.payload.sources],
+                             target_prefix=list(work.target_prefix))
     out, start = [], 0
     for job in jobs:
         end = start + len(job.lines)
@@ -64,13 +66,14 @@ def decode_jobs(jobs: list[Pending]) -> list[Decoded]:
 
 def joins(job: Pending) -> bool:
     """Whether a job decodes in a running batch (decoding/running_batch.py): greedy search by our
-    engine on one Transformer that takes it, without prefixes, constraints, alignments or a shortlist."""
+    engine on one Transformer that takes it, without prefixes (a target code's too), constraints,
+    alignments or a shortlist."""
     work: Work = job.payload
     engine, search = work.served.decoder, work.search
     declared = search.capabilities
     if engine is not work.served.translator or declared.beams or declared.random or declared.constraints:
         return False
-    if work.prefixes is not None or work.alignments or work.constraints or search.shortlist:
+    if work.prefixes is not None or work.target_prefix or work.alignments or work.constraints or search.shortlist:
         return False
     translator = work.served.translator
     return translator.shortlist is None and not search.options.static(translator.device) and \

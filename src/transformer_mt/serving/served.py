@@ -27,34 +27,42 @@ SearchKey = tuple  # what decides how a batch is decoded: requests with equal ke
 @dataclass(frozen=True)
 class Declared:
     """What a served model's checkpoints say before the model is built: its name, files, target
-    languages by tag, default tag and directions (serving/resident.py: a model loaded on first use)."""
+    languages by tag, default tag and directions (serving/resident.py: a model loaded on first use),
+    the language codes its vocabulary holds (M2M-100's, NLLB's: its tags) and the default target code."""
 
     name: str
     paths: list[Path]
     languages: dict[str | None, str]
     default_tag: str | None
     directions: dict[tuple[str, str], str | None]
+    codes: tuple[str, ...] = ()
+    default_target: str | None = None
 
     @classmethod
     def of(cls, name: str, paths: list[Path], hyper: dict, vocabularies: Vocabularies,
-           default_tag: str | None) -> "Declared":
-        """From the first checkpoint's hyper-parameters; a default tag the vocabulary lacks: refused."""
+           default_tag: str | None, default_target: str | None = None) -> "Declared":
+        """From the first checkpoint's hyper-parameters; a default tag or target code the vocabulary
+        lacks: refused."""
         vocabularies.source_prefix(default_tag, "task.tag")
+        vocabularies.target_prefix(default_target, "task.target_lang")
         data = ((hyper.get("data") or {}).get("config") or {})
-        return cls(name, paths, target_languages(data), default_tag, directions(data))
+        return cls(name, paths, target_languages(data), default_tag, directions(data),
+                   tuple(vocabularies.tgt.tag_tokens()), default_target)
 
     @classmethod
-    def read(cls, name: str, paths: list[Path], default_tag: str | None) -> "Declared":
+    def read(cls, name: str, paths: list[Path], default_tag: str | None, default_target: str | None = None
+             ) -> "Declared":
         """From the checkpoints themselves, memory-mapped: their weights are not read."""
         checkpoints = [read_checkpoint(path) for path in paths]
         return cls.of(name, paths, checkpoints[0]["hyper_parameters"], shared_vocabularies(paths, checkpoints),
-                      default_tag)
+                      default_tag, default_target)
 
     def info(self) -> dict:
         """What GET /models says of the model before it is loaded."""
         return {"name": self.name, "checkpoints": [p.name for p in self.paths], "default_tag": self.default_tag,
                 "languages": {str(k): v for k, v in self.languages.items()},
-                "directions": [f"{source}-{target}" for source, target in self.directions]}
+                "directions": [f"{source}-{target}" for source, target in self.directions],
+                "language_codes": list(self.codes), "default_target_lang": self.default_target}
 
 
 @dataclass
@@ -68,6 +76,8 @@ class ServedModel:
     default_tag: str | None = None
     directions: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (source, target) -> its tag
     engine: Engine | None = None  # what decodes (task.engine=ctranslate2: CTranslate2); None: the translator
+    codes: tuple[str, ...] = ()  # the target vocabulary's language codes (its tags)
+    default_target: str | None = None  # the target code a request without target_lang decodes to (task.target_lang)
 
     @property
     def decoder(self) -> Engine:
@@ -76,21 +86,37 @@ class ServedModel:
 
     @classmethod
     def load(cls, name: str, paths: list[Path], search, quantize: str, default_tag: str | None,
-             kernels: Kernels | None = None) -> "ServedModel":
+             kernels: Kernels | None = None, default_target: str | None = None) -> "ServedModel":
         """The model of the checkpoints at `paths`, decoding with `search` on `kernels` (model/kernels.py;
         None: torch's paths), on the CPU."""
         models, vocabularies, hyper = load_members(paths)
-        declared = Declared.of(name, paths, hyper, vocabularies, default_tag)
+        declared = Declared.of(name, paths, hyper, vocabularies, default_tag, default_target)
         translator = Translator(models, vocabularies, search, quantize, kernels=kernels)
-        return cls(name, translator, paths, declared.languages, default_tag, declared.directions)
+        return cls(name, translator, paths, declared.languages, default_tag, declared.directions,
+                   codes=declared.codes, default_target=default_target)
 
     def declared(self) -> Declared:
         """What its checkpoints say of it (as before it was loaded)."""
-        return Declared(self.name, self.paths, self.languages, self.default_tag, self.directions)
+        return Declared(self.name, self.paths, self.languages, self.default_tag, self.directions, self.codes,
+                        self.default_target)
 
-    def tag_of(self, asked: str | None) -> str | None:
-        """The source tag a request decodes with: the one it asks for, else the model's default."""
+    def tag_of(self, asked: str | None, source_lang: str | None = None) -> str | None:
+        """The source tag a request decodes with: the one it asks for (`tag`, or its `source_lang`
+        code; both: a RequestError), else the model's default."""
+        if asked is not None and source_lang is not None:
+            raise RequestError("source_lang", "tag and source_lang both name the token put before the source: "
+                                              "give one")
+        asked = source_lang if source_lang is not None else asked
         return asked if asked is not None else self.default_tag
+
+    def target_prefix(self, target_lang: str | None) -> tuple[int, ...]:
+        """The ids every output of a request starts with: its target_lang's code (else the model's
+        default; a code the model lacks: a RequestError naming target_lang)."""
+        try:
+            code = target_lang if target_lang is not None else self.default_target
+            return tuple(self.translator.tokenizer.target_prefix(code, "target_lang"))
+        except ConfigError as err:
+            raise RequestError("target_lang", str(err)) from None
 
     def refuse_unsupported(self, constrained: bool, alignments: bool) -> None:
         """A RequestError naming what the engine cannot give (CTranslate2: constraints, alignments)."""

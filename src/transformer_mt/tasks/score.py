@@ -26,6 +26,7 @@ from transformer_mt.data.text import clean
 from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import DataError
 from transformer_mt.inference.members import load_translator
+from transformer_mt.inference.prefix import language_ids
 from transformer_mt.inference.scoring import Ids, token_logprobs
 from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import ProgressBar
@@ -36,12 +37,13 @@ from transformer_mt.validate import refuse
 log = logging.getLogger(__name__)
 
 
-def encode_checked(translator: Translator, pairs: Pairs, prefix: list[int]) -> tuple[Ids, Ids]:
-    """Token ids of the cleaned pairs (sources with `prefix` first and EOS last, targets without),
-    as training encodes them; a side longer than the model's (an ensemble's: the shortest member's)
-    positions is a DataError naming its file and line."""
+def encode_checked(translator: Translator, pairs: Pairs, prefix: list[int], target_prefix: list[int] = ()
+                   ) -> tuple[Ids, Ids]:
+    """Token ids of the cleaned pairs (sources with `prefix` first and EOS last, targets with
+    `target_prefix` first and without EOS), as training encodes them; a side longer than the model's
+    (an ensemble's: the shortest member's) positions is a DataError naming its file and line."""
     src = translator.tokenizer.encode_sources(clean(pairs.src)[0], prefix)
-    tgt = translator.tokenizer.tgt.encode(clean(pairs.tgt)[0])
+    tgt = [[*target_prefix, *ids] for ids in translator.tokenizer.tgt.encode(clean(pairs.tgt)[0])]
     limit = translator.max_positions
     for i, (source, target) in enumerate(zip(src, tgt)):
         for side, n in (("source", len(source)), ("target", len(target) + 1)):
@@ -64,12 +66,13 @@ def normalizer(search: Search, normalize: bool) -> Callable[[int], float]:
     return search.length_norm
 
 
-def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores: bool) -> str:
-    """SUM<TAB>NORMALIZED[<TAB>token log-probabilities], six decimals."""
-    total = math.fsum(logprobs)
+def score_line(logprobs: list[float], norm: Callable[[int], float], token_scores: bool, free: int = 0) -> str:
+    """SUM<TAB>NORMALIZED[<TAB>token log-probabilities], six decimals; the first `free` tokens (a
+    target language's code) count 0 in the sum, as a search counts them, and 1 in the length."""
+    total = math.fsum(logprobs[free:])
     fields = [f"{total:.6f}", f"{total / norm(len(logprobs)):.6f}"]
     if token_scores:
-        fields.append(" ".join(f"{value:.6f}" for value in logprobs))
+        fields.append(" ".join(f"{value:.6f}" for value in logprobs[free:]))
     return "\t".join(fields) + "\n"
 
 
@@ -82,10 +85,12 @@ def run(cfg: DictConfig) -> None:
     translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize, shortlist=False,
                                  kernels=cfg.kernels).to(
         task_device(cfg.trainer))
-    src, tgt = encode_checked(translator, pairs, translator.tokenizer.source_prefix(options.get("tag"), "task.tag"))
+    source, target = language_ids(translator.tokenizer, options.get("tag"), options.get("source_lang"),
+                                  options.get("target_lang"))
+    src, tgt = encode_checked(translator, pairs, source, target)
     norm = normalizer(translator.search, options.normalize)
     with ProgressBar("scoring", len(pairs), "pairs", cfg.get("progress")) as bar:
         scores = token_logprobs(translator, src, tgt, options.max_tokens, bar)
     with open_output(options.get("output")) as out:
-        out.writelines(score_line(row, norm, options.token_scores) for row in scores)
+        out.writelines(score_line(row, norm, options.token_scores, len(target)) for row in scores)
     log.info("scored %d pairs", len(scores))

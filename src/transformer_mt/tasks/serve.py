@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from transformer_mt.checkpoints.loading import task_device
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.ct2_engine import check_engine, ct2_translator
+from transformer_mt.inference.prefix import source_tag
 from transformer_mt.inference.workers import Workers, thread_counts
 from transformer_mt.model.kernels import for_cpu
 from transformer_mt.serving.api import Limits
@@ -83,8 +84,15 @@ def resident_models(cfg: DictConfig, device, workers: Workers, worker: Executor)
 
     if cfg.task.max_loaded is None:
         return ResidentModels.all_loaded({name: load(name) for name in checkpoints})
-    declared = {name: Declared.read(name, paths, cfg.task.get("tag")) for name, paths in checkpoints.items()}
+    tag, target = default_languages(cfg)
+    declared = {name: Declared.read(name, paths, tag, target) for name, paths in checkpoints.items()}
     return ResidentModels(declared, load, worker, cfg.task.max_loaded)
+
+
+def default_languages(cfg: DictConfig) -> tuple[str | None, str | None]:
+    """The source tag (task.tag or task.source_lang; both: a ConfigError) and the target code
+    (task.target_lang) a request that names none decodes with."""
+    return source_tag(cfg.task.get("tag"), cfg.task.get("source_lang")), cfg.task.get("target_lang")
 
 
 def load_model(cfg: DictConfig, name: str, paths: list[Path], device, workers: Workers) -> ServedModel:
@@ -92,8 +100,8 @@ def load_model(cfg: DictConfig, name: str, paths: list[Path], device, workers: W
     searches, or with task.engine=ctranslate2 by CTranslate2 (converted once; `workers`: its
     inter_threads replicas and intra_threads), what it cannot do refused here (an ensemble) or per
     request (constraints, alignments)."""
-    served = ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, cfg.task.get("tag"),
-                              for_cpu(cfg.kernels))
+    tag, target = default_languages(cfg)
+    served = ServedModel.load(name, paths, instantiate(cfg.decoding), cfg.quantize, tag, for_cpu(cfg.kernels), target)
     if cfg.task.engine == "ctranslate2":
         served.engine = ct2_translator(paths[0], served.translator, device, workers, cfg.task.get("ct2_dir"))
     else:

@@ -33,6 +33,7 @@ from transformer_mt.inference.line_translation import NBest, translate_lines
 from transformer_mt.inference.long_lines import LongLines
 from transformer_mt.inference.members import load_translator
 from transformer_mt.inference.pharaoh import Alignments
+from transformer_mt.inference.prefix import language_ids
 from transformer_mt.inference.workers import Workers
 from transformer_mt.progress import ProgressBar
 from transformer_mt.stops import stops_say
@@ -105,7 +106,8 @@ def translate(cfg: DictConfig, done: Done) -> None:
     device = task_device(cfg.trainer)
     workers = Workers.for_device(cfg.inter_threads, cfg.intra_threads, device)  # inter_threads, intra_threads
     translator = load_translator(paths, instantiate(cfg.decoding), cfg.quantize, kernels=cfg.kernels)
-    source_prefix = translator.tokenizer.source_prefix(options.get("tag"), "task.tag")
+    source_prefix, target_prefix = language_ids(translator.tokenizer, options.get("tag"), options.get("source_lang"),
+                                                options.get("target_lang"))
     alignments = Alignments.from_options(options, translator.models[0])  # of the first member
     if options.engine == "ctranslate2":
         translator = ct2_translator(paths[0], translator, device, workers, options.get("ct2_dir"))
@@ -125,7 +127,8 @@ def translate(cfg: DictConfig, done: Done) -> None:
             for nbest in translate_lines(translator, sources, options.max_tokens, first_line=line_no + 1, bar=bar,
                                          name=name, prefixes=prefixes, alignments=alignments,
                                          long_lines=long_lines, source_prefix=source_prefix,
-                                         constraints=constraints, workers=workers):
+                                         constraints=constraints, workers=workers,
+                                         target_prefix=target_prefix):
                 write(out, line_no, nbest, with_scores)
                 line_no += 1
                 done.lines = line_no

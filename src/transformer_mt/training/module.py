@@ -190,10 +190,10 @@ class TranslationModule(L.LightningModule):
         return loss
 
     # ------------------------------------------------------------------ validation and test
-    def translate(self, src: torch.Tensor, search=None) -> list[list[tuple[str, float]]]:
+    def translate(self, src: torch.Tensor, search=None, target_prefix: list[int] = ()) -> list[list[tuple[str, float]]]:
         """The n-best (detokenized text, score) of each source row, best first (`Translator`).
         Without `search`: the checkpoint's decoding, with the int8 rule."""
-        return self.translator.translate(src, search)
+        return self.translator.translate(src, search, target_prefix)
 
     def on_train_start(self) -> None:
         self.translator.forget()  # the weights are about to change
@@ -203,7 +203,7 @@ class TranslationModule(L.LightningModule):
         self.start_evaluation()
 
     def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
-        self.evaluate_batch(batch, self.val_search, dataloader_idx)
+        self.evaluate_batch(batch, self.val_search, dataloader_idx, "val")
 
     def on_validation_epoch_end(self) -> None:
         self.end_evaluation("val")
@@ -221,11 +221,11 @@ class TranslationModule(L.LightningModule):
     def start_evaluation(self) -> None:
         self.evaluations = {}
 
-    def evaluate_batch(self, batch: dict, search, index: int = 0) -> None:
+    def evaluate_batch(self, batch: dict, search, index: int = 0, stage: str = "test") -> None:
         """Add the batch's loss sums (on the device) and its translations to the evaluation of set
-        `index` (its dataloader's)."""
+        `index` (its dataloader's; each output starts with the set's target tag, as its targets do)."""
         loss_sum, nll_sum, ntokens = self.losses(batch)
-        hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search)]
+        hyps = [nbest[0][0] for nbest in self.translate(batch["src"], search, self.target_prefix(stage, index))]
         evaluation = self.evaluations.setdefault(index, Evaluation(self.device))
         evaluation.add(loss_sum, nll_sum, ntokens,
                        list(map(ScoredSentence, batch["id"].tolist(), batch["src_text"], batch["tgt_text"], hyps)))
@@ -236,6 +236,14 @@ class TranslationModule(L.LightningModule):
         names it)."""
         split = getattr(self.trainer.datamodule, "split", "test") if stage == "test" else stage
         return split if isinstance(split, str) else stage
+
+    def target_prefix(self, stage: str, index: int) -> list[int]:
+        """The ids every output of set `index` starts with: its corpus's target tag's (none without a
+        datamodule that has them)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is None or not hasattr(datamodule, "target_prefix"):
+            return []
+        return datamodule.target_prefix(self.names_of_sets(stage)[index])
 
     def names_of_sets(self, stage: str) -> list[str]:
         """The names of the sets this stage scores, in their dataloaders' order (the datamodule's

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from transformer_mt.choices import ALIGNMENT_UNITS, LONG_LINES
 from transformer_mt.schema.keys import key
-from transformer_mt.schema.shared import Batched, Engined, Tagged, Trained
+from transformer_mt.schema.shared import Batched, Engined, Languaged, Trained
 from transformer_mt.schema.task_base import Checkpoints, InputFile, OutputFile, ScoredPairs, Task, TrainingStart
 from transformer_mt.validate import AT_LEAST_1, BOOLEAN, PATH, Refusal, integer, listing, one_of
 
@@ -54,7 +54,7 @@ class EvaluateTask(Trained, Task):
 
 
 @dataclass
-class TranslateTask(Tagged, Engined, Task):
+class TranslateTask(Languaged, Engined, Task):
     """python run.py task=translate ckpt_path=PATH [task.input=FILE] [task.output=FILE] [decoding=beam]:
     translate lines, one output line per input line."""
 
@@ -88,7 +88,7 @@ class TranslateTask(Tagged, Engined, Task):
 
 
 @dataclass
-class ScoreTask(Tagged, Batched, Task):
+class ScoreTask(Languaged, Batched, Task):
     """python run.py task=score ckpt_path=PATH task.source=FILE task.target=FILE | task.input=PAIRS.tsv:
     forced decoding, SUM<TAB>NORMALIZED per pair (the target's log-probability, EOS included)."""
 

@@ -7,7 +7,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_mt.schema.keys import key
-from transformer_mt.schema.shared import Engined, Tagged
+from transformer_mt.schema.shared import Engined, Languaged
 from transformer_mt.schema.task_base import ServedModels, Task
 from transformer_mt.tasks.options.one_model import NAME
 from transformer_mt.validate import AT_LEAST_0, AT_LEAST_1, BOOLEAN, Refusal, integer, text
@@ -17,7 +17,7 @@ MODELS = (lambda v: v is None or (hasattr(v, "items") and all(text(k) for k in v
 
 
 @dataclass
-class ServeTask(Tagged, Engined, Task):
+class ServeTask(Languaged, Engined, Task):
     """python run.py task=serve ckpt_path=PATH | task.models={NAME: PATH, ...} [task.port=8000] [decoding=beam]
     [quantize=int8]: an HTTP server on task.host (POST /translate, GET /models, /health, /metrics, /docs; a page at /;
     LibreTranslate's API under /libretranslate, POST /v1/translations) that batches concurrent requests together;

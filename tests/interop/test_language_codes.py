@@ -1,0 +1,125 @@
+"""Language codes as tags, over a whole fine-tuning run from a tiny random M2M-100 folder: a corpus's
+`tag` puts the source code before every source and its `target_tag` the target code before every
+target; validation and test force that code as the first output token (counted 0, as generate's
+forced_bos_token_id); task=translate, task=score and a server name both codes as
+task.source_lang / task.target_lang (a request's source_lang / target_lang) and give what the run's
+test gave; a code the model lacks is one line naming the key."""
+
+import csv
+
+import datasets
+import httpx
+import pytest
+import torch
+
+from tests.e2e.test_serve import Server
+from tests.helpers import compose_config, run_py
+from transformer_mt.data.cache_entry import ARROW
+from transformer_mt.data.toy import ToyCorpus
+from transformer_mt.tasks import run
+
+pytest.importorskip("transformers")
+
+SIZES = {"num_train": 300, "num_val": 10, "num_test": 10}
+CODES = ["task.source_lang=__en__", "task.target_lang=__de__"]
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(m2m100_folder, tmp_path_factory):
+    """A two-epoch fine-tuning of the tiny M2M-100 on the toy corpus tagged __en__ -> __de__."""
+    folder = tmp_path_factory.mktemp("codes")
+    data = [f"data.corpora.toy.{k}={v}" for k, v in SIZES.items()]
+    data += ["data.corpora.toy.tag=__en__", "data.corpora.toy.target_tag=__de__"]
+    run(compose_config(folder / "train", [f"model.init_from={m2m100_folder}", "trainer.max_epochs=2", *data]))
+    return folder
+
+
+def test_every_target_starts_with_the_code_and_the_val_loss_falls(fine_tuned, m2m100_folder):
+    from transformer_mt.interop.m2m100 import read_m2m100
+
+    vocabularies = read_m2m100(m2m100_folder)[2]
+    english, german = (vocabularies.src.token_id(code) for code in ("__en__", "__de__"))
+    entries = sorted((fine_tuned / "train" / ".cache").glob("ids-*"))
+    assert len(entries) == 3  # train, val, test
+    for entry in entries:
+        table = datasets.Dataset.from_file(str(entry / ARROW))
+        assert {ids[0] for ids in table["src_ids"]} == {english} and {ids[0] for ids in table["tgt_ids"]} == {german}
+    with open(fine_tuned / "train" / "csv" / "metrics.csv", newline="") as rows:
+        losses = [float(row["val/loss"]) for row in csv.DictReader(rows) if row["val/loss"]]
+    assert len(losses) == 2 and losses[1] < losses[0]
+
+
+def test_translate_with_both_codes_writes_what_the_runs_test_wrote(fine_tuned, tmp_path):
+    """The run's test decoded with the target code forced; task=translate naming both codes decodes
+    the test sources to the same lines, and task=score of those pairs the log-probability of each
+    target after the code (which it does not count) by hand."""
+    best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
+    sources = ToyCorpus(**SIZES).load("test").src
+    (tmp_path / "in.txt").write_text("".join(f"{line}\n" for line in sources))
+    result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt", *CODES,
+                    "task.scores=true", f"hydra.run.dir={tmp_path}/translate")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    written = (fine_tuned / "train" / "test.translations.txt").read_text().splitlines()
+    assert [text for _, _, text in rows] == written and len(written) == len(sources)
+    (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{text}\n" for s, (_, _, text) in zip(sources, rows)))
+    scored = run_py("task=score", f"ckpt_path={best}", f"task.input={tmp_path}/pairs.tsv", *CODES,
+                    f"hydra.run.dir={tmp_path}/score")
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    assert [float(line.split("\t")[0]) for line in scored.stdout.splitlines()] == pytest.approx(
+        teacher_forced(best, sources, [text for _, _, text in rows]), abs=1e-4)
+
+
+def teacher_forced(checkpoint, sources: list[str], targets: list[str]) -> list[float]:
+    """By hand: each target's log-probability after __en__ SOURCE </s> and </s> __de__ (the code
+    given, not counted), its EOS included."""
+    from transformer_mt.inference.members import load_translator
+
+    translator = load_translator([checkpoint], None)
+    vocab = translator.tokenizer
+    english, german = vocab.src.token_id("__en__"), vocab.tgt.token_id("__de__")
+    out = []
+    for source, ids in zip(sources, vocab.tgt.encode(targets)):
+        src = torch.tensor(vocab.encode_sources([source], [english]))
+        tgt = [german, *ids, translator.eos_id]
+        lprobs = translator.log_probs(src, torch.tensor([[translator.bos_id, *tgt[:-1]]]))[0]
+        out.append(sum(lprobs[i, token].item() for i, token in enumerate(tgt) if i > 0))
+    return out
+
+
+@pytest.mark.parametrize(("key", "value", "start"), [
+    ("task.target_lang", "__xx__", "task.target_lang=__xx__: the vocabulary has no token <__xx__>"),
+    ("task.tag", "__en__", "task.tag=__en__ and task.source_lang=__en__ both name the token"),
+])
+def test_a_code_the_model_lacks_or_two_source_tokens_are_one_line(fine_tuned, tmp_path, key, value, start):
+    best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
+    (tmp_path / "in.txt").write_text("a line\n")
+    result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt",
+                    "task.source_lang=__en__", f"{key}={value}", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert start in result.stderr
+
+
+def test_a_server_lists_the_codes_and_takes_them_per_request(fine_tuned, tmp_path):
+    """GET /models lists the model's language codes; a request naming source_lang and target_lang
+    gets the run's test translations, one that leaves them out the server's defaults
+    (task.source_lang / task.target_lang); an unknown code or two source tokens: a 422 naming the
+    field, and the server serves on."""
+    best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
+    sources = ToyCorpus(**SIZES).load("test").src
+    written = (fine_tuned / "train" / "test.translations.txt").read_text().splitlines()
+    server = Server(tmp_path / "serve", f"ckpt_path={best}", *CODES)
+    try:
+        model = httpx.get(f"{server.url}/models", timeout=30).json()["models"][0]
+        assert {"__en__", "__de__", "__fr__"} <= set(model["language_codes"])
+        assert model["default_target_lang"] == "__de__"
+        named = server.post({"text": sources, "source_lang": "__en__", "target_lang": "__de__"})
+        assert [t["text"] for t in named.json()["translations"]] == written
+        assert [t["text"] for t in server.post({"text": sources}).json()["translations"]] == written
+        for body, field in (({"text": "a", "target_lang": "__xx__"}, "target_lang"),
+                            ({"text": "a", "tag": "__en__", "source_lang": "__en__"}, "source_lang")):
+            refused = server.post(body)
+            assert refused.status_code == 422 and refused.json()["field"] == field
+        assert server.post({"text": sources[:1]}).status_code == 200
+    finally:
+        server.stop()
