@@ -123,3 +123,47 @@ def test_a_server_lists_the_codes_and_takes_them_per_request(fine_tuned, tmp_pat
         assert server.post({"text": sources[:1]}).status_code == 200
     finally:
         server.stop()
+
+
+def test_a_hub_folder_is_a_ckpt_path_for_translate_evaluate_and_serve(m2m100_folder, tmp_path):
+    """ckpt_path=DIR decodes an M2M-100 folder as it is: task=translate's greedy lines with both
+    codes are generate's with forced_bos_token_id (their text without the language codes, which the
+    hub's tokenizer drops as special tokens); task=evaluate scores it on data tagged with its codes,
+    its test outputs task=translate's with the same codes; without a data preset it says the folder
+    records none; a server on it answers as task=translate."""
+    import json
+    import re
+
+    transformers = pytest.importorskip("transformers")
+    lines = ["A man rides a bicycle down the street.", "Ein Mann fährt mit dem Fahrrad.", "Zahlen: 1234"]
+    (tmp_path / "in.txt").write_text("".join(f"{line}\n" for line in lines))
+    greedy = ["decoding=greedy", "decoding.options.max_len_a=0", "decoding.options.max_len_b=20"]
+    result = run_py("task=translate", f"ckpt_path={m2m100_folder}", f"task.input={tmp_path}/in.txt", *CODES, *greedy,
+                    f"hydra.run.dir={tmp_path}/translate")
+    assert result.returncode == 0, result.stderr[-2000:]
+    model = transformers.M2M100ForConditionalGeneration.from_pretrained(m2m100_folder).eval()
+    tokenizer = transformers.M2M100Tokenizer.from_pretrained(m2m100_folder, src_lang="en")
+    with torch.no_grad():
+        generated = model.generate(**tokenizer(lines, return_tensors="pt", padding=True), num_beams=1,
+                                   forced_bos_token_id=tokenizer.get_lang_id("de"), do_sample=False,
+                                   max_new_tokens=20)
+    theirs = [re.sub(r"__[a-z]+__", "", text) for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+    assert result.stdout.splitlines() == theirs and all(theirs)
+    data = ["data=toy", "data.corpora.toy.num_test=10", "data.corpora.toy.tag=__en__",
+            "data.corpora.toy.target_tag=__de__"]
+    evaluated = run_py("task=evaluate", f"ckpt_path={m2m100_folder}", *data, *greedy,
+                       f"hydra.run.dir={tmp_path}/evaluate")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    metrics = json.loads((tmp_path / "evaluate" / "metrics.json").read_text())
+    assert 0 < metrics["test/loss"] < 20
+    (tmp_path / "test.txt").write_text("".join(f"{line}\n" for line in ToyCorpus(num_test=10).load("test").src))
+    again = run_py("task=translate", f"ckpt_path={m2m100_folder}", f"task.input={tmp_path}/test.txt", *CODES, *greedy,
+                   f"hydra.run.dir={tmp_path}/again")
+    assert again.stdout.splitlines() == (tmp_path / "evaluate" / "test.translations.txt").read_text().splitlines()
+    server = Server(tmp_path / "serve", f"ckpt_path={m2m100_folder}", *CODES, *greedy)
+    try:
+        assert [t["text"] for t in server.post({"text": lines}).json()["translations"]] == theirs
+    finally:
+        server.stop()
+    refused = run_py("task=evaluate", f"ckpt_path={m2m100_folder}", f"hydra.run.dir={tmp_path}/none")
+    assert refused.returncode == 1 and f"ckpt_path={m2m100_folder} records no data config" in refused.stderr

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.interop.hub_folder import is_hub_folder
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -35,8 +36,8 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
                           "(a checkpoint file)")
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
     for path in paths:
-        if not path.is_file():
-            raise DataError(f"ckpt_path={path}: no such file")
+        if not path.is_file() and not is_hub_folder(path):
+            raise DataError(f"ckpt_path={path}: no such file (nor a Hugging Face model folder with config.json)")
     return paths
 
 

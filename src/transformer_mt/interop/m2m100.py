@@ -107,10 +107,11 @@ def nllb_pieces(folder: Path, size: int, where: str) -> tuple[list[str], list[st
     return pieces, added + pieces[len(numbered):]
 
 
-def read_m2m100(folder: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
+def read_m2m100(folder: Path, key: str = "model.init_from") -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
     """A local M2M-100 or NLLB-200 folder (as the hub serves facebook/m2m100_418M and
-    facebook/nllb-200-distilled-600M) as (our model keys, our state_dict, our Vocabularies)."""
-    where = f"model.init_from={folder}"
+    facebook/nllb-200-distilled-600M) as (our model keys, our state_dict, our Vocabularies);
+    errors name `key`."""
+    where = f"{key}={folder}"
     architecture, state, config = read_m2m100_model(folder, where)
     vocabularies = m2m100_vocabularies(folder, config.src_vocab_size, where)
     if vocabularies.special_ids()["pad_id"] != config.pad_id:

@@ -261,30 +261,30 @@ def marian_vocabularies(folder):
     raise DataError(f"model.init_from={folder}: no tokenizer (source.spm + vocab.json, or tokenizer.json)")
 
 
-def read_marian(folder) -> tuple[dict, dict[str, torch.Tensor], "object"]:
+def read_marian(folder, key: str = "model.init_from") -> tuple[dict, dict[str, torch.Tensor], "object"]:
     """A local Marian folder (as downloaded from the hub) as (our model keys, our state_dict, our
-    Vocabularies)."""
+    Vocabularies); errors name `key`."""
     from pathlib import Path
 
     from transformers import MarianConfig, MarianMTModel
 
     folder = Path(folder)
     if not (folder / "config.json").is_file():
-        raise DataError(f"model.init_from={folder}: no config.json there (a local Marian model folder)")
+        raise DataError(f"{key}={folder}: no config.json there (a local Marian model folder)")
     config = MarianConfig.from_pretrained(folder)
     if config.model_type != "marian":
-        raise DataError(f"model.init_from={folder}: a {config.model_type!r} model, not a Marian one")
+        raise DataError(f"{key}={folder}: a {config.model_type!r} model, not a Marian one")
     architecture = marian_architecture(config, folder)
     vocab = marian_vocabularies(folder)
     if vocab.src.vocab_size != config.vocab_size:
-        raise DataError(f"model.init_from={folder}: the tokenizer has {vocab.src.vocab_size} pieces, the model "
+        raise DataError(f"{key}={folder}: the tokenizer has {vocab.src.vocab_size} pieces, the model "
                           f"{config.vocab_size}")
     if vocab.special_ids()["pad_id"] != config.pad_token_id:
-        raise DataError(f"model.init_from={folder}: <pad> is {vocab.special_ids()['pad_id']} in the tokenizer, "
+        raise DataError(f"{key}={folder}: <pad> is {vocab.special_ids()['pad_id']} in the tokenizer, "
                           f"{config.pad_token_id} in config.json")
     marian = MarianMTModel.from_pretrained(folder).eval()
     if not torch.equal(marian.lm_head.weight, marian.model.shared.weight):
-        raise DataError(f"model.init_from={folder}: a Marian model we cannot represent: its output layer is not "
+        raise DataError(f"{key}={folder}: a Marian model we cannot represent: its output layer is not "
                           "tied to the embeddings")
     ours = TransformerConfig(src_vocab_size=config.vocab_size, tgt_vocab_size=config.vocab_size,
                              pad_id=config.pad_token_id, **architecture)

@@ -19,6 +19,7 @@ from transformer_mt.checkpoints.loading import checkpoint_tokenizer, model_weigh
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError
+from transformer_mt.interop.hub_folder import is_hub_folder, read_hub_folder
 from transformer_mt.tasks.runs.preflight import missing_init_from
 
 TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
@@ -26,14 +27,8 @@ TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the ru
 
 def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:
     """(architecture keys, the Transformer's state_dict, the vocabularies) of model.init_from."""
-    if (path / "config.json").is_file():  # a Hugging Face folder: Marian, or M2M-100 / NLLB
-        if json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") == "m2m_100":
-            from transformer_mt.interop.m2m100 import read_m2m100
-
-            return read_m2m100(path)
-        from transformer_mt.interop.marian import read_marian
-
-        return read_marian(path)
+    if is_hub_folder(path):  # a Hugging Face folder: Marian, or M2M-100 / NLLB
+        return read_hub_folder(path, "model.init_from")
     checkpoint_file = run_checkpoint(path) if path.is_dir() else path
     if not checkpoint_file.is_file():
         raise missing_init_from(path)
