@@ -31,6 +31,41 @@ def test_an_output_in_the_other_language_is_flagged_off_target():
     assert served.off_target(outputs, None) == [None, None, None]  # no language to check against
 
 
+@pytest.mark.parametrize(("code", "language"), [("__de__", "de"), ("deu_Latn", "de"), ("zho_Hant", "zh"),
+                                                ("ace_Latn", "ace"), ("__xx__", None), ("<2de>", None)])
+def test_a_language_code_names_the_language_its_outputs_should_be_in(code, language):
+    """M2M-100's and NLLB's codes as py3langid names their languages (ace: its own code); a code of
+    neither form, or a language it does not know: none."""
+    from transformer_mt.evaluation.off_target import code_language
+
+    assert code_language(code) == language
+
+
+def test_a_runs_corpora_are_scored_in_their_target_codes_languages():
+    """Training's off-target scoring (TranslationModule.target_languages): corpora whose target tags
+    are language codes are scored in those languages, whatever their files' suffixes; one language
+    for all, or one py3langid does not know: none."""
+    from transformer_mt.evaluation.off_target import scored_languages
+
+    assert scored_languages({"a": None, "b": None}, {"a": "deu_Latn", "b": "__fr__"}) == {"a": "de", "b": "fr"}
+    assert scored_languages({"a": "x", "b": "en"}, {"a": "__de__"}) == {"a": "de", "b": "en"}
+    assert scored_languages({"a": "x", "b": "en"}, {}) == {}  # x: unknown to py3langid
+    assert scored_languages({"a": "de", "b": "en"}, {}) == {"a": "de", "b": "en"}
+    assert scored_languages({"a": None, "b": None}, {"a": "__de__", "b": "deu_Latn"}) == {}
+
+
+def test_outputs_off_the_requested_target_code_are_flagged_among_the_models_codes():
+    """A model without tagged corpora (an M2M-100 folder) but with language codes: a request's target
+    code (its first forced id) names the language, its other codes the candidates."""
+    tokens = {7: "__de__", 8: "__fr__", 9: "__en__"}
+    tokenizer = SimpleNamespace(tgt=SimpleNamespace(tokens=lambda ids: [tokens[i] for i in ids]))
+    served = ServedModel("m2m", translator=SimpleNamespace(tokenizer=tokenizer), paths=[],
+                         codes=("__de__", "__fr__", "__en__", "__xx__"))
+    assert served.target_language(None, (7,)) == "de" and served.target_language(None, ()) is None
+    outputs = ["Ein Mann fährt mit dem Fahrrad die Straße entlang.", "Un homme fait du vélo dans la rue."]
+    assert served.off_target(outputs, served.target_language(None, (8,))) == [True, False]
+
+
 def served_with(search) -> ServedModel:
     """A served model whose configured decoding is `search`, decoded by ours (all that choosing a
     request's search reads)."""
@@ -88,6 +123,7 @@ def test_requests_in_two_directions_decode_in_one_batch_each_row_with_its_tag(mo
     checked = []
     both = SimpleNamespace(
         name="both", languages={"2de": "de", "2en": "en"}, tag_of=lambda asked, source_lang=None: asked,
+        target_language=lambda tag, code: {"2de": "de", "2en": "en"}[tag],
         target_prefix=lambda code: (),
         refuse_unsupported=lambda constrained, alignments: None,
         decoder=SimpleNamespace(capabilities=Translator.capabilities, with_search=lambda search: "engine"),

@@ -178,8 +178,8 @@ def batched(body: TranslateRequest, served: ServedModel, settings: Settings) -> 
     tag = served.tag_of(body.tag, body.source_lang)
     source_prefix, target_prefix = served.source_prefix(tag), served.target_prefix(body.target_lang)
     sources = served.source_ids(lines, source_prefix)
-    work = Work(served, search, prefixes, body.alignments, served.languages.get(tag), settings.max_tokens,
-                constraints, tuple(sources), target_prefix)
+    work = Work(served, search, prefixes, body.alignments, served.target_language(tag, target_prefix),
+                settings.max_tokens, constraints, tuple(sources), target_prefix)
     return Pending((served.name, key, prefixes is not None, body.alignments, target_prefix), lines,
                    sum(map(len, sources)), work,
                    exclusive=body.alignments, model=served.name)  # the tag: each row's first token, no key

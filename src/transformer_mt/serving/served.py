@@ -170,14 +170,25 @@ class ServedModel:
             used += size
         return [*pieces, " ".join(current)]
 
+    def target_language(self, tag: str | None, target_prefix: tuple[int, ...]) -> str | None:
+        """The language a request's outputs should be in: its target code's (M2M-100's __de__, NLLB's
+        deu_Latn: evaluation/off_target.code_language), else its tag's by the training corpora."""
+        if not target_prefix:
+            return self.languages.get(tag)
+        from transformer_mt.evaluation.off_target import code_language  # py3langid: for a model that needs it
+
+        return code_language(self.translator.tokenizer.tgt.tokens(list(target_prefix[:1]))[0])
+
     def off_target(self, outputs: list[str], language: str | None) -> list[bool | None]:
         """Whether the language identifier places each output in another of the model's target
-        languages than `language` (None each: no language to check against)."""
+        languages (its corpora's, and those of its language codes) than `language` (None each: no
+        language to check against)."""
         if language is None or not outputs:
             return [None] * len(outputs)
-        from transformer_mt.evaluation.off_target import identifier  # py3langid: for a model that needs it
+        from transformer_mt.evaluation.off_target import code_language, identifier
 
-        decide = identifier(tuple(sorted(set(self.languages.values())))).classify
+        languages = {*self.languages.values(), *map(code_language, self.codes), language} - {None}
+        decide = identifier(tuple(sorted(languages))).classify
         return [bool(text.strip()) and decide(text)[0] != language for text in outputs]
 
     def search(self, request: TranslateRequest, limits: Limits, constrained: bool = False

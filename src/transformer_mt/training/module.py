@@ -264,16 +264,18 @@ class TranslationModule(L.LightningModule):
                            tuple(sorted(set(languages.values()))))
 
     def target_languages(self) -> dict[str, str]:
-        """Each corpus's target language, when the run's corpora have several that the language
-        identifier knows (each set is then scored for off-target outputs, `PREFIX/off_target`); else
-        none (one target language, or a corpus without one, as the toy's)."""
+        """Each corpus's target language (its target_tag's, a language code as __de__ or deu_Latn,
+        else its tgt_lang), when the run's corpora have several that the language identifier knows
+        (each set is then scored for off-target outputs, `PREFIX/off_target`); else none (one target
+        language, or a corpus without one, as the toy's)."""
         corpora = getattr(getattr(self.trainer, "datamodule", None), "corpora", {})
         found = {name: getattr(corpus, "tgt_lang", None) for name, corpus in corpora.items()}
-        if None in found.values() or len(set(found.values())) < 2:
+        coded = {name: corpus.target_tag for name, corpus in corpora.items() if getattr(corpus, "target_tag", None)}
+        if len(set(coded.values())) < 2 and (None in found.values() or len(set(found.values())) < 2):
             return {}
-        from transformer_mt.evaluation.off_target import known_languages  # py3langid: only a run that needs it
+        from transformer_mt.evaluation.off_target import scored_languages  # py3langid: only a run that needs it
 
-        return found if set(found.values()) <= known_languages() else {}
+        return scored_languages(found, coded)
 
     def score_set(self, prefix: str, evaluation: Evaluation, language: str | None = None,
                   languages: tuple[str, ...] = ()) -> None:
