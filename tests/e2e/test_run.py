@@ -44,7 +44,7 @@ def test_every_model_preset_builds(tmp_path):
     from hydra.utils import instantiate
 
     from transformer_mt.model import Transformer, TransformerConfig
-    from transformer_mt.tasks.runs.start import architecture
+    from transformer_mt.tasks.runs.init_from import architecture
 
     for preset in ("tiny", "small", "base", "big"):
         cfg = compose_config(tmp_path, [f"model={preset}"])

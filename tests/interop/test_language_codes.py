@@ -167,3 +167,42 @@ def test_a_hub_folder_is_a_ckpt_path_for_translate_evaluate_and_serve(m2m100_fol
         server.stop()
     refused = run_py("task=evaluate", f"ckpt_path={m2m100_folder}", f"hydra.run.dir={tmp_path}/none")
     assert refused.returncode == 1 and f"ckpt_path={m2m100_folder} records no data config" in refused.stderr
+
+
+def test_a_new_language_code_is_a_new_row_at_the_mean_of_the_codes_and_trains(m2m100_folder, tmp_path):
+    """model.new_tokens=[kas_Deva] on an M2M-100 folder: the vocabulary gains the token after its
+    rows (a tag: dropped when decoding), every embedding matrix a row equal to the mean of its
+    language codes' rows; a run whose corpus targets it trains (val loss falls) and translates into
+    it. A token the vocabulary has, or new tokens without init_from: one line naming the key."""
+    from transformer_mt.errors import ConfigError
+    from transformer_mt.interop.m2m100 import read_m2m100
+    from transformer_mt.tasks.runs.new_tokens import with_new_tokens
+
+    architecture, weights, vocabularies = read_m2m100(m2m100_folder)
+    grown, rows = with_new_tokens(vocabularies, weights, ["kas_Deva"])
+    size = vocabularies.src.vocab_size
+    assert grown.src.vocab_size == size + 1 and grown.src.token_id("kas_Deva") == size
+    assert grown.target_prefix("kas_Deva", "task.target_lang") == [size] and grown.tgt.decode([[size, 5]]) == \
+        vocabularies.tgt.decode([[5]])
+    codes = [vocabularies.src.token_id(code) for code in vocabularies.src.tag_tokens() if code.startswith("__")]
+    assert len(codes) == 100  # M2M-100's codes, not the 8 rows no token has (<unusedN>)
+    for name in ("src_embed.weight", "tgt_embed.weight", "output_proj.weight"):
+        assert rows[name].shape[0] == size + 1 and torch.equal(rows[name][:size], weights[name])
+        assert torch.allclose(rows[name][size], weights[name][codes].mean(dim=0), atol=1e-7)
+    with pytest.raises(ConfigError, match="model.new_tokens: __de__ is in the vocabulary already"):
+        with_new_tokens(vocabularies, weights, ["__de__"])
+    data = [f"data.corpora.toy.{k}={v}" for k, v in SIZES.items()]
+    run(compose_config(tmp_path / "train", [f"model.init_from={m2m100_folder}", "model.new_tokens=[kas_Deva]",
+                                            "trainer.max_epochs=2", *data, "data.corpora.toy.tag=__en__",
+                                            "data.corpora.toy.target_tag=kas_Deva"]))
+    with open(tmp_path / "train" / "csv" / "metrics.csv", newline="") as table:
+        losses = [float(row["val/loss"]) for row in csv.DictReader(table) if row["val/loss"]]
+    assert len(losses) == 2 and losses[1] < losses[0]
+    (tmp_path / "in.txt").write_text("every red city hears the happy sailor\n")
+    best = tmp_path / "train" / "checkpoints" / "best.ckpt"
+    result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt",
+                    "task.source_lang=__en__", "task.target_lang=kas_Deva", f"hydra.run.dir={tmp_path}/translate")
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr[-2000:]
+    alone = run_py("model.new_tokens=[kas_Deva]", "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/alone")
+    assert alone.returncode == 1 and "model.new_tokens adds tokens to the vocabulary of an imported model" in \
+        alone.stderr

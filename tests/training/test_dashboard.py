@@ -11,7 +11,7 @@ from transformer_mt import plots
 from transformer_mt.model import TransformerConfig
 from transformer_mt.model.flops import forward_flops, training_flops
 from transformer_mt.tasks.runs.build import wandb_names
-from transformer_mt.tasks.runs.start import architecture
+from transformer_mt.tasks.runs.init_from import architecture
 from transformer_mt.training.dashboard import cross_attention_maps
 from transformer_mt.training.step_meter import known_peak_flops
 

@@ -12,7 +12,6 @@ from omegaconf import DictConfig
 from transformer_mt.choices import OWN_LAST
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.interop.hub_folder import is_hub_folder
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -23,6 +22,12 @@ def checkpoint_path(cfg: DictConfig) -> Path:
                           "is an ensemble for task=translate, task=score and task=evaluate, or what task=average "
                           "averages)")
     return checkpoint_paths(cfg)[0]
+
+
+def is_hub_folder(path: Path) -> bool:
+    """Whether `path` is a Hugging Face model folder (a folder with a transformers config.json:
+    interop/hub_folder.py reads it), which ckpt_path and model.init_from take as a model."""
+    return path.is_dir() and (path / "config.json").is_file()
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:

@@ -12,7 +12,6 @@ from transformer_mt.checkpoints.files import file_damage, unreadable
 from transformer_mt.checkpoints.upgrades import upgrade
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.interop.hub_folder import hub_checkpoint, is_hub_folder
 from transformer_mt.validate import Refusal, refuse
 
 
@@ -81,9 +80,7 @@ def read_checkpoint(path: Path, key: str = "ckpt_path") -> dict:
     """A checkpoint loaded as plain data (weights_only=True, on the CPU), in today's layout whatever
     version wrote it (checkpoints/upgrades.py). Memory-mapped: tensors are read only when used, so
     looking at a checkpoint's tokenizer or metrics costs little. Errors name `key`, the config key
-    that gave the path. A Hugging Face folder (interop/hub_folder.py) is read as one."""
-    if is_hub_folder(path):
-        return hub_checkpoint(path, key)
+    that gave the path."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a truncated or foreign file: say which one, and how it is damaged

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.checkpoints.files import is_hub_folder
 from transformer_mt.checkpoints.loading import model_weights, read_checkpoint
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import DataError
 from transformer_mt.inference.shortlist_loading import load_shortlist
 from transformer_mt.inference.translator import Translator
+from transformer_mt.interop.hub_folder import hub_checkpoint
 from transformer_mt.model import Transformer, TransformerConfig
 from transformer_mt.model.kernels import for_cpu
 
@@ -46,10 +48,16 @@ def shared_vocabularies(paths: list[Path], checkpoints: list[dict]) -> Vocabular
     return first
 
 
+def read_model(path: Path, key: str = "ckpt_path") -> dict:
+    """A checkpoint of ours (read_checkpoint), or a Hugging Face folder read as one
+    (interop/hub_folder.py: M2M-100, NLLB-200, Marian); errors name `key`."""
+    return hub_checkpoint(path, key) if is_hub_folder(path) else read_checkpoint(path, key)
+
+
 def load_members(paths: list[Path]) -> tuple[list[Transformer], Vocabularies, dict]:
     """The Transformers of `paths` (several: an ensemble's members, sharing their vocabularies), in
     eval mode, the vocabularies, and the first checkpoint's hyper-parameters."""
-    checkpoints = [read_checkpoint(path) for path in paths]
+    checkpoints = [read_model(path) for path in paths]
     vocabularies = shared_vocabularies(paths, checkpoints)
     models = [build_transformer(vocabularies, c["hyper_parameters"]["model"], model_weights(c)).eval()
               for c in checkpoints]

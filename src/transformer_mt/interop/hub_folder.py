@@ -1,7 +1,8 @@
 """A Hugging Face model folder (Marian / OPUS-MT, M2M-100, NLLB-200: config.json, the weights and
 the tokenizer's files, as the hub serves them) read as our model: `model.init_from=DIR` fine-tunes
 it (tasks/runs/init_from.py), and `ckpt_path=DIR` decodes it as it would a checkpoint of ours
-(task=translate, evaluate, score, serve), built in memory in the layout `read_checkpoint` gives."""
+(task=translate, evaluate, score, serve: inference/members.py's read_model), built in memory in
+the layout checkpoints/loading.py's `read_checkpoint` gives."""
 
 import json
 from pathlib import Path
@@ -12,11 +13,6 @@ from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import DataError
 
 READS = ("marian", "m2m_100")  # the model_type values read
-
-
-def is_hub_folder(path: Path) -> bool:
-    """Whether `path` is a folder with a transformers config.json."""
-    return path.is_dir() and (path / "config.json").is_file()
 
 
 def read_hub_folder(path: Path, key: str) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:

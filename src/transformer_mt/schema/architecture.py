@@ -1,6 +1,8 @@
 """The `model` group (conf/model/*.yaml): the Transformer's keys (model/transformer.py's
-TransformerConfig, whose vocabulary sizes and pad id come from the tokenizer) and `init_from`."""
+TransformerConfig, whose vocabulary sizes and pad id come from the tokenizer), `init_from` and
+`new_tokens`."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +51,20 @@ class ModelGroup(Group):
     init_from: Any = key(None, "a checkpoint, one of our runs or a local Marian / OPUS-MT folder to start from "
                                "(a folder's architecture and vocabulary replace the keys above)",
                          (text, "a path"), nullable=True)
+    new_tokens: Any = key([], "with init_from: tokens added to its imported vocabulary (new language codes, e.g. "
+                              "[kas_Deva], then named in data.corpora.NAME.tag / target_tag), each a new embedding "
+                              "row initialised to the mean of the rows of its language codes",
+                          (lambda v: isinstance(v, Sequence) and not isinstance(v, str) and all(map(text, v)),
+                           "a list of tokens ([kas_Deva])"))
 
     @staticmethod
     def refusal(node: DictConfig, prefix: str) -> Refusal:
         """Heads of width d_model / heads need heads to divide d_model; rotary positions rotate pairs of
         dimensions: heads of even width."""
         d_model, heads = node.d_model, node.heads
+        if node.new_tokens and not node.init_from:
+            return (f"{prefix}new_tokens adds tokens to the vocabulary of an imported model ({prefix}init_from=DIR); "
+                    "a vocabulary trained here takes its tags from data.corpora.NAME.tag / target_tag")
         if node.d_k is None and d_model % heads:
             return f"{prefix}d_model={d_model} is not divisible by {prefix}heads={heads}; set {prefix}d_k"
         if node.positional == "rotary":

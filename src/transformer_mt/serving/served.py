@@ -8,14 +8,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_mt.checkpoints.loading import read_checkpoint
 from transformer_mt.data.text import clean
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.decoding import BeamSearch, GreedySearch, PowerLength
 from transformer_mt.decoding.strategy import Search
 from transformer_mt.errors import ConfigError
 from transformer_mt.inference.engine import Engine
-from transformer_mt.inference.members import load_members, shared_vocabularies
+from transformer_mt.inference.members import load_members, read_model, shared_vocabularies
 from transformer_mt.inference.pharaoh import Alignments
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model.kernels import Kernels
@@ -53,7 +52,7 @@ class Declared:
     def read(cls, name: str, paths: list[Path], default_tag: str | None, default_target: str | None = None
              ) -> "Declared":
         """From the checkpoints themselves, memory-mapped: their weights are not read."""
-        checkpoints = [read_checkpoint(path) for path in paths]
+        checkpoints = [read_model(path) for path in paths]
         return cls.of(name, paths, checkpoints[0]["hyper_parameters"], shared_vocabularies(paths, checkpoints),
                       default_tag, default_target)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_mt.checkpoints.loading import model_weights, read_checkpoint
+from transformer_mt.checkpoints.loading import model_weights
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
-from transformer_mt.inference.members import shared_vocabularies
+from transformer_mt.inference.members import read_model, shared_vocabularies
 from transformer_mt.inference.shortlist_loading import load_shortlist
 from transformer_mt.model.kernels import for_cpu
 from transformer_mt.training.module import TranslationModule
@@ -26,7 +26,7 @@ def load_module(path: Path | list[Path], decoding: dict | DictConfig | None = No
     lexical table beside the first checkpoint restricts its decoding (inference/shortlist_loading.py).
     `kernels`: the key's mode the decoding runs on (model/kernels.py; None: torch's paths)."""
     paths = path if isinstance(path, list) else [path]
-    checkpoints = [read_checkpoint(p) for p in paths]
+    checkpoints = [read_model(p) for p in paths]
     shared_vocabularies(paths, checkpoints)
     arguments = module_arguments(checkpoints[0], decoding, quantize)
     shortlist = None

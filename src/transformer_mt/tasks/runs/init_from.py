@@ -14,15 +14,23 @@ import json
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
 
+from transformer_mt.checkpoints.files import is_hub_folder
 from transformer_mt.checkpoints.loading import checkpoint_tokenizer, model_weights, read_checkpoint
 from transformer_mt.config import plain
 from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.interop.hub_folder import is_hub_folder, read_hub_folder
+from transformer_mt.interop.hub_folder import read_hub_folder
 from transformer_mt.tasks.runs.preflight import missing_init_from
 
 TRAINING_KEYS = ("dropout", "attention_dropout", "activation_dropout")  # the run's, not the model's
+
+
+def architecture(model: DictConfig | dict) -> dict:
+    """The Transformer's keys of a model config (conf/model): all but `init_from` and `new_tokens`,
+    which say where the weights and vocabulary come from, not what the model is."""
+    return {key: value for key, value in plain(model).items() if key not in ("init_from", "new_tokens")}
 
 
 def read_init_from(path: Path) -> tuple[dict, dict[str, torch.Tensor], Vocabularies]:

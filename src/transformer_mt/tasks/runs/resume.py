@@ -26,6 +26,7 @@ from transformer_mt.checkpoints.loading import describe_corpus
 from transformer_mt.config import plain
 from transformer_mt.errors import ConfigError, DataError
 from transformer_mt.model import TransformerConfig
+from transformer_mt.tasks.runs.init_from import architecture
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def check_resume(cfg: DictConfig, checkpoint: dict, path: Path) -> None:
     """Refuse what a resume from `checkpoint` cannot honour, and say what it honours (see the
     module): a full checkpoint of the same model, its optimizer and schedule, the budget, the
     vocabularies. (The training data is compared when it is read: check_resumed_data.)"""
-    check_resumable(path, checkpoint, {k: v for k, v in plain(cfg.model).items() if k != "init_from"})
+    check_resumable(path, checkpoint, architecture(cfg.model))
     refuse_another_optimizer(cfg, checkpoint, path)
     say_budget(cfg, checkpoint, path)
     ignored = changed_tokenizer_keys(cfg, checkpoint)

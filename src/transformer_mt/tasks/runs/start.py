@@ -35,7 +35,8 @@ from transformer_mt.data.tokenizer import Vocabularies
 from transformer_mt.errors import ConfigError
 from transformer_mt.tasks.runs.config_checks import machine_refusal, model_refusal
 from transformer_mt.tasks.runs.finetune import fine_tuning_optim, starting_peak_lr
-from transformer_mt.tasks.runs.init_from import check_architecture, read_init_from
+from transformer_mt.tasks.runs.init_from import architecture, check_architecture, read_init_from
+from transformer_mt.tasks.runs.new_tokens import with_new_tokens
 from transformer_mt.tasks.runs.resume import check_resume
 from transformer_mt.validate import refuse
 
@@ -74,12 +75,6 @@ class Start:
         return self.checkpoint["hyper_parameters"].get("data") if self.checkpoint else None
 
 
-def architecture(model: DictConfig | dict) -> dict:
-    """The Transformer's keys of a model config (conf/model): all but `init_from`, which says where
-    the weights come from, not what the model is."""
-    return {key: value for key, value in plain(model).items() if key != "init_from"}
-
-
 def checked_start(cfg: DictConfig) -> Start:
     """Every check of a training run that needs no data, in one place, then what it starts from:
     the config's values, the start (a model to fine-tune, a checkpoint to resume and whether it can
@@ -102,6 +97,7 @@ def settle(cfg: DictConfig) -> Start:
     config, vocabularies, weights = cfg, None, None
     if cfg.model.get("init_from"):  # fine-tune a model: its architecture, vocabulary and weights
         source, weights, vocabularies = read_init_from(Path(cfg.model.init_from))
+        vocabularies, weights = with_new_tokens(vocabularies, weights, list(cfg.model.get("new_tokens") or []))
         check_architecture(cfg.model, source, Path(cfg.model.init_from))
         log.info("model.init_from=%s: its architecture (%s), its weights (%d tensors) and its tokenizer (%s)",
                  cfg.model.init_from, ", ".join(f"{k}={v}" for k, v in source.items()), len(weights),
