@@ -173,7 +173,8 @@ def test_a_new_language_code_is_a_new_row_at_the_mean_of_the_codes_and_trains(m2
     """model.new_tokens=[kas_Deva] on an M2M-100 folder: the vocabulary gains the token after its
     rows (a tag: dropped when decoding), every embedding matrix a row equal to the mean of its
     language codes' rows; a run whose corpus targets it trains (val loss falls) and translates into
-    it. A token the vocabulary has, or new tokens without init_from: one line naming the key."""
+    it, and exports with the code at its id. A token the vocabulary has, or new tokens without
+    init_from: one line naming the key."""
     from transformer_mt.errors import ConfigError
     from transformer_mt.interop.m2m100 import read_m2m100
     from transformer_mt.tasks.runs.new_tokens import with_new_tokens
@@ -203,6 +204,62 @@ def test_a_new_language_code_is_a_new_row_at_the_mean_of_the_codes_and_trains(m2
     result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt",
                     "task.source_lang=__en__", "task.target_lang=kas_Deva", f"hydra.run.dir={tmp_path}/translate")
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr[-2000:]
+    exported = run_py("task=export", f"ckpt_path={best}", "task.format=hf", f"task.output={tmp_path}/hf",
+                      f"hydra.run.dir={tmp_path}/export")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    tokenizer = pytest.importorskip("transformers").AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer.convert_tokens_to_ids("kas_Deva") == size  # exported at our id, a special token
     alone = run_py("model.new_tokens=[kas_Deva]", "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}/alone")
     assert alone.returncode == 1 and "model.new_tokens adds tokens to the vocabulary of an imported model" in \
         alone.stderr
+
+
+def test_a_fine_tuned_model_exports_to_an_m2m100_folder_that_generates_as_ours(fine_tuned, tmp_path):
+    """task=export task.format=hf of a fine-tuned M2M-100 (its corpus tagged __en__ -> __de__):
+    M2M100ForConditionalGeneration and AutoTokenizer load the folder, and generate (greedy, the target
+    code as forced_bos_token_id) writes task=translate's lines; task.format=ct2 and CTranslate2's
+    greedy search too (fp32)."""
+    transformers = pytest.importorskip("transformers")
+    best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
+    greedy = ["decoding=greedy", "decoding.options.max_len_a=0", "decoding.options.max_len_b=30"]
+    sources = ToyCorpus(**SIZES).load("test").src
+    (tmp_path / "in.txt").write_text("".join(f"{line}\n" for line in sources))
+    ours = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt", *CODES, *greedy,
+                  f"hydra.run.dir={tmp_path}/translate")
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    exported = run_py("task=export", f"ckpt_path={best}", "task.format=hf", f"task.output={tmp_path}/hf",
+                      f"hydra.run.dir={tmp_path}/export")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    model = transformers.M2M100ForConditionalGeneration.from_pretrained(tmp_path / "hf").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", src_lang="en")
+    with torch.no_grad():
+        generated = model.generate(**tokenizer(sources, return_tensors="pt", padding=True), num_beams=1,
+                                   do_sample=False, forced_bos_token_id=tokenizer.get_lang_id("de"),
+                                   max_new_tokens=30)
+    assert tokenizer.batch_decode(generated, skip_special_tokens=True) == ours.stdout.splitlines()
+    ct2 = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt", *CODES, *greedy,
+                 "task.engine=ctranslate2", f"task.ct2_dir={tmp_path}/ct2", f"hydra.run.dir={tmp_path}/ct2run")
+    assert ct2.returncode == 0 and ct2.stdout == ours.stdout, ct2.stderr[-2000:]
+
+
+def test_an_nllb_folder_exports_back_as_it_came(nllb_folder, tmp_path):
+    """ckpt_path=an NLLB-200 folder, exported: its tokenizer's ids on the multilingual sample are
+    NllbTokenizer's, and the model's logits the original's (fp32, 1e-5)."""
+    from tests.interop.conftest import SAMPLE
+
+    transformers = pytest.importorskip("transformers")
+    exported = run_py("task=export", f"ckpt_path={nllb_folder}", "task.format=hf", f"task.output={tmp_path}/hf",
+                      f"hydra.run.dir={tmp_path}/export")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    original = transformers.NllbTokenizer.from_pretrained(nllb_folder, src_lang="eng_Latn")
+    again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", src_lang="eng_Latn")
+    lines = [" ".join(line.split()) for line in SAMPLE]
+    assert again(lines).input_ids == original(lines).input_ids
+    batch = original(lines, return_tensors="pt", padding=True)
+    target = torch.tensor([[2, original.convert_tokens_to_ids("deu_Latn"), 40, 41]] * len(lines))
+    with torch.no_grad():
+        theirs = transformers.M2M100ForConditionalGeneration.from_pretrained(nllb_folder).eval()(
+            **batch, decoder_input_ids=target).logits
+        back = transformers.M2M100ForConditionalGeneration.from_pretrained(tmp_path / "hf").eval()(
+            **batch, decoder_input_ids=target).logits
+    assert torch.allclose(back, theirs, atol=1e-5)

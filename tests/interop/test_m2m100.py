@@ -191,3 +191,19 @@ def test_beam_search_with_the_target_code_forced_is_generates(tmp_path):
     ended = [i for i, row in enumerate(expected) if row[-1] == 2 and len(row) <= most]
     assert len(ended) >= 8
     assert [hypotheses[i][0].tokens for i in ended] == [expected[i][:-1] for i in ended]
+
+
+@pytest.mark.parametrize(("change", "start"), [
+    ({"norm_first": False}, "model.norm_first=false: task.format=hf writes an M2M-100 model here"),
+    ({"positional": "sinusoidal"}, "model.positional=sinusoidal: task.format=hf writes an M2M-100 model here"),
+    ({"output_bias": True}, "model.output_bias=true"),
+    ({"tie_embeddings": "decoder"}, "model.tie_embeddings=decoder"),
+])
+def test_what_an_m2m100_folder_cannot_hold_is_refused_naming_the_key(change, start):
+    from transformer_mt.interop.m2m100_export import m2m100_refusal
+    from transformer_mt.model import TransformerConfig
+
+    base = dict(src_vocab_size=64, tgt_vocab_size=64, pad_id=1, d_model=16, heads=2, d_ff=32, norm_first=True,
+                positional="fairseq", tie_embeddings="all", output_bias=False)
+    assert m2m100_refusal(TransformerConfig(**base)) is None
+    assert m2m100_refusal(TransformerConfig(**{**base, **change})).startswith(start)

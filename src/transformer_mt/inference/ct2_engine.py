@@ -93,11 +93,12 @@ def ct2_root(checkpoint: Path, ct2_dir: str | None = None) -> Path:
 
 
 def converted(checkpoint: Path, model, tokenizer: Vocabularies, quantize: str, ct2_dir: str | None = None) -> Path:
-    """The CTranslate2 model folder of `checkpoint` under ct2_root (converted now unless a run did it
-    before), with the checkpoint's lexical table as its vmap.txt where it has one (written again if it
-    changed)."""
+    """The CTranslate2 model folder of `checkpoint` (a file, or a Hugging Face folder: its files'
+    digest) under ct2_root (converted now unless a run did it before), with the checkpoint's lexical
+    table as its vmap.txt where it has one (written again if it changed)."""
     weights = WEIGHTS[quantize]
-    folder = ct2_root(checkpoint, ct2_dir) / f"{checkpoint.stem}-{file_digest(checkpoint)[:16]}-{weights}"
+    files = sorted(p for p in checkpoint.iterdir() if p.is_file()) if checkpoint.is_dir() else [checkpoint]
+    folder = ct2_root(checkpoint, ct2_dir) / f"{checkpoint.stem}-{file_digest(*files)[:16]}-{weights}"
     if (folder / "model.bin").is_file():
         log.info("task.engine=ctranslate2: %s, converted before", folder)
     else:

@@ -1,4 +1,5 @@
-"""task=export: a checkpoint as a Hugging Face Marian folder or a CTranslate2 model directory.
+"""task=export: a checkpoint as a Hugging Face Marian folder (an M2M-100 one for a model of M2M-100's
+family: interop/m2m100_export.py) or a CTranslate2 model directory.
 
     python run.py task=export ckpt_path=PATH task.format=hf [task.output=DIR] [decoding=beam ...]
     python run.py task=export ckpt_path=PATH task.format=ct2 quantize=int8 [task.output=DIR]
@@ -56,7 +57,12 @@ def run(cfg: DictConfig) -> dict:
         instantiate(decoding)  # and one our searches refuse (decoding.beam_size=0): refused there
     (model,), tokenizer, _ = load_members([path])
     with ProgressBar(f"exporting to {fmt}", None, "", cfg.get("progress")):
-        if fmt == "hf":
+        if fmt == "hf" and model.config.positional == "fairseq":  # M2M-100's family (interop/m2m100.py)
+            from transformer_mt.interop.m2m100_export import export_m2m100
+
+            with atomic_dir(output) as tmp:
+                export_m2m100(model, tokenizer, tmp, decoding)
+        elif fmt == "hf":
             from transformer_mt.interop.marian import export_hf, marian_refusal
 
             refuse(marian_refusal(model.config))
