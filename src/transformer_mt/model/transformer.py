@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 
 from transformer_mt.errors import ConfigError
@@ -72,6 +73,17 @@ class Runners:
 
     encoder: Callable[..., torch.Tensor] = run_layer
     decoder: Callable[..., torch.Tensor] = run_layer
+
+    def checkpointed(self) -> "Runners":
+        """These runners with each layer's activations recomputed in the backward pass instead of
+        kept (activation checkpointing: torch.utils.checkpoint, non-reentrant, the RNG state kept so
+        that dropout draws the same masks again: the same gradients, less memory, one more forward)."""
+
+        def wrap(run: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+            return lambda layer, *args, **kwargs: torch.utils.checkpoint.checkpoint(
+                run, layer, *args, use_reentrant=False, **kwargs)
+
+        return Runners(wrap(self.encoder), wrap(self.decoder))
 
 
 class Transformer(nn.Module):

@@ -42,6 +42,10 @@ class ModuleGroup(Group):
     vocab_multiple: Any = key(1, "the output layer + fused loss over the vocabulary padded to a multiple of this "
                                  "(e.g. 128: whole GPU tiles); the loss and gradients are unchanged",
                               AT_LEAST_1)
+    activation_checkpointing: Any = key(False, "recompute each layer's activations in the backward pass instead of "
+                                               "keeping them: the same gradients, less memory, about a third more "
+                                               "compute (worth it where memory bounds the batch: a 600M model on "
+                                               "a GPU)", BOOLEAN)
 
     @staticmethod
     def refusal(node: DictConfig, prefix: str) -> Refusal:

@@ -24,6 +24,7 @@ from transformer_mt.evaluation.metrics import corpus_scores
 from transformer_mt.inference.members import build_transformer, load_members
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model.kernels import Kernels
+from transformer_mt.model.transformer import Runners
 from transformer_mt.training.compiled import CompiledStep, compiled_step
 from transformer_mt.training.guard import NonFiniteGuard
 from transformer_mt.training.loss import output_layer_loss, smoothed_loss
@@ -49,7 +50,8 @@ class TranslationModule(L.LightningModule):
     backend); evaluation stays eager. compile_mode: inductor's mode (reduce-overhead: CUDA graphs);
     shape_grid: data.shape_grid's K (the regions on static shapes, one graph per shape).
     vocab_multiple: the output layer + loss over the vocabulary padded to a multiple of it (the
-    same loss and gradients; whole GPU tiles). quantize: int8 decodes test, evaluate, translate and
+    same loss and gradients; whole GPU tiles). activation_checkpointing: each layer's activations
+    recomputed in the backward pass (Runners.checkpointed). quantize: int8 decodes test, evaluate, translate and
     score with each member's int8 copy of the linear layers (CPU). ensemble: the checkpoints of
     an ensemble's other members (task=evaluate with ckpt_path=[a,b,...]), which share this
     model's vocabularies; they evaluate with it, and are never trained or saved. shortlist: the
@@ -74,6 +76,7 @@ class TranslationModule(L.LightningModule):
         compile_mode: str | None = None,
         shape_grid: int | None = None,
         vocab_multiple: int = 1,
+        activation_checkpointing: bool = False,
         quantize: str = "none",
         ensemble: list[str] | None = None,
         shortlist: Shortlist | None = None,
@@ -170,8 +173,10 @@ class TranslationModule(L.LightningModule):
         if len(self.others):  # the members' averaged log-probabilities, normalized already
             lprobs = Ensemble([self.model, *self.others])(batch["src"], batch["tgt_in"])
             return smoothed_loss(lprobs, batch["tgt_out"], self.hparams.label_smoothing, self.pad_id)
-        states = self.model.features(batch["src"], batch["tgt_in"], batch.get("packing"),
-                                     compiled.runners if compiled else None)
+        runners = compiled.runners if compiled else Runners()
+        if self.hparams.get("activation_checkpointing") and torch.is_grad_enabled():
+            runners = runners.checkpointed()
+        states = self.model.features(batch["src"], batch["tgt_in"], batch.get("packing"), runners)
         out = self.model.output_proj
         return output_layer_loss(states, out.weight, out.bias, batch["tgt_out"], self.hparams.label_smoothing,
                                  self.pad_id, chunk_fn=compiled.chunk if compiled else None,
