@@ -6,6 +6,8 @@ M2M100Tokenizer's and NllbTokenizer's; what ours cannot represent is refused in 
 config field; a fine-tuning run from such a folder evaluates and translates."""
 
 
+import json
+
 import pytest
 import torch
 
@@ -207,3 +209,13 @@ def test_what_an_m2m100_folder_cannot_hold_is_refused_naming_the_key(change, sta
                 positional="fairseq", tie_embeddings="all", output_bias=False)
     assert m2m100_refusal(TransformerConfig(**base)) is None
     assert m2m100_refusal(TransformerConfig(**{**base, **change})).startswith(start)
+
+
+def test_a_folder_of_another_model_type_is_refused_naming_the_field(tmp_path):
+    """NLLB-MoE (model_type nllb_moe) and any other type but marian and m2m_100: one line."""
+    from transformer_mt.interop.hub_folder import read_hub_folder
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "nllb_moe"}))
+    with pytest.raises(DataError, match=r"config.json's model_type is 'nllb_moe'; transformer-mt reads marian and "
+                                        "m2m_100 folders"):
+        read_hub_folder(tmp_path, "model.init_from")
