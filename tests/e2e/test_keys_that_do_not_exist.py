@@ -19,7 +19,7 @@ CASES = [
     (["model=huge"], "error: model=huge: no such option of model; its options: base, big, small, tiny"),
     (["+data.corpora.copy={_target_: transformer_mt.data.ToyCorpus, mode: copy, wieght: 0.5}"],
      "error: data.corpora.copy.wieght: ToyCorpus takes no argument wieght (did you mean data.corpora.copy.weight?); "
-     "it takes mode, num_train, num_val, num_test, seed, weight, tag"),
+     "it takes mode, num_train, num_val, num_test, seed, weight, tag, target_tag"),
 ]
 
 

@@ -6,6 +6,7 @@ task.source_lang / task.target_lang (a request's source_lang / target_lang) and 
 test gave; a code the model lacks is one line naming the key."""
 
 import csv
+import json
 
 import datasets
 import httpx
@@ -34,7 +35,7 @@ def fine_tuned(m2m100_folder, tmp_path_factory):
     return folder
 
 
-def test_every_target_starts_with_the_code_and_the_val_loss_falls(fine_tuned, m2m100_folder):
+def test_every_target_starts_with_the_code_the_val_loss_falls_and_evaluate_agrees(fine_tuned, m2m100_folder):
     from transformer_mt.interop.m2m100 import read_m2m100
 
     vocabularies = read_m2m100(m2m100_folder)[2]
@@ -47,6 +48,12 @@ def test_every_target_starts_with_the_code_and_the_val_loss_falls(fine_tuned, m2
     with open(fine_tuned / "train" / "csv" / "metrics.csv", newline="") as rows:
         losses = [float(row["val/loss"]) for row in csv.DictReader(rows) if row["val/loss"]]
     assert len(losses) == 2 and losses[1] < losses[0]
+    best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
+    assert torch.load(best, weights_only=True)["hyper_parameters"]["model"]["positional"] == "fairseq"
+    tested = json.loads((fine_tuned / "train" / "metrics.json").read_text())
+    again = run(compose_config(fine_tuned / "evaluate", ["task=evaluate", f"ckpt_path={best}"]))
+    assert again["test/loss"] == pytest.approx(tested["test/loss"], abs=1e-6) and again["test/bleu"] == \
+        tested["test/bleu"]  # the checkpoint's own data: its codes, forced as the run's test forced them
 
 
 def test_translate_with_both_codes_writes_what_the_runs_test_wrote(fine_tuned, tmp_path):
@@ -131,7 +138,6 @@ def test_a_hub_folder_is_a_ckpt_path_for_translate_evaluate_and_serve(m2m100_fol
     hub's tokenizer drops as special tokens); task=evaluate scores it on data tagged with its codes,
     its test outputs task=translate's with the same codes; without a data preset it says the folder
     records none; a server on it answers as task=translate."""
-    import json
     import re
 
     transformers = pytest.importorskip("transformers")

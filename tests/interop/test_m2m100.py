@@ -3,7 +3,7 @@
 teacher-forced logits equal theirs, padded batches included, and greedy search with the target
 code forced is generate's; fairseq's position table is theirs; the tokenizers' ids are
 M2M100Tokenizer's and NllbTokenizer's; what ours cannot represent is refused in one line naming the
-config field; a fine-tuning run from such a folder evaluates and translates."""
+config field (fine-tuning, decoding and export: test_language_codes.py)."""
 
 
 import json
@@ -107,33 +107,6 @@ def test_nllbs_tokenizer_ids_are_nllbtokenizers_on_cleaned_text(nllb_folder):
     known = [ids for ids in vocabularies.src.encode(lines) if 3 not in ids]
     outputs = [[theirs.convert_tokens_to_ids("deu_Latn"), *ids, 2] for ids in known]
     assert vocabularies.tgt.decode(outputs) == theirs.batch_decode(outputs, skip_special_tokens=True)
-
-
-def test_fine_tuning_from_an_m2m100_folder_then_evaluate_and_translate(m2m100_folder, tmp_path):
-    """python run.py model.init_from=DIR on the toy corpus tagged __en__ (its language code): the
-    run takes the folder's architecture, weights and tokenizer, its val loss falls over two epochs,
-    task=evaluate gives its test figures again and task=translate writes a line."""
-    import csv
-
-    from tests.helpers import compose_config, run_py
-    from transformer_mt.tasks import run
-
-    data = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=10",
-            "data.corpora.toy.tag=__en__"]
-    metrics = run(compose_config(tmp_path / "train", [f"model.init_from={m2m100_folder}", "trainer.max_epochs=2",
-                                                      *data]))
-    with open(tmp_path / "train" / "csv" / "metrics.csv", newline="") as rows:
-        losses = [float(row["val/loss"]) for row in csv.DictReader(rows) if row["val/loss"]]
-    assert len(losses) == 2 and losses[1] < losses[0]
-    saved = torch.load(tmp_path / "train" / "checkpoints" / "last.ckpt", weights_only=True)
-    assert saved["hyper_parameters"]["model"]["positional"] == "fairseq"
-    best = tmp_path / "train" / "checkpoints" / "best.ckpt"
-    again = run(compose_config(tmp_path / "eval", ["task=evaluate", f"ckpt_path={best}"]))
-    assert again["test/loss"] == pytest.approx(metrics["test/loss"], abs=1e-6)
-    (tmp_path / "in.txt").write_text("every red city hears the happy sailor\n")
-    result = run_py("task=translate", f"ckpt_path={best}", f"task.input={tmp_path}/in.txt", "task.tag=__en__",
-                    f"hydra.run.dir={tmp_path}/translate")
-    assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr[-2000:]
 
 
 def test_greedy_with_the_target_code_forced_is_generate_token_for_token(tmp_path):

@@ -42,7 +42,7 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     paths = [Path(p) for p in ([given] if isinstance(given, str) else given)]
     for path in paths:
         if not path.is_file() and not is_hub_folder(path):
-            raise DataError(f"ckpt_path={path}: no such file (nor a Hugging Face model folder with config.json)")
+            raise DataError(f"ckpt_path={path}: no such file")
     return paths
 
 

@@ -23,6 +23,8 @@ def describe_corpus(data: dict) -> str:
         name = str(corpus.pop("_target_", "?")).rsplit(".", 1)[-1]
         if corpus.get("weight") == 1 and corpus.get("tag") is None:  # how it is mixed: said only when it is
             corpus.pop("weight"), corpus.pop("tag")
+        if corpus.get("target_tag") is None:
+            corpus.pop("target_tag", None)
         return f"{name}({', '.join(f'{k}={v}' for k, v in corpus.items() if not isinstance(v, dict | list))})"
 
     named = [one(data["corpus"])] if data.get("corpus") else []

@@ -70,7 +70,7 @@ def to_m2m100_state(state: dict[str, torch.Tensor], config: TransformerConfig) -
     return {k: v.contiguous() for k, v in out.items()}
 
 
-def save_tokenizer(vocab: MarianVocabulary, folder: Path) -> None:
+def save_m2m100_tokenizer(vocab: MarianVocabulary, folder: Path) -> None:
     """The tokenizer the vocabulary came from, saved in `folder`, its ids ours (else a ConfigError)."""
     from transformers import AutoTokenizer, M2M100Tokenizer, NllbTokenizer
 
@@ -113,7 +113,7 @@ def export_m2m100(model, tokenizer: Vocabularies, folder: Path, decoding: Mappin
     generation = generation_options(decoding)
     ids = tokenizer.special_ids()
     eos, pad = ids["eos_id"], ids["pad_id"]
-    save_tokenizer(tokenizer.src, folder)
+    save_m2m100_tokenizer(tokenizer.src, folder)
     theirs = M2M100ForConditionalGeneration(m2m100_config(config, eos))
     state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     missing, unexpected = theirs.load_state_dict(to_m2m100_state(state, config), strict=False)
