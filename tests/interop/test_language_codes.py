@@ -110,7 +110,8 @@ def test_a_code_the_model_lacks_or_two_source_tokens_are_one_line(fine_tuned, tm
 def test_a_server_lists_the_codes_and_takes_them_per_request(fine_tuned, tmp_path):
     """GET /models lists the model's language codes; a request naming source_lang and target_lang
     gets the run's test translations, one that leaves them out the server's defaults
-    (task.source_lang / task.target_lang); an unknown code or two source tokens: a 422 naming the
+    (task.source_lang / task.target_lang), and the LibreTranslate mount's en -> de the same (its
+    codes route it); an unknown code or two source tokens: a 422 naming the
     field, and the server serves on."""
     best = fine_tuned / "train" / "checkpoints" / "best.ckpt"
     sources = ToyCorpus(**SIZES).load("test").src
@@ -123,6 +124,9 @@ def test_a_server_lists_the_codes_and_takes_them_per_request(fine_tuned, tmp_pat
         named = server.post({"text": sources, "source_lang": "__en__", "target_lang": "__de__"})
         assert [t["text"] for t in named.json()["translations"]] == written
         assert [t["text"] for t in server.post({"text": sources}).json()["translations"]] == written
+        libre = httpx.post(f"{server.url}/libretranslate/translate", timeout=60,
+                           json={"q": sources[0], "source": "en", "target": "de"})  # routed by the codes
+        assert libre.status_code == 200 and libre.json()["translatedText"] == written[0]
         for body, field in (({"text": "a", "target_lang": "__xx__"}, "target_lang"),
                             ({"text": "a", "tag": "__en__", "source_lang": "__en__"}, "source_lang")):
             refused = server.post(body)

@@ -11,8 +11,8 @@ from transformer_mt.serving.other_apis import Directions
 from transformer_mt.serving.served import directions
 
 
-def served(name: str, pairs: dict) -> SimpleNamespace:
-    return SimpleNamespace(name=name, directions=pairs)
+def served(name: str, pairs: dict, codes: tuple[str, ...] = ()) -> SimpleNamespace:
+    return SimpleNamespace(name=name, directions=pairs, codes=codes)
 
 
 BOTH = Directions({"both": served("both", {("en", "de"): "2de", ("de", "en"): "2en"}),
@@ -55,3 +55,19 @@ def test_a_pair_no_model_serves_is_one_line_naming_the_key(source, target, field
     with pytest.raises(RequestError) as err:
         BOTH.pick(source, target, ["a"], ("source", "target"))
     assert err.value.field == field and err.value.status == 400 and str(err.value).startswith(start)
+
+
+def test_a_multilingual_models_codes_are_its_directions_each_forcing_its_target_code():
+    """An M2M-100 folder served (no corpora, language codes): every pair of the languages its codes
+    name, the source code its tag and the target code forced; a corpus pair of a fine-tuned one
+    forces its target language's code too; the corpora's pairs come first."""
+    m2m = Directions({"m2m": served("m2m", {}, ("__en__", "__de__", "__fr__", "__xx__")),
+                      "tuned": served("tuned", {("en", "de"): "__en__"}, ("__en__", "__de__"))})
+    assert [(entry["code"], entry["targets"]) for entry in m2m.languages()] == [
+        ("de", ["en", "fr"]), ("en", ["de", "fr"]), ("fr", ["de", "en"])]
+    assert m2m.pick("de", "fr", ["a"], ("s", "t")) == ("m2m", "__de__", "de", None)
+    assert m2m.target_code("de", "fr") == "__fr__"
+    assert m2m.pick("en", "de", ["a"], ("s", "t")) == ("m2m", "__en__", "en", None)  # the first model's
+    tuned = Directions({"tuned": served("tuned", {("en", "de"): "__en__"}, ("__en__", "__de__"))})
+    assert tuned.target_code("en", "de") == "__de__" and tuned.pick("de", "en", ["a"], ("s", "t"))[:2] == \
+        ("tuned", "__de__")

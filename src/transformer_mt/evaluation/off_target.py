@@ -53,6 +53,16 @@ def scored_languages(languages: dict[str, str | None], codes: dict[str, str]) ->
     return found if set(found.values()) <= known_languages() else {}
 
 
+def language_codes(codes: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Each language py3langid names among a model's codes, and its code (the first for a language
+    with several: zho_Hans before zho_Hant)."""
+    found: dict[str, str] = {}
+    for code in sorted(codes):
+        if (language := code_language(code)) is not None:
+            found.setdefault(language, code)
+    return found
+
+
 @lru_cache(maxsize=4)
 def identifier(languages: tuple[str, ...]) -> LanguageIdentifier:
     """py3langid's identifier restricted to `languages` (loaded once per process: about a second)."""

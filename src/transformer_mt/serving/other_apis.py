@@ -4,9 +4,10 @@ LibreTranslate's API does, so its clients and plugins work with `/libretranslate
 and `POST /v1/translations` (text, target_language, source_language: vLLM's text translation
 route), each text split into sentences. A request names languages, not models: each served model's
 training corpora say which (source, target) pairs it translates and with which source tag
-(served.py: `directions`); a source given as `auto` (or none) is identified by py3langid among the
-sources that reach the target."""
+(served.py: `directions`), or a multilingual model's language codes; a source given as `auto` (or
+none) is identified by py3langid among the sources that reach the target."""
 
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
@@ -28,14 +29,21 @@ Translated = Callable[[TranslateRequest], Awaitable[TranslateResponse]]
 
 
 class Directions:
-    """The served (source, target) pairs, each with the model and tag that translate it (the first
-    model listing a pair takes it)."""
+    """The served (source, target) pairs, each with the model and tag that translate it and the
+    target code it forces (the first model listing a pair takes it): its training corpora's pairs,
+    and for a multilingual model (M2M-100, NLLB-200) every pair of the languages its codes name
+    (`__de__`, `deu_Latn`: de), the source code its tag."""
 
     def __init__(self, models: dict[str, Declared]) -> None:
-        self.pairs: dict[tuple[str, str], tuple[str, str | None]] = {}
+        from transformer_mt.evaluation.off_target import language_codes  # py3langid: its model's languages
+
+        self.pairs: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
         for served in models.values():
-            for pair, tag in served.directions.items():
-                self.pairs.setdefault(pair, (served.name, tag))
+            coded = language_codes(served.codes) if served.codes else {}
+            for (source, target), tag in served.directions.items():
+                self.pairs.setdefault((source, target), (served.name, tag, coded.get(target)))
+            for source, target in itertools.permutations(coded, 2):
+                self.pairs.setdefault((source, target), (served.name, coded[source], coded[target]))
 
     def languages(self) -> list[dict]:
         """LibreTranslate's GET /languages: each source language, its name and its targets."""
@@ -61,8 +69,12 @@ class Directions:
         if (source, target) not in self.pairs:
             raise RequestError(keys[0], f"{keys[0]}={source}: no served model translates it into {target} (the "
                                         f"directions: {served})", status=400)
-        model, tag = self.pairs[source, target]
+        model, tag, _ = self.pairs[source, target]
         return model, tag, source, confidence
+
+    def target_code(self, source: str, target: str) -> str | None:
+        """The code a picked pair forces as the first output token (None: none)."""
+        return self.pairs[source, target][2]
 
 
 class V1Request(BaseModel):
@@ -97,8 +109,9 @@ def add_other_apis(app: FastAPI, directions: Directions, translated: Translated,
         lines = [body.text] if isinstance(body.text, str) else body.text
         model, tag, source, _ = directions.pick(body.source_language, body.target_language, lines,
                                                 ("source_language", "target_language"))
+        code = directions.target_code(source, body.target_language)
         answer = await translated(TranslateRequest(text=body.text, model=model, tag=tag, split=True,
-                                                   source_language=source))
+                                                   source_language=source, target_lang=code))
         texts = [output.text for output in answer.translations]
         return {"model": model, "text": texts[0] if isinstance(body.text, str) else texts,
                 "source_language": source, "target_language": body.target_language}
@@ -144,7 +157,8 @@ async def libre_answer(fields: dict, directions: Directions, translated: Transla
     asked = {"beam_size": max(alternatives + 1, 4), "nbest": alternatives + 1} if alternatives else {
         "split": True, "source_language": source}
     try:
-        request = TranslateRequest(text=q, model=model, tag=tag, **asked)
+        request = TranslateRequest(text=q, model=model, tag=tag, **asked,
+                                   target_lang=directions.target_code(source, str(fields["target"])))
     except ValidationError as err:
         raise RequestError("q", f"Invalid request: {err.errors()[0]['msg']}", 400) from None
     outputs = (await translated(request)).translations
