@@ -36,19 +36,18 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
                     bar: ProgressBar | None = None, name: str = "input", prefixes: list[str] | None = None,
                     alignments: Alignments | None = None, long_lines: LongLines | None = None,
                     source_prefix: list[int] | None = None, constraints: list[list[str]] | None = None,
-                    workers: Workers = SERIAL, encoded: list[list[int]] | None = None,
-                    target_prefix: list[int] = ()) -> list[NBest]:
+                    workers: Workers = SERIAL, encoded: list[list[int]] | None = None, target_prefix: list[int] = ()
+                    ) -> list[NBest]:
     """The n-best translations of each line, in order; an empty line gets n empty ones, score 0 (with
     a target prefix: the prefix), and so does a line longer than the model takes that `long_lines`
     skips (without the prefix; default rule: error). `prefixes`: one per line ("": none), which
     every output of the line starts with (prefix.py). `bar` advances by the lines of each batch as
     it is translated. Errors name `name:LINE`, LINE counted from `first_line`. `source_prefix`: ids
-    put before every source (a tag's). `constraints`: each line's phrases, which every output of
-    the line contains ([] for none). `workers`: the decoders the batches are shared among (in input
-    order); with alignments, constraints or a `random` search, one after another (order matters).
-    `encoded`: each line's source ids made already (a server's request: tokenized once).
-    `target_prefix`: ids every output starts with, before a line's prefix, counted 0 in its score and
-    dropped from its text (a target language's code, which the target vocabulary drops when decoding)."""
+    put before every source (a tag's); `target_prefix`: before every output (a target code: counted
+    0, dropped from the text). `constraints`: each line's phrases, which every output of the line
+    contains ([] for none). `workers`: the decoders the batches are shared among (in input order;
+    with alignments, constraints or a `random` search, one after another: order matters). `encoded`:
+    each line's source ids made already (a server's request: tokenized once)."""
     cleaned, starts = clean(lines)[0], clean(prefixes)[0] if prefixes is not None else [""] * len(lines)
     todo = [i for i, line in enumerate(cleaned) if line]
     n, empty, max_positions = translator.search.nbest, "" if alignments else None, translator.max_positions
@@ -63,14 +62,11 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
         bar.advance(len(lines) - len(todo))
     if not todo:
         return results
-    forced = [[] for _ in todo] if prefixes is None else prefix_ids(
-        translator.tokenizer.tgt, [starts[i] for i in todo], max_positions - 2 - len(target_prefix), name,
-        [first_line + i for i in todo])
-    forced = [[*target_prefix, *ids] for ids in forced]
+    forced = forced_tokens(translator, None if prefixes is None else [starts[i] for i in todo], name,
+                           [first_line + i for i in todo], list(target_prefix))
     phrases = None if constraints is None else constraint_ids(translator, [constraints[i] for i in todo], name,
                                                               [first_line + i for i in todo])
     collate = Collator(translator.pad_id, translator.bos_id, translator.eos_id)
-    sampler = TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False)
 
     def decode(batch: list[int]) -> list[NBest]:
         padded = collate.pad([src[j] for j in batch]).to(translator.device)
@@ -78,7 +74,7 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
                                [starts[todo[j]] for j in batch], [forced[j] for j in batch], alignments,
                                None if phrases is None else [phrases[j] for j in batch], len(target_prefix))
 
-    batches = list(sampler)
+    batches = list(TokenBudgetBatchSampler([len(s) for s in src], max(max_tokens, max(map(len, src))), shuffle=False))
     ordered = alignments is not None or phrases is not None or translator.search.capabilities.random
     for batch, nbests in zip(batches, (SERIAL if ordered else workers).map(decode, batches)):
         for j, nbest in zip(batch, nbests):
@@ -86,6 +82,15 @@ def translate_lines(translator: Engine, lines: list[str], max_tokens: int, first
         if bar is not None:
             bar.advance(len(batch))
     return results
+
+
+def forced_tokens(translator: Engine, starts: list[str] | None, name: str, lines: list[int],
+                  target_prefix: list[int]) -> list[list[int]]:
+    """The ids each line's outputs start with: `target_prefix`, then its cleaned prefix's (None: no
+    prefixes; a bad one is a DataError naming `name:LINE`)."""
+    most = translator.max_positions - 2 - len(target_prefix)
+    ids = [[] for _ in lines] if starts is None else prefix_ids(translator.tokenizer.tgt, starts, most, name, lines)
+    return [[*target_prefix, *row] for row in ids]
 
 
 def fitted_sources(translator: Engine, lines: list[str], max_positions: int, places: list[str],
