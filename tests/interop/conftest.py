@@ -47,34 +47,31 @@ SAMPLE = [
 ]
 
 
+def sentencepiece_model(**ids) -> bytes:
+    """A sentencepiece BPE model trained here on the multilingual sample (`ids`: its special ids)."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SAMPLE[:6] * 30), model_writer=model, vocab_size=120,
+                                   model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+                                   **ids)
+    return model.getvalue()
+
+
 @pytest.fixture(scope="module")
 def m2m100_folder(tmp_path_factory) -> Path:
     """A tiny random M2M-100 with its tokenizer as the hub serves one: a sentencepiece BPE model trained
     here on a multilingual sample, vocab.json numbering its pieces after the specials, M2M100Tokenizer's
     files; the model's rows the 100 language codes and 8 made-up words past vocab.json's (as m2m100_418M's)."""
-    import io
-
     transformers = pytest.importorskip("transformers")
-
     import sentencepiece as spm
 
     folder = tmp_path_factory.mktemp("m2m100")
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SAMPLE[:6] * 30),
-        model_writer=model,
-        vocab_size=120,
-        model_type="bpe",
-        character_coverage=1.0,
-        bos_id=-1,
-        eos_id=-1,
-        unk_id=0,
-        pad_id=-1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
-    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
-    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    model = sentencepiece_model(bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1)
+    (folder / "sentencepiece.bpe.model").write_bytes(model)
+    processor = spm.SentencePieceProcessor(model_proto=model)
     vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
     for piece in (processor.id_to_piece(i) for i in range(processor.get_piece_size())):
         vocab.setdefault(piece, len(vocab))
@@ -96,24 +93,10 @@ def nllb_folder(tmp_path_factory) -> Path:
     """A tiny random NLLB-200 folder as the hub serves one: sentencepiece.bpe.model (trained here),
     NllbTokenizer's tokenizer.json with language codes as special tokens after the pieces, and a
     model with one row per token."""
-    import io
-
     transformers = pytest.importorskip("transformers")
-
-    import sentencepiece as spm
-
     folder = tmp_path_factory.mktemp("nllb")
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SAMPLE[:6] * 30),
-        model_writer=model,
-        vocab_size=120,
-        model_type="bpe",
-        character_coverage=1.0,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
-    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    model = sentencepiece_model()
+    (folder / "sentencepiece.bpe.model").write_bytes(model)
     tokenizer = transformers.NllbTokenizer.from_pretrained(folder)
     tokenizer.add_special_tokens({"additional_special_tokens": NLLB_CODES})
     tokenizer.save_pretrained(folder)

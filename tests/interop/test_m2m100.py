@@ -7,6 +7,7 @@ config field (fine-tuning, decoding and export: test_language_codes.py)."""
 
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -109,18 +110,26 @@ def test_nllbs_tokenizer_ids_are_nllbtokenizers_on_cleaned_text(nllb_folder):
     assert vocabularies.tgt.decode(outputs) == theirs.batch_decode(outputs, skip_special_tokens=True)
 
 
+def random_pair(folder: Path, eos_scale: float, **overrides) -> tuple:
+    """A random M2M100ForConditionalGeneration of TINY's shape (init_std 1, its EOS row scaled by
+    `eos_scale` so that rows end early) and our Transformer read from its saved folder."""
+    torch.manual_seed(0)
+    theirs = transformers.M2M100ForConditionalGeneration(
+        transformers.M2M100Config(**{**TINY, **overrides}, init_std=1.0)).eval()
+    with torch.no_grad():
+        theirs.model.shared.weight[2] *= eos_scale
+    theirs.save_pretrained(folder / "m2m")
+    _, state, config = read_m2m100_model(folder / "m2m", "model.init_from")
+    ours = Transformer(config).eval()
+    ours.load_state_dict(state)
+    return theirs, ours
+
+
 def test_greedy_with_the_target_code_forced_is_generate_token_for_token(tmp_path):
     """Our greedy search, its first output token forced to the target language's code (a target
     prefix), gives generate's tokens with that code as forced_bos_token_id: rows that end by EOS and
     rows that reach the length limit. (The model's EOS row is scaled so that some rows end early.)"""
-    torch.manual_seed(0)
-    theirs = transformers.M2M100ForConditionalGeneration(transformers.M2M100Config(**TINY, init_std=1.0)).eval()
-    with torch.no_grad():
-        theirs.model.shared.weight[2] *= 4.0
-    theirs.save_pretrained(tmp_path / "m2m")
-    _, state, config = read_m2m100_model(tmp_path / "m2m", "model.init_from")
-    ours = Transformer(config).eval()
-    ours.load_state_dict(state)
+    theirs, ours = random_pair(tmp_path, 4.0)
     torch.manual_seed(1)
     src = torch.randint(4, 60, (8, 9))
     src[:, -1] = 2
@@ -143,15 +152,7 @@ def test_beam_search_with_the_target_code_forced_is_generates(tmp_path):
     counted 0 as generate's forced_bos_token_id counts it: every row that generate ends by EOS
     before the length limit gets generate's tokens. (At the limit the two differ by rule: generate
     keeps unfinished beams, ours ends them with EOS and its probability; docs/export.md.)"""
-    torch.manual_seed(0)
-    theirs = transformers.M2M100ForConditionalGeneration(
-        transformers.M2M100Config(**{**TINY, "max_position_embeddings": 80}, init_std=1.0)).eval()
-    with torch.no_grad():
-        theirs.model.shared.weight[2] *= 12.0
-    theirs.save_pretrained(tmp_path / "m2m")
-    _, state, config = read_m2m100_model(tmp_path / "m2m", "model.init_from")
-    ours = Transformer(config).eval()
-    ours.load_state_dict(state)
+    theirs, ours = random_pair(tmp_path, 12.0, max_position_embeddings=80)
     torch.manual_seed(1)
     src = torch.randint(4, 60, (16, 9))
     src[:, -1] = 2
