@@ -262,7 +262,7 @@ def serve(args) -> dict:
 def arguments():
     parser = harness.parser(__doc__, device="cpu")
     add = parser.add_argument
-    add("--what", choices=["systems", "cache", "ensemble", "synthetic", "shortlist", "serve"], default="systems")
+    add("--what", choices=["systems", "cache", "ensemble", "shortlist", "serve"], default="systems")
     add("--ckpt", default=str(harness.SHIPPED))
     add("--source", help="source sentences, one per line (default: made-up English ones)")
     add("--reference", help="references, one per line (systems, shortlist)")
@@ -280,8 +280,6 @@ def arguments():
     add("--kernels", choices=KERNELS, default="auto", help="ours: model/kernels.py")
     add("--ct2-inter", type=int, default=1, help="CTranslate2's inter_threads")
     add("--ct2-intra", type=int, default=decoders.THREADS, help="CTranslate2's intra_threads")
-    add("--chunk-lines", type=int, default=1000, help="synthetic: the stage's lines a chunk")
-    add("--devices", type=int, default=1, help="synthetic: the stage's CPU processes")
     add("--candidates", type=int, default=30, help="shortlist: task=shortlist's K")
     add("--frequent", type=int, default=300, help="shortlist: task=shortlist's F")
     add("--scoring", default="probability", help="shortlist: task=shortlist's scoring")
@@ -311,7 +309,7 @@ def main() -> None:
         in_rounds(args)
         return
     modes = {"systems": compare, "cache": decoders.cache_tables, "ensemble": decoders.ensemble,
-             "synthetic": decoders.synthetic, "shortlist": decoders.shortlist, "serve": serve}
+             "shortlist": decoders.shortlist, "serve": serve}
     figures = modes[args.what](args)
     harness.save({**harness.machine(args.device), "checkpoint": args.ckpt, **{k: getattr(args, k) for k in (
         "source", "device", "dtype", "repeat", "batch", "length_penalty")}, **figures}, args.json)

@@ -1,5 +1,5 @@
 """What decode_speed.py times: our searches and the peers (HF `generate`, CTranslate2) on the same batches, and
-its other --what modes: the KV cache, an ensemble, a pipeline's synthetic stage, a vocabulary shortlist."""
+its other --what modes: the KV cache, an ensemble, a vocabulary shortlist."""
 
 import copy
 import importlib.util
@@ -199,49 +199,6 @@ def ensemble(args) -> dict:
                          [[r["search"], r["system"], f"{r['seconds']:.2f}", f"{len(lines) / r['seconds']:.0f}",
                            f"{r['ratio']:.2f}"] for r in rows], right=(2, 3, 4)))
     return {"sentences": len(lines), "rows": rows}
-
-
-def synthetic(args) -> dict:
-    """A pipeline's synthetic stage (on --devices processes) against task=translate's path, beam 5, in turns."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from transformer_mt.config import plain
-    from transformer_mt.inference.line_translation import translate_lines
-    from transformer_mt.schema.search_keys import BeamNode
-    from transformer_mt.tasks.lines.reading import line_chunks
-    from transformer_mt.tasks.pipelines.stage_work import file_sources
-    from transformer_mt.tasks.pipelines.synthetic import TranslationSettings, write_synthetic
-
-    decoding = OmegaConf.structured(BeamNode)  # decoding=beam: task=distill's teacher_decoding
-    decoding.beam_size, decoding.length_norm.alpha = 5, 1.0
-    module, lines = loaded(args, instantiate(decoding))
-    translation = TranslationSettings((Path(args.ckpt),), plain(decoding), None, None, 4096, args.chunk_lines, 0)
-
-    def translate() -> list[str]:
-        return [n[0].text for chunk in line_chunks(lines) for n in translate_lines(module, chunk, 4096)]
-
-    def stage() -> list[str]:
-        with tempfile.TemporaryDirectory() as folder:
-            source = Path(folder) / "source.txt"
-            source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-            write_synthetic(translation, partial(file_sources, source), Path(folder), ("in", "out"),
-                            [torch.device("cpu")] * args.devices, progress=False)
-            return (Path(folder) / "train.out").read_text().splitlines()
-
-    measured = harness.rounds({"task=translate": partial(harness.timed, translate),
-                               "synthetic stage": partial(harness.timed, stage)}, args.repeat, "synthetic")
-    rate = {name: len(lines) / timed[0] for name, timed in harness.best(measured, SECONDS).items()}
-    same = sum(a == b for a, b in zip(measured[-1]["task=translate"][1], measured[-1]["synthetic stage"][1]))
-    print(f"{len(lines)} lines, beam 5, chunks of {args.chunk_lines} lines, the synthetic stage on {args.devices} "
-          f"CPU process(es); {harness.described(harness.machine())}")
-    print(markdown_table(["system", "seconds", "lines/s"], [[name, f"{len(lines) / r:.1f}", f"{r:.1f}"]
-                                                           for name, r in rate.items()], right=(1, 2)))
-    print(f"synthetic stage / task=translate: {rate['synthetic stage'] / rate['task=translate']:.3f}x; "
-          f"{same} of {len(lines)} outputs equal")
-    for name, size in (("Multi30k", 29_000), ("WMT14", 4_500_000)):
-        print(f"at {name} size ({size:,} lines): {size / rate['synthetic stage'] / 3600:.2f} hours")
-    return {"lines": len(lines), "lines_per_s": rate, "outputs_equal": same}
 
 
 SHORTLIST = ("fp32", "fp32 shortlist", "int8", "int8 shortlist")
