@@ -205,7 +205,7 @@ def main() -> None:
               "dtype": "bf16" if dtype == torch.bfloat16 else "fp32", "max_tokens": args.tokens,
               **({"grid": args.grid} if args.backends else {}), "heads": HEADS, "d_k": D_K, "reps": args.reps,
               **measure(args, device, dtype)}
-    harness.emit(result, markdown(result), args.json)
+    harness.save(result, args.json, markdown(result))
 
 
 if __name__ == "__main__":

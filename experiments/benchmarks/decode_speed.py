@@ -138,7 +138,7 @@ def in_rounds(args) -> None:
         text += ["", "Loaded / quiet time, each system (medians of the rounds):", "", markdown_table(
             ["search", *SYSTEMS], [[k, *(f"{r['median']:.2f}x" for r in result["slowdowns"] if r["search"] == k)]
                                    for k in SEARCHES], right=range(1, 1 + len(SYSTEMS)))]
-    harness.emit(result, "\n".join(text), args.json)
+    harness.save(result, args.json, "\n".join(text))
 
 
 def asked(port: int, requests: list[tuple[dict, str]], at: list[float] | None, clients: int) -> list[tuple]:
@@ -262,8 +262,9 @@ def serve(args) -> dict:
 def arguments():
     parser = harness.parser(__doc__, device="cpu")
     add = parser.add_argument
-    add("--what", choices=["systems", "cache", "ensemble", "shortlist", "serve"], default="systems")
+    add("--what", choices=["systems", "cache", "ensemble", "shortlist", "serve", "models"], default="systems")
     add("--ckpt", default=str(harness.SHIPPED))
+    add("--versus", help="models: the checkpoint timed against --ckpt")
     add("--source", help="source sentences, one per line (default: made-up English ones)")
     add("--reference", help="references, one per line (systems, shortlist)")
     add("--limit", type=int, help="only the first N sentences (made-up ones: default 500)")
@@ -289,14 +290,15 @@ def arguments():
     add("--requests", type=int, default=400, help="serve: requests per level, at most")
     add("--seconds", type=float, default=60, help="serve: an open-loop level's arrivals, at most these seconds")
     add("--server", nargs="*", default=[], help="serve: the server's own overrides (task.max_queue=64)")
-    add("--run-py", type=Path, default=harness.ROOT / "run.py", help="shortlist, serve: another run.py")
-    add("overrides", nargs="*", help="shortlist, serve: more run.py overrides (after --)")
+    add("--run-py", type=Path, default=harness.ROOT / "run.py", help="shortlist, serve, models: another run.py")
+    add("overrides", nargs="*", help="shortlist, serve, models: more run.py overrides (after --)")
     args = parser.parse_args()
     args.setup = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SETUP  # the options given
                   if getattr(args, name) != parser.get_default(name)]
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no GPU")
-    needed = {"systems": ["source", "reference"], "shortlist": ["source", "reference"], "serve": ["source"]}
+    needed = {"systems": ["source", "reference"], "shortlist": ["source", "reference"], "serve": ["source"],
+              "models": ["source", "reference", "versus"]}
     if not all(getattr(args, name) for name in needed.get(args.what, [])):
         parser.error(f"--what {args.what} needs --{' and --'.join(needed[args.what])}")
     return args
@@ -309,7 +311,7 @@ def main() -> None:
         in_rounds(args)
         return
     modes = {"systems": compare, "cache": decoders.cache_tables, "ensemble": decoders.ensemble,
-             "shortlist": decoders.shortlist, "serve": serve}
+             "shortlist": decoders.shortlist, "serve": serve, "models": decoders.models}
     figures = modes[args.what](args)
     harness.save({**harness.machine(args.device), "checkpoint": args.ckpt, **{k: getattr(args, k) for k in (
         "source", "device", "dtype", "repeat", "batch", "length_penalty")}, **figures}, args.json)

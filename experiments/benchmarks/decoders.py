@@ -1,5 +1,5 @@
 """What decode_speed.py times: our searches and the peers (HF `generate`, CTranslate2) on the same batches, and
-its other --what modes: the KV cache, an ensemble, a vocabulary shortlist."""
+its other --what modes: the KV cache, an ensemble, a vocabulary shortlist, two checkpoints."""
 
 import copy
 import importlib.util
@@ -206,8 +206,7 @@ SHORTLIST_PAIRS = (("fp32 shortlist", "fp32"), ("int8 shortlist", "int8"))  # (w
 
 
 def translate_process(args, source, output: Path, run_dir: Path, *overrides: str, ckpt=None) -> tuple[float, float]:
-    """task=translate of `source` in a process of its own (--run-py; `overrides`, then --'s): the seconds and the
-    lines/s it logs."""
+    """task=translate of `source` in a process (--run-py; `overrides`, then --'s): the seconds and lines/s logged."""
     shutil.rmtree(run_dir, ignore_errors=True)
     harness.in_process([sys.executable, str(args.run_py), "task=translate", f"ckpt_path={ckpt or args.ckpt}",
                         f"task.input={source}", f"task.output={output}", *overrides, *args.overrides,
@@ -216,11 +215,10 @@ def translate_process(args, source, output: Path, run_dir: Path, *overrides: str
     return tuple(map(float, re.findall(r"translated \d+ lines in ([\d.]+) s \(([\d.]+) lines/s\)", log)[-1]))
 
 
-def shortlist_run(variant: str, ckpt: Path, args, folder: Path) -> dict:
-    output = folder / f"{variant.replace(' ', '_')}.txt"
-    seconds, _ = translate_process(args, args.source, output, folder / f"run_{output.stem}", "decoding=beam",
-                                "decoding.beam_size=4", f"quantize={'int8' if variant.startswith('int8') else 'none'}",
-                                f"decoding.shortlist={'true' if variant.endswith('shortlist') else 'false'}", ckpt=ckpt)
+def translation_run(args, ckpt, folder: Path, name: str, *overrides: str) -> dict:
+    """task=translate of --source with `overrides` in a process of its own: its seconds and BLEU (--reference)."""
+    output = folder / f"{name.replace(' ', '_')}.txt"
+    seconds, _ = translate_process(args, args.source, output, folder / f"run_{output.stem}", *overrides, ckpt=ckpt)
     references = Path(args.reference).read_text(encoding="utf-8").splitlines()
     return {"seconds": seconds,
             "bleu": sacrebleu.corpus_bleu(output.read_text(encoding="utf-8").splitlines(), [references]).score}
@@ -235,8 +233,11 @@ def shortlist(args) -> dict:
         harness.in_process([sys.executable, str(args.run_py), "task=shortlist", f"ckpt_path={ckpt}",
                             f"task.candidates={args.candidates}", f"task.frequent={args.frequent}",
                             f"task.scoring={args.scoring}", f"hydra.run.dir={Path(tmp) / 'run_shortlist'}"])
-        measured = harness.rounds({v: partial(shortlist_run, v, ckpt, args, Path(tmp)) for v in SHORTLIST}, rounds,
-                                  "shortlist")
+        measured = harness.rounds({v: partial(
+            translation_run, args, ckpt, Path(tmp), v, "decoding=beam", "decoding.beam_size=4",
+            f"quantize={'int8' if v.startswith('int8') else 'none'}",
+            f"decoding.shortlist={'true' if v.endswith('shortlist') else 'false'}") for v in SHORTLIST}, rounds,
+            "shortlist")
     table = harness.ratios(measured, SHORTLIST_PAIRS, lambda m: m["seconds"])
     bleu = {variant: measured[-1][variant]["bleu"] for variant in SHORTLIST}
     print(f"{harness.described(harness.machine())}; beam 4; table: {args.scoring}, K={args.candidates}, "
@@ -245,3 +246,28 @@ def shortlist(args) -> dict:
                          [[r["b"], r["a"], f"{r['median']:.2f}x", " / ".join(f"{x:.2f}" for x in r["rounds"]),
                            f"{bleu[r['b']]:.2f} / {bleu[r['a']]:.2f}"] for r in table], right=(2,)))
     return {"rounds": measured, "bleu": bleu, "ratios": table}
+
+
+ENGINES = {"ours": [], "CTranslate2": ["task.engine=ctranslate2"]}  # --what models: int8, a process a run
+SEARCH_OVERRIDES = {"greedy": ["decoding=greedy"], "beam 4": ["decoding=beam", "decoding.beam_size=4"]}
+
+
+def models(args) -> dict:
+    """--ckpt against --versus: each engine and search a fresh task=translate process (int8), in turns; medians
+    of the per-round speed-ups (x > 1: --versus is the faster)."""
+    rounds, ckpts = args.rounds or 3, {"ckpt": args.ckpt, "versus": args.versus}
+    keys = [(engine, search, which) for engine in ENGINES for search in SEARCH_OVERRIDES for which in ckpts]
+    with tempfile.TemporaryDirectory() as tmp:
+        measured = harness.rounds({key: partial(translation_run, args, ckpts[key[2]], Path(tmp), "_".join(key),
+                                                "quantize=int8", *ENGINES[key[0]], *SEARCH_OVERRIDES[key[1]])
+                                   for key in keys}, rounds, "models")
+    table = harness.ratios(measured, [((e, s, "versus"), (e, s, "ckpt")) for e, s, _ in keys[::2]],
+                           lambda m: m["seconds"])
+    print(f"{harness.described(harness.machine())}; --ckpt {args.ckpt}, --versus {args.versus}; int8; {rounds} "
+          f"rounds, a process per run\n")
+    print(markdown_table(["engine", "search", "speed-up of --versus (median)", "rounds", "BLEU --ckpt / --versus"],
+                         [[r["a"][0], r["a"][1], f"{r['median']:.2f}x", " / ".join(f"{x:.2f}" for x in r["rounds"]),
+                           f"{measured[-1][r['b']]['bleu']:.2f} / {measured[-1][r['a']]['bleu']:.2f}"]
+                          for r in table], right=(2,)))
+    return {"rounds": [{" ".join(k): v for k, v in m.items()} for m in measured],
+            "ratios": [{**r, "a": " ".join(r["a"]), "b": " ".join(r["b"])} for r in table]}

@@ -109,15 +109,13 @@ def in_process(command: list[str], load: int = 0, env: dict | None = None) -> st
     return done.stdout
 
 
-def save(result: dict, json_path: Path | None) -> None:
+def save(result: dict, json_path: Path | None, text: str | None = None) -> None:
+    """`text` printed (if any), and `result` written to `json_path` as JSON (if given)."""
+    if text is not None:
+        print(text)
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result, indent=1) + "\n")
-
-
-def emit(result: dict, text: str, json_path: Path | None) -> None:
-    print(text)
-    save(result, json_path)
 
 
 def sentences(count: int, fewest: int, most: int, seed: int = 0) -> list[str]:

@@ -205,7 +205,7 @@ def main() -> None:
     result = {"benchmark": "loss_speed", "device": args.device, **harness.machine(args.device), "padding": PADDING,
               **{k: getattr(args, k) for k in ("precision", "rows", "vocab", "reps", "warmup", "compile")},
               "widths": widths}
-    harness.emit(result, markdown(result), args.json)
+    harness.save(result, args.json, markdown(result))
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ def loop(args) -> None:
               "timed_steps": args.steps, "profile_steps": args.profile_steps, "device": args.device,
               **harness.machine(args.device), "peak_tflops": peak / 1e12, "peak_source": peak_source,
               "attention": attention, "systems": systems}
-    harness.emit(result, loop_markdown(result), args.json)
+    harness.save(result, args.json, loop_markdown(result))
 
 
 class ValidationClock(Callback):

@@ -22,13 +22,33 @@ def test_presets_are_found():
 
 
 # the presets that choose a task of their own (the others train)
-PRESET_TASKS = {"multi30k/distilled": "distill"}
+PRESET_TASKS = {"multi30k/distilled": "distill", "multi30k/student_cpu": "distill"}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_composes_into_a_run_of_its_task(tmp_path, preset):
     cfg = compose_config(tmp_path, [f"experiment={preset}"])
     assert cfg.task.name == PRESET_TASKS.get(preset, "train") and cfg.model.d_model % cfg.model.heads == 0
+
+
+def test_the_cpu_student_is_the_distilled_recipe_with_six_encoder_layers_one_decoder_layer_and_the_shipped_teacher(
+        tmp_path):
+    """experiment=multi30k/student_cpu: model=student_cpu's depth at the recipe's widths, taught by the shipped
+    model on the original pairs too; every other key as experiment=multi30k/distilled's. model=student_cpu
+    alone: small's widths at that depth."""
+    composed = compose_config(tmp_path / "a", ["experiment=multi30k/student_cpu"])
+    assert list(composed.task.teacher) == [str(ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt")]
+    student = OmegaConf.to_container(composed)
+    distilled = OmegaConf.to_container(compose_config(tmp_path / "b", ["experiment=multi30k/distilled"]))
+    shape = compose_config(tmp_path / "c", ["model=student_cpu"]).model
+    assert (shape.num_encoder_layers, shape.num_decoder_layers) == (6, 1)
+    assert student["model"] == {**distilled["model"], "num_encoder_layers": 6, "num_decoder_layers": 1}
+    assert student["task"] == {**distilled["task"], "originals_weight": 1.0, "teacher": student["task"]["teacher"]}
+    for group in ("data", "optim", "trainer", "decoding", "module"):
+        assert student[group] == distilled[group], group
+    small = compose_config(tmp_path / "d", ["model=small"]).model
+    assert {**OmegaConf.to_container(small), "num_encoder_layers": 6, "num_decoder_layers": 1} == (
+        OmegaConf.to_container(shape))
 
 
 @pytest.mark.parametrize("preset", [p for p in PRESETS if p.startswith("ablation/") and p != "ablation/base"])
