@@ -16,7 +16,7 @@ CASES = [
                                  "it (did you mean optim.scheduler.warmup_steps?)"),
     (["+trainer.benchmark=true"], "error: +trainer.benchmark: the key exists; set it without the + "
                                   "(trainer.benchmark=VALUE)"),
-    (["model=huge"], "error: model=huge: no such option of model; its options: base, big, small, tiny"),
+    (["model=huge"], "error: model=huge: no such option of model; its options: base, big, small, student_cpu, tiny"),
     (["+data.corpora.copy={_target_: transformer_mt.data.ToyCorpus, mode: copy, wieght: 0.5}"],
      "error: data.corpora.copy.wieght: ToyCorpus takes no argument wieght (did you mean data.corpora.copy.weight?); "
      "it takes mode, num_train, num_val, num_test, seed, weight, tag, target_tag"),
