@@ -261,7 +261,7 @@ def models(args) -> dict:
         measured = harness.rounds({key: partial(translation_run, args, ckpts[key[2]], Path(tmp), "_".join(key),
                                                 "quantize=int8", *ENGINES[key[0]], *SEARCH_OVERRIDES[key[1]])
                                    for key in keys}, rounds, "models")
-    table = harness.ratios(measured, [((e, s, "versus"), (e, s, "ckpt")) for e, s, _ in keys[::2]],
+    table = harness.ratios(measured, [((e, s, "versus"), (e, s, "ckpt")) for e in ENGINES for s in SEARCH_OVERRIDES],
                            lambda m: m["seconds"])
     print(f"{harness.described(harness.machine())}; --ckpt {args.ckpt}, --versus {args.versus}; int8; {rounds} "
           f"rounds, a process per run\n")
