@@ -120,10 +120,8 @@ def dropout(args) -> dict:
     folder = Path(os.environ.get("DATA_DIR", harness.ROOT / "data")) / "multi30k"
     src, tgt = ([(folder / f"train.{lang}").read_text().splitlines() for lang in ("en", "de")]
                 if (folder / "train.en").is_file() else [sentences(29_000, 6, 20)] * 2)
-    if args.tokenizer == "bpe":
-        vocab = load_translator([harness.SHIPPED], None).tokenizer
-    else:
-        vocab = Vocabularies(train_sentencepiece(src + tgt, TokenizerOptions(type="sentencepiece", vocab_size=10_000)))
+    vocab = (load_translator([harness.SHIPPED], None).tokenizer if args.tokenizer == "bpe" else
+             Vocabularies(train_sentencepiece(src + tgt, TokenizerOptions(type="sentencepiece", vocab_size=10_000))))
     print(f"{args.tokenizer}, p={args.p}, {len(src)} distinct pairs, one thread; "
           f"{harness.described(harness.machine())}\n")
     columns = ["pairs", "sizes pass per epoch (s)", "per pair (us)", "a batch of 128 (ms)", "mean size",

@@ -173,14 +173,12 @@ def asked(port: int, requests: list[tuple[dict, str]], at: list[float] | None, c
 def level(port: int, load: str, requests: list[tuple[dict, str, int]], rate: float, server: int, args) -> dict:
     """One level: `load` is `N` closed-loop clients or `R%` of the offline rate, Poisson arrivals; at most
     --requests requests and --seconds of arrivals; latencies, 503s, other errors, mix-ups and the server's PSS."""
-    count, at, clients = args.requests, None, 256  # open loop: up to 256 in flight
+    count, at, clients = args.requests, None, 256 if load.endswith("%") else int(load)  # open loop: 256 in flight
     if load.endswith("%"):
         per_request = rate * float(load[:-1]) / 100 / statistics.mean(n for *_, n in requests)  # requests a second
         at = [t for t in np.cumsum(np.random.default_rng(0).exponential(1 / per_request, count)).tolist()
               if t <= args.seconds]
         count = len(at)
-    else:
-        clients = int(load)
     picked = [requests[i % len(requests)] for i in range(count)]
     seconds, done = harness.timed(lambda: asked(port, [(b, e) for b, e, _ in picked], at, clients))
     latencies = [t for t, status, _ in done if status == 200]
@@ -281,7 +279,8 @@ def arguments():
     add("--kernels", choices=KERNELS, default="auto", help="ours: model/kernels.py")
     add("--ct2-inter", type=int, default=1, help="CTranslate2's inter_threads")
     add("--ct2-intra", type=int, default=decoders.THREADS, help="CTranslate2's intra_threads")
-    add("--candidates", type=int, default=30, help="shortlist: task=shortlist's K")
+    add("--shortlist", choices=["none", "versus", "both"], default="none", help="models: whose lexical table decodes")
+    add("--candidates", type=int, default=30, help="shortlist, models: task=shortlist's K")
     add("--frequent", type=int, default=300, help="shortlist: task=shortlist's F")
     add("--scoring", default="probability", help="shortlist: task=shortlist's scoring")
     add("--clients", default="1,4,16,64", help="serve: closed-loop levels, the concurrent clients of each")

@@ -84,17 +84,16 @@ def our_systems(model, mine: str, device: str, dtype: str, chosen) -> dict:
 def hf_translator(folder: Path, module, args):
     import transformers
 
-    device = args.device
-    model = transformers.MarianMTModel.from_pretrained(folder).to(device=device, dtype=DTYPES[args.dtype]).eval()
+    model = transformers.MarianMTModel.from_pretrained(folder).to(device=args.device, dtype=DTYPES[args.dtype]).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     eos, pad_id = model.config.eos_token_id, model.config.pad_token_id
 
     def translate(lines: list[str], beams: int) -> list[list[int]]:
         out = []
         for chunk in batches(lines, args.batch):
-            enc = tokenizer(chunk, return_tensors="pt", padding=True).to(device)
+            enc = tokenizer(chunk, return_tensors="pt", padding=True).to(args.device)
             limit = int(max_lengths(enc["input_ids"].cpu(), pad_id, 1.2, 10, module.max_positions).max())
-            with torch.no_grad(), kernels(torch.device(device)):  # our SDPA kernels (no cuDNN on a GPU)
+            with torch.no_grad(), kernels(torch.device(args.device)):  # our SDPA kernels (no cuDNN on a GPU)
                 rows = model.generate(**enc, num_beams=beams, length_penalty=args.length_penalty, early_stopping=True,
                                       do_sample=False, max_new_tokens=limit + 1).tolist()
             for row in rows:
@@ -224,15 +223,21 @@ def translation_run(args, ckpt, folder: Path, name: str, *overrides: str) -> dic
             "bleu": sacrebleu.corpus_bleu(output.read_text(encoding="utf-8").splitlines(), [references]).score}
 
 
+def with_table(args, ckpt: str, folder: Path) -> Path:
+    """A copy of `ckpt` in `folder` (made here) with its lexical table (task=shortlist: --candidates, --frequent)."""
+    folder.mkdir()
+    shutil.copy(ckpt, copied := folder / Path(ckpt).name)
+    harness.in_process([sys.executable, str(args.run_py), "task=shortlist", f"ckpt_path={copied}",
+                        f"task.candidates={args.candidates}", f"task.frequent={args.frequent}",
+                        f"task.scoring={args.scoring}", f"hydra.run.dir={folder / 'run_shortlist'}"])
+    return copied
+
+
 def shortlist(args) -> dict:
     """task=shortlist, then each variant a fresh task=translate process, in turns: medians of the ratios."""
     rounds = args.rounds or 3
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = Path(tmp) / Path(args.ckpt).name
-        shutil.copy(args.ckpt, ckpt)
-        harness.in_process([sys.executable, str(args.run_py), "task=shortlist", f"ckpt_path={ckpt}",
-                            f"task.candidates={args.candidates}", f"task.frequent={args.frequent}",
-                            f"task.scoring={args.scoring}", f"hydra.run.dir={Path(tmp) / 'run_shortlist'}"])
+        ckpt = with_table(args, args.ckpt, Path(tmp) / "table")
         measured = harness.rounds({v: partial(
             translation_run, args, ckpt, Path(tmp), v, "decoding=beam", "decoding.beam_size=4",
             f"quantize={'int8' if v.startswith('int8') else 'none'}",
@@ -253,18 +258,21 @@ SEARCH_OVERRIDES = {"greedy": ["decoding=greedy"], "beam 4": ["decoding=beam", "
 
 
 def models(args) -> dict:
-    """--ckpt against --versus: each engine and search a fresh task=translate process (int8), in turns; medians
-    of the per-round speed-ups (x > 1: --versus is the faster)."""
+    """--ckpt against --versus: each engine and search a fresh task=translate process (int8; --shortlist: with
+    the lexical table of these), in turns; medians of the per-round speed-ups (x > 1: --versus is the faster)."""
     rounds, ckpts = args.rounds or 3, {"ckpt": args.ckpt, "versus": args.versus}
     keys = [(engine, search, which) for engine in ENGINES for search in SEARCH_OVERRIDES for which in ckpts]
+    tables = {"none": (), "versus": ("versus",), "both": ("ckpt", "versus")}[args.shortlist]
     with tempfile.TemporaryDirectory() as tmp:
-        measured = harness.rounds({key: partial(translation_run, args, ckpts[key[2]], Path(tmp), "_".join(key),
-                                                "quantize=int8", *ENGINES[key[0]], *SEARCH_OVERRIDES[key[1]])
-                                   for key in keys}, rounds, "models")
+        ckpts |= {which: with_table(args, ckpts[which], Path(tmp) / which) for which in tables}
+        measured = harness.rounds({key: partial(
+            translation_run, args, ckpts[key[2]], Path(tmp), "_".join(key), "quantize=int8", *ENGINES[key[0]],
+            *SEARCH_OVERRIDES[key[1]], f"decoding.shortlist={str(key[2] in tables).lower()}") for key in keys},
+            rounds, "models")
     table = harness.ratios(measured, [((e, s, "versus"), (e, s, "ckpt")) for e in ENGINES for s in SEARCH_OVERRIDES],
                            lambda m: m["seconds"])
-    print(f"{harness.described(harness.machine())}; --ckpt {args.ckpt}, --versus {args.versus}; int8; {rounds} "
-          f"rounds, a process per run\n")
+    print(f"{harness.described(harness.machine())}; --ckpt {args.ckpt}, --versus {args.versus}; int8; shortlist: "
+          f"{args.shortlist}; {rounds} rounds, a process per run\n")
     print(markdown_table(["engine", "search", "speed-up of --versus (median)", "rounds", "BLEU --ckpt / --versus"],
                          [[r["a"][0], r["a"][1], f"{r['median']:.2f}x", " / ".join(f"{x:.2f}" for x in r["rounds"]),
                            f"{measured[-1][r['b']]['bleu']:.2f} / {measured[-1][r['a']]['bleu']:.2f}"]

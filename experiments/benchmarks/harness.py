@@ -88,11 +88,8 @@ def best(measured: list[dict], key: Callable[[object], float] | None = None) -> 
 def ratios(measured: list[dict], pairs: Sequence[tuple[str, str]], value: Callable[[object], float] = float,
            **extra) -> list[dict]:
     """Per pair (a, b): each round's value(b) / value(a) and their median (x > 1 of seconds: a is faster)."""
-    out = []
-    for a, b in pairs:
-        per_round = [value(m[b]) / value(m[a]) for m in measured]
-        out.append({"a": a, "b": b, **extra, "rounds": per_round, "median": statistics.median(per_round)})
-    return out
+    per_pair = {(a, b): [value(m[b]) / value(m[a]) for m in measured] for a, b in pairs}
+    return [{"a": a, "b": b, **extra, "rounds": r, "median": statistics.median(r)} for (a, b), r in per_pair.items()]
 
 
 def in_process(command: list[str], load: int = 0, env: dict | None = None) -> str:

@@ -91,9 +91,16 @@ def test_the_teachers_translations_train_the_student_which_is_compared_with_the_
 def test_stopped_after_a_chunk_or_mid_training_the_same_command_ends_as_the_uninterrupted_pipeline(distilled, tmp_path):
     folder, teacher, cache = distilled
     after_a_chunk = stopped_in_the_third_chunk(folder, tmp_path / "after_a_chunk", ["student", "evaluation"])
-    result = distill(after_a_chunk, teacher, cache)
+    result = distill(after_a_chunk, teacher, cache, "trainer.max_epochs=1")  # finished, on a smaller budget
     assert result.returncode == 0, result.stderr[-3000:]
     assert "synthetic corpus: 2 chunks were done already" in (after_a_chunk / "run.log").read_text()
+    assert json.loads((after_a_chunk / "evaluation" / "stage.json").read_text())["done"] is True
+    result = distill(after_a_chunk, teacher, cache)  # the budget raised: the student trains on from epoch 1
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = (after_a_chunk / "run.log").read_text()
+    assert "student: trained with {'max_steps': -1, 'max_epochs': 1, 'max_time': None}, now {'max_steps': -1, " \
+        "'max_epochs': 2, 'max_time': None}: training on from its last checkpoint" in log
+    assert "synthetic: done" in log and "student: resuming from" in log
     stopped = distill(tmp_path / "mid_training", teacher, cache, *interrupt_at(5, "SIGTERM"))
     assert stopped.returncode == 143, stopped.stderr[-3000:]
     last = stopped.stderr.strip().splitlines()[-1]  # the pipeline's command to go on with, not the stage's ckpt_path
@@ -280,6 +287,24 @@ def test_a_stage_whose_inputs_changed_is_redone_with_every_stage_after_it(tmp_pa
     redo_changed([Stage("student", tmp_path / "student", {"training": {"model": {"heads": 8, "d_model": 32},
                                                                         "seed": 1}})])
     assert "student: its inputs changed (training.model.heads): redoing it" in caplog.text  # which key, not "training"
+
+
+def test_a_stage_trained_to_another_budget_trains_on_and_the_stages_after_it_are_redone(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="transformer_mt")
+    inputs, budget = {"training": {"seed": 1}}, {"max_steps": 10, "max_epochs": None, "max_time": None}
+    stages = [Stage("student", tmp_path / "student", inputs, budget), Stage("evaluation", tmp_path / "evaluation", {})]
+    for stage in stages:
+        stage.start()
+        (stage.folder / "work").write_text("done")
+        stage.finish()
+    redo_changed(stages)
+    assert all(s.done() for s in stages) and not caplog.text  # the same budget: nothing to do
+    raised = [Stage("student", tmp_path / "student", inputs, {**budget, "max_steps": 20}), stages[1]]
+    assert not raised[0].done() and raised[0].budget_changed() and not raised[0].changed()
+    redo_changed(raised)
+    assert (tmp_path / "student" / "work").is_file() and not (tmp_path / "evaluation").exists()  # trained on, redone
+    assert "student: trained with {'max_steps': 10, 'max_epochs': None, 'max_time': None}, now {'max_steps': 20, " \
+        in caplog.text and "training on from its last checkpoint and redoing every stage after it" in caplog.text
 
 
 def test_what_a_stage_trains_is_its_input_and_how_it_runs_is_not(tmp_path):

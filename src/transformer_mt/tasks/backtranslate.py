@@ -29,7 +29,7 @@ from transformer_mt.config import plain
 from transformer_mt.data.corpus import SPLITS, file_digest, file_lines
 from transformer_mt.data.mixture import corpus_key
 from transformer_mt.errors import ConfigError, DataError
-from transformer_mt.tasks.pipelines.compose import training_shape
+from transformer_mt.tasks.pipelines.compose import training_budget, training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     engine_input,
@@ -50,18 +50,18 @@ def run(cfg: DictConfig) -> dict:
     options, folder = cfg.task, Path(cfg.paths.output_dir)
     corpus, names = pipeline_corpus(cfg)
     monolingual = Path(str(options.monolingual))
-    training = {"data": corpus.fingerprint("train"), "training": training_shape(cfg)}
+    training, budget = {"data": corpus.fingerprint("train"), "training": training_shape(cfg)}, training_budget(cfg)
     given = model_checkpoints(plain(options.reverse), "task.reverse") if options.get("reverse") else None
     stages = {
-        "baseline": Stage("baseline", folder / "baseline", training),
-        "reverse": Stage("reverse", folder / "reverse", training),
+        "baseline": Stage("baseline", folder / "baseline", training, budget),
+        "reverse": Stage("reverse", folder / "reverse", training, budget),
         "synthetic": Stage("synthetic", folder / "synthetic", {
             "reverse": [file_digest(p) for p in given] if given else "reverse/",
             "monolingual": file_digest(monolingual), "decoding": plain(options.reverse_decoding),
             "chunk_lines": options.chunk_lines, "seed": cfg.seed, **engine_input(cfg, given or [])})}
     stages["forward"] = Stage("forward", folder / "forward", {
         "synthetic": stages["synthetic"].fingerprint, "weight": options.weight, "tag": options.synthetic_tag,
-        **training})
+        **training}, budget)
     stages["evaluation"] = Stage("evaluation", folder / "evaluation", {
         "forward": stages["forward"].fingerprint, "baseline": str(options.get("baseline"))})
     if not stages["synthetic"].done() or stages["synthetic"].changed():  # else its text was read when made

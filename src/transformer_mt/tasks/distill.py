@@ -28,7 +28,7 @@ from transformer_mt.config import plain
 from transformer_mt.data.cache_entry import digest
 from transformer_mt.data.corpus import file_digest
 from transformer_mt.data.mixture import corpus_key
-from transformer_mt.tasks.pipelines.compose import training_shape
+from transformer_mt.tasks.pipelines.compose import training_budget, training_shape
 from transformer_mt.tasks.pipelines.stage_work import (
     compare_with_baseline,
     corpus_sources,
@@ -59,7 +59,7 @@ def run(cfg: DictConfig) -> dict:
         "seed": cfg.seed, **engine_input(cfg, teacher)})
     student = Stage("student", folder / "student", {
         "synthetic": synthetic.fingerprint, "originals_weight": options.originals_weight,
-        "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)})
+        "teacher_vocabulary": options.teacher_vocabulary, "training": training_shape(cfg)}, training_budget(cfg))
     evaluation = Stage("evaluation", folder / "evaluation", {"student": student.fingerprint, "baseline": str(baseline)})
     with pipeline_stops([synthetic, student, evaluation]):
         return distill_stages(cfg, teacher, baseline_run, names, (synthetic, student, evaluation))

@@ -23,6 +23,8 @@ RUNNING = {"data": ("num_workers", "num_proc", "cache_dir", "run_dir", "progress
 # the pipeline's task options that its training stages take as their task=train options (the
 # pipelines' schemas inherit them from task=train's)
 TRAINING_TASK_KEYS = tuple(each.name for each in described(Trained))
+# the trainer's keys that say how long a stage trains: another value trains a finished stage on (stages.py)
+BUDGET = ("max_steps", "max_epochs", "max_time")
 
 
 def training_shape(cfg: DictConfig) -> dict:
@@ -34,6 +36,11 @@ def training_shape(cfg: DictConfig) -> dict:
             value = {k: v for k, v in value.items() if k not in RUNNING.get(part, ())}
         shape[part] = value
     return shape
+
+
+def training_budget(cfg: DictConfig) -> dict:
+    """How long the pipeline's training stages train, as its config says: a training stage's budget."""
+    return {key: plain(cfg.trainer.get(key)) for key in BUDGET}
 
 
 def stage_config(cfg: DictConfig, output_dir: str, changes: dict[str, Any], ckpt_path: str | None = None

@@ -2,12 +2,14 @@
 its inputs in `stage.json`. A stage whose inputs changed (another teacher, another source file,
 other decoding options) is redone, and every stage after it, and the log says why; a stage that
 finished (`done` in its stage.json) is skipped; one that stopped part-way goes on from what it
-left (its chunks, its last.ckpt)."""
+left (its chunks, its last.ckpt). A training stage's budget (trainer.max_steps, max_epochs,
+max_time) is not an input: another budget trains it on from its last.ckpt, as a resume does
+(tasks/runs/resume.py), and redoes every stage after it."""
 
 import json
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_mt.atomic import atomic_dir, atomic_file
@@ -29,11 +31,13 @@ def differing(before, now, prefix: str = "") -> list[str]:
 
 @dataclass(frozen=True)
 class Stage:
-    """Stage `name` of a pipeline, in `folder`; `inputs`: what its result depends on (JSON)."""
+    """Stage `name` of a pipeline, in `folder`; `inputs`: what its result depends on (JSON);
+    `budget`: a training stage's trainer budget (another one trains it on)."""
 
     name: str
     folder: Path
     inputs: dict
+    budget: dict = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
@@ -44,7 +48,12 @@ class Stage:
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def done(self) -> bool:
-        return self.recorded().get("done") is True
+        return self.recorded().get("done") is True and not self.budget_changed()
+
+    def budget_changed(self) -> bool:
+        """Work was done in the folder with another budget than this one."""
+        recorded = self.recorded()
+        return bool(recorded) and recorded.get("budget", {}) != json.loads(json.dumps(self.budget, default=str))
 
     def changed(self) -> list[str]:
         """The inputs that differ from those the folder's work was done with, down to the keys inside
@@ -65,18 +74,23 @@ class Stage:
     def write(self, done: bool) -> None:
         with atomic_file(self.folder / RECORD) as tmp:
             tmp.write_text(json.dumps({"stage": self.name, "fingerprint": self.fingerprint, "done": done,
-                                       "inputs": self.inputs}, indent=2, default=str) + "\n")
+                                       "inputs": self.inputs, "budget": self.budget}, indent=2, default=str) + "\n")
 
 
 def redo_changed(stages: list[Stage]) -> None:
-    """Discard the work of the first stage whose inputs changed, and of every stage after it,
-    saying why in the log."""
+    """Discard the work of the first stage whose inputs changed, and of every stage after it (after
+    a training stage whose budget changed: of every stage after it, the stage trains on), saying
+    why in the log."""
     for i, stage in enumerate(stages):
-        changed = stage.changed()
+        changed, budget = stage.changed(), stage.budget_changed()
         if changed:
             log.info("%s: its inputs changed (%s): redoing it and every stage after it", stage.name,
                      ", ".join(changed))
-            for later in stages[i:]:
+        elif budget:
+            log.info("%s: trained with %s, now %s: training on from its last checkpoint and redoing every stage "
+                     "after it", stage.name, stage.recorded().get("budget", "another budget"), stage.budget)
+        if changed or budget:
+            for later in stages[i + (0 if changed else 1):]:
                 shutil.rmtree(later.folder, ignore_errors=True)
             return
 
