@@ -127,16 +127,16 @@ def test_a_stop_in_the_synthetic_stage_is_one_line_naming_the_stage_and_the_comm
     import shlex
     import signal
     import subprocess
-    import sys
     import time
 
-    from tests.helpers import ROOT
+    from tests.helpers import ROOT, python
 
     _, teacher, cache = distilled
     folder = tmp_path / "stopped"
-    command = [sys.executable, str(ROOT / "run.py"), "task=distill", f"task.teacher={teacher}", "task.chunk_lines=10",
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    command = [python(env), str(ROOT / "run.py"), "task=distill", f"task.teacher={teacher}", "task.chunk_lines=10",
                *DECODING, *STUDENT, f"paths.cache_dir={cache}", f"hydra.run.dir={folder}"]  # hydra.* last, as it says
-    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not list((folder / "synthetic" / "chunks").glob("*.out")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +24,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import ROOT, compose_config, not_our_checkpoint
+from tests.helpers import ROOT, compose_config, not_our_checkpoint, python, run_py
 from transformer_mt.tasks import run
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
@@ -44,15 +43,16 @@ def free_port() -> int:
 
 
 class Server:
-    """`python run.py task=serve ARGS` on a free port, up once GET /health answers."""
+    """`python run.py task=serve ARGS` on a free port, up once GET /health answers (forked from this
+    worker's warm server where it can be: tests/warm_start.py)."""
 
     def __init__(self, folder: Path, *args: str, env: dict | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, **(env or {}), "PYTHONWARNINGS": "ignore"}
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "run.py"), "task=serve", f"task.port={self.port}", f"hydra.run.dir={folder}",
-             *args], env={**os.environ, **(env or {}), "PYTHONWARNINGS": "ignore"}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            [python(env), str(ROOT / "run.py"), "task=serve", f"task.port={self.port}", f"hydra.run.dir={folder}",
+             *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
@@ -436,9 +436,8 @@ def test_with_max_loaded_models_load_on_first_use_the_least_recently_used_unload
 
 def test_a_model_that_cannot_load_stops_the_server_at_start_in_one_line(tmp_path):
     bad = not_our_checkpoint(tmp_path / "bad.ckpt")
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), "task=serve", f"task.models={{good: {SHIPPED}, "
-                             f"bad: {bad}}}", f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True,
-                            timeout=120)
+    result = run_py("task=serve", f"task.models={{good: {SHIPPED}, bad: {bad}}}", f"hydra.run.dir={tmp_path}/run",
+                    timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: ckpt_path={bad}: not a transformer-mt checkpoint")
 
