@@ -1,12 +1,16 @@
 """A command refused on a path or a config check ends before torch and Lightning are imported (issue 69: 7-9 s
 before; now about Hydra's composition): each refusal below runs with torch and Lightning made
-unimportable and still gives its one line; a command whose paths pass reaches the import."""
+unimportable and still gives its one line; a command whose paths pass reaches the import. The
+refusals run as `python run.py ARGS` processes forked from one that imported Hydra once
+(tests/refusal_runs.py); the timed ones are whole processes."""
 
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -61,9 +65,10 @@ GROUP_VALUES = [
 ]
 
 
-@pytest.fixture
-def without_torch(tmp_path):
+@pytest.fixture(scope="module")
+def without_torch(tmp_path_factory):
     """An environment in which `import torch` and `import lightning` fail, and the files the cases use."""
+    tmp_path = tmp_path_factory.mktemp("refusals")
     for name in ("torch", "lightning"):
         (tmp_path / "blocked" / name).mkdir(parents=True)
         (tmp_path / "blocked" / name / "__init__.py").write_text(f"raise ImportError('{name} was imported')\n")
@@ -74,7 +79,22 @@ def without_torch(tmp_path):
     (tmp_path / "one.txt").write_text("a\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "blocked"), os.environ.get("PYTHONPATH", "")]),
            "PYTHONWARNINGS": "ignore"}
-    return env
+    return env, tmp_path
+
+
+CONTROL = ["task=score", "ckpt_path={tmp}/ok.ckpt", "task.source={tmp}/one.txt", "task.target={tmp}/one.txt"]
+
+
+@pytest.fixture(scope="module")
+def refusals(without_torch) -> tuple[dict, Path]:
+    """Every case's (exit status, stderr) with torch unimportable, by its arguments, and the files' folder."""
+    env, tmp = without_torch
+    cases = [*(args for args, _ in REFUSED + GROUP_VALUES), CONTROL]
+    argv = [[*(a.format(tmp=tmp) for a in args), f"hydra.run.dir={tmp}/run{n}"] for n, args in enumerate(cases)]
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "refusal_runs.py")], input=json.dumps(argv), env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {tuple(args): tuple(result) for args, result in zip(cases, json.loads(done.stdout), strict=True)}, tmp
 
 
 def refused(args: list[str], env: dict, tmp) -> subprocess.CompletedProcess:
@@ -83,12 +103,15 @@ def refused(args: list[str], env: dict, tmp) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
+def result_of(refusals: tuple[dict, Path], args: list[str]) -> tuple[int, str]:
+    return refusals[0][tuple(args)]
+
+
 @pytest.mark.parametrize(("args", "message"), REFUSED + GROUP_VALUES)
-def test_a_path_or_config_refusal_comes_before_torch_is_imported(without_torch, tmp_path, args, message):
-    result = refused(args, without_torch, tmp_path)
-    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
-        f"error: {message.format(tmp=tmp_path)}")
-    assert "was imported" not in result.stderr
+def test_a_path_or_config_refusal_comes_before_torch_is_imported(refusals, args, message):
+    status, stderr = result_of(refusals, args)
+    assert status == 1 and stderr.strip().splitlines()[-1].startswith(f"error: {message.format(tmp=refusals[1])}")
+    assert "was imported" not in stderr
 
 
 def test_a_bad_value_of_any_group_is_refused_within_seconds(tmp_path):
@@ -104,8 +127,7 @@ def test_a_bad_value_of_any_group_is_refused_within_seconds(tmp_path):
     assert statistics.median(times) < 3.0, times
 
 
-def test_a_command_whose_paths_pass_reaches_the_heavy_imports(without_torch, tmp_path):
+def test_a_command_whose_paths_pass_reaches_the_heavy_imports(refusals):
     """The control: the blocked import is what a command that passes its path checks meets next."""
-    result = refused(["task=score", "ckpt_path={tmp}/ok.ckpt", "task.source={tmp}/one.txt",
-                      "task.target={tmp}/one.txt"], without_torch, tmp_path)
-    assert result.returncode != 0 and "ImportError: torch was imported" in result.stderr
+    status, stderr = result_of(refusals, CONTROL)
+    assert status != 0 and "ImportError: torch was imported" in stderr
