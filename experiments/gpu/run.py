@@ -27,11 +27,12 @@ it finished and the log of the one it was in. Runs, caches, checkpoints and the 
 files go to a temporary folder, removed at the end. --merge: the steps of several results.json
 files (of `--only speed` and `--only runs`, say) in one results.json and results.md.
 
---smoke: the same steps at tiny sizes (model=tiny whatever a step's name says, a few steps, and
-a `big` step that would repeat its `base` step's run skipped; the compiled steps with aot_eager,
-inductor's graphs without its code generation, which takes minutes on a CPU; loss and attention
-at their --smoke sizes; made-up sentences as a Multi30k folder, the recipe's 6 steps in batches of
-1,500 tokens): a minute or two with --device cpu. --smoke --device cpu forks the steps' processes
+--smoke: the same steps at tiny sizes (model=tiny whatever a step's name says, a few steps, a
+shape grid of 4 shapes, not 16, and a `big` step that would repeat its `base` step's run
+skipped; the compiled steps with aot_eager, inductor's graphs without its code generation, which
+takes minutes on a CPU; loss and attention at their --smoke sizes; made-up sentences as a
+Multi30k folder, the recipe's 6 steps in batches of 1,500 tokens): a minute or two with --device
+cpu. --smoke --device cpu forks the steps' processes
 from warm.py, which has imported torch, Lightning and the rest once (each step is still a process
 of its own, with its own log, limit and exit status; its seconds leave out those imports).
 
@@ -153,7 +154,7 @@ def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tu
     pad8: lengths padded to a multiple of 8; grid: batches of 16 shapes (data.shape_grid); graphs:
     on them, the step compiled on static shapes with CUDA graphs (module.compile_mode=reduce-overhead)
     and the vocabulary padded to a multiple of 128, profiled as the baseline is. --smoke:
-    model=tiny whatever the name says, and aot_eager for inductor (no code generation, no mode)."""
+    model=tiny whatever the name says, aot_eager for inductor (no code generation, no mode), a grid of 4."""
     model, *options = short.split("+")
     graphs, grid = "graphs" in options, "grid" in options
     compile_, baseline = "compile" in options or graphs, not options
@@ -165,7 +166,8 @@ def loop_speed_command(short: str, smoke: bool, device: str, result: Path) -> tu
                *(["--compile", "aot_eager" if smoke else "inductor"] if compile_ else []),
                *(["--packed"] if "packed" in options else []),
                *(["--pad-to-multiple", "8"] if "pad8" in options else []),
-               *(["--shape-grid", "16"] if grid else []), *(["--vocab-multiple", "128"] if graphs else []),
+               *(["--shape-grid", "4" if smoke else "16"] if grid else []),
+               *(["--vocab-multiple", "128"] if graphs else []),
                *(["--compile-mode", "reduce-overhead"] if graphs and not smoke else []),
                *(["--peer", "hf"] if baseline else []),
                *(["--profile-steps", "2" if smoke else "3"] if baseline or graphs else [])]
