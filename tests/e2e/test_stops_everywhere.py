@@ -16,7 +16,8 @@ import pytest
 from tests.helpers import ROOT, run_py, signal_at
 from transformer_mt.checkpoints.loading import read_checkpoint
 
-pytestmark = pytest.mark.slow
+# stop lines, exit statuses and files: not run again under the portable profile
+pytestmark = [pytest.mark.slow, pytest.mark.cli]
 RUN = ["trainer.max_epochs=1", "data.corpora.toy.num_train=100", "data.corpora.toy.num_val=5",
        "data.corpora.toy.num_test=5", "~callbacks.epoch_checkpoint"]
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"

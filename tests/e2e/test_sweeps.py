@@ -18,7 +18,9 @@ from tests.helpers import compose_config, run_py
 from transformer_mt.errors import TrainingDiverged
 from transformer_mt.tasks import run
 
-pytestmark = pytest.mark.slow
+# jobs, folders, statuses, reports and one-line failures, no number the CPU computes: not run again
+# under the portable profile
+pytestmark = [pytest.mark.slow, pytest.mark.cli]
 TINY = ["data.corpora.toy.num_train=300", "data.corpora.toy.num_val=10", "data.corpora.toy.num_test=10",
         "trainer.max_epochs=1", "~callbacks.epoch_checkpoint"]
 

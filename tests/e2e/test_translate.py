@@ -73,6 +73,7 @@ def test_interactive_a_line_in_a_translation_out(toy_run, tmp_path):
         proc.kill()
 
 
+@pytest.mark.cli  # a message, a status and files
 def test_missing_input_file_is_a_clean_error(toy_run, tmp_path):
     out, _ = toy_run
     overrides = ["task=translate", f"ckpt_path={out}/checkpoints/best.ckpt", f"task.input={tmp_path}/nope.txt",
@@ -122,6 +123,7 @@ def killed_while_translating(args: list[str], output: Path) -> Path:
     return left[0]
 
 
+@pytest.mark.cli  # a message, a status and files
 def test_the_temporary_output_of_a_killed_translate_is_removed_by_the_next_run(tmp_path):
     """kill -9 while task=translate writes task.output leaves its temporary file (the output never
     appears half-written); the next run writing that output removes it, says so in one line, and
@@ -142,6 +144,7 @@ def test_the_temporary_output_of_a_killed_translate_is_removed_by_the_next_run(t
     assert not list(tmp_path.glob(".out.txt*")) and len(output.read_text().splitlines()) == len(lines)
 
 
+@pytest.mark.cli  # a message, a status and files
 def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(toy_run, tmp_path):
     """Two task=translate processes with one task.output: the second is one line, exit 1, while the
     first writes; the first ends with every line; the lock is gone after it."""

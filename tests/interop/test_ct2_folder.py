@@ -23,7 +23,9 @@ from transformer_mt.errors import ConfigError
 from transformer_mt.tasks import run
 from transformer_mt.tasks.pipelines.stage_work import engine_input
 
-pytestmark = pytest.mark.slow
+# where a conversion goes, its messages and files (two decodes compared on one machine): not run again
+# under the portable profile
+pytestmark = [pytest.mark.slow, pytest.mark.cli]
 pytest.importorskip("ctranslate2")
 
 PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1  # linux/prctl.h, linux/capability.h
