@@ -32,9 +32,9 @@ shape grid of 4 shapes, not 16, and a `big` step that would repeat its `base` st
 skipped; the compiled steps with aot_eager, inductor's graphs without its code generation, which
 takes minutes on a CPU; loss and attention at their --smoke sizes; made-up sentences as a
 Multi30k folder, the recipe's 6 steps in batches of 1,500 tokens): a minute or two with --device
-cpu. --smoke --device cpu forks the steps' processes
-from warm.py, which has imported torch, Lightning and the rest once (each step is still a process
-of its own, with its own log, limit and exit status; its seconds leave out those imports).
+cpu. --smoke --device cpu forks the steps' processes from warm.py, which has imported torch,
+Lightning and the rest once (each step is still a process of its own, with its own log, limit and
+exit status; its seconds leave out those imports).
 
 Only the standard library here (and in machine.py, what the machine has, and results_files.py,
 results.json and results.md): every step runs in its own process, so a step that cannot even

@@ -28,6 +28,7 @@ from tests.helpers import ROOT, compose_config, not_our_checkpoint, python, run_
 from transformer_mt.tasks import run
 
 SHIPPED = ROOT / "experiments" / "multi30k" / "multi30k_en_de.ckpt"
+# the tests marked cli check statuses, messages and counts: make test-portable does not run them again
 SUBJECTS = ["A man", "Two dogs", "A little girl", "A woman in a red coat", "Three boys", "An old man with a hat"]
 ACTIONS = ["is riding a bicycle down the street.", "are playing in the snow.", "is sitting on a bench.",
            "walks past a shop with a large window.", "are jumping into a lake.", "is cooking in a kitchen."]
@@ -174,7 +175,7 @@ def test_constraints_are_in_every_translation(server, tmp_path):
         (tmp_path / "out.txt").read_text().strip()  # as task=translate gives it
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 @pytest.mark.parametrize(("body", "status", "field", "words"), [
     ({"text": "a cat", "search": "greedy", "constraints": ["Katze"]}, 422, "constraints", "need beam search"),
     ({"text": ["a cat", "a dog"], "constraints": [["Katze"]]}, 422, "constraints", "1 lists of phrases for 2 lines"),
@@ -200,7 +201,7 @@ JSON = "application/json"
 SEND = 'send a JSON object, {"text": ...}'
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 @pytest.mark.parametrize(("body", "kind", "status", "error"), [
     (b'{"text": "Ein Caf\xe9."}', JSON, 400, "the body is not UTF-8: byte 0xe9 at offset 17"),  # Latin-1
     (b'{"text": "A dog."}\xff', JSON, 400, "the body is not UTF-8: byte 0xff at offset 18"),
@@ -221,7 +222,7 @@ def test_a_bad_body_is_the_documented_error_and_the_server_goes_on(server, body,
     assert good.status_code == 200 and good.json()["translations"][0]["text"].startswith("Ein Hund")
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_invalid_json_is_a_400_and_the_models_and_schema_are_listed(server):
     answer = httpx.post(f"{server.url}/translate", content=b"{not json", headers={"Content-Type": "application/json"})
     assert answer.status_code == 400 and answer.json()["error"].startswith("invalid JSON")
@@ -244,7 +245,7 @@ DECODED = ("transformer_mt_sentences_total", (("model", "default"),))
 CACHED = ("transformer_mt_cached_lines_total", (("model", "default"),))
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_metrics_count_the_requests_lines_and_batches_the_server_answered(server):
     """/metrics in Prometheus' format, read before and after three requests of two lines no request
     sent before: each count moved by what was sent (the module's server, one test at a time here)."""
@@ -335,7 +336,7 @@ def test_v1_translations_takes_languages_and_gives_translate_s_text(server):
     assert refused.status_code == 400 and refused.json()["field"] == "target_language"
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_a_full_queue_answers_503_with_retry_after_and_the_server_goes_on(tmp_path):
     """task.max_queue=1 with requests waiting 2 s for others: a second request while the first waits
     is a 503 naming the model, with Retry-After; the first is answered, and so is a request after."""
@@ -392,7 +393,7 @@ def test_the_documented_example_answers_are_the_shipped_models(server):
         assert answer.status_code == 200 and as_shown(answer.json(), shown) == shown, (request, answer.text)
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_request_in_flight(tmp_path):
     served = Server(tmp_path / "run", f"task.models={{one: {SHIPPED}, two: [{SHIPPED},{SHIPPED}]}}",
                     env={"TRANSFORMER_MT_API_KEY": "s3cret"})
@@ -418,7 +419,7 @@ def test_an_api_key_guards_every_route_but_health_and_sigterm_finishes_the_reque
                                            "flight included"  # LibreTranslate's, and the one in flight
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_with_max_loaded_models_load_on_first_use_the_least_recently_used_unloaded(tmp_path):
     """task.max_loaded=2 over three models: none loaded at start (GET /models lists them, with
     their directions), each loaded by its first request, the least recently used unloaded for a
@@ -441,7 +442,7 @@ def test_with_max_loaded_models_load_on_first_use_the_least_recently_used_unload
     assert status == 143 and "serving a, b, c (loaded on first use, at most 2 at once)" in err, err[-2000:]
 
 
-@pytest.mark.cli  # statuses, messages and counts: not run again under the portable profile
+@pytest.mark.cli
 def test_a_model_that_cannot_load_stops_the_server_at_start_in_one_line(tmp_path):
     bad = not_our_checkpoint(tmp_path / "bad.ckpt")
     result = run_py("task=serve", f"task.models={{good: {SHIPPED}, bad: {bad}}}", f"hydra.run.dir={tmp_path}/run",
