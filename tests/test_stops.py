@@ -5,6 +5,7 @@ the first unwinds ends the process at once, and a SIGINT the parent ignored is h
 import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -67,3 +68,40 @@ except STOPS as stop:
     print(type(stop).__name__, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
 """, ignore_sigint=True)
     assert (result.returncode, result.stdout, result.stderr) == (0, "CtrlC True\n", "")
+
+
+@pytest.mark.parametrize("where", ["as the file is created", "as a with statement takes it"])
+def test_a_stop_landing_as_a_lock_is_taken_leaves_no_lock_file(tmp_path, where):
+    """The stop lands after os.open created the lock file but before acquire kept its descriptor, or
+    after acquire returned but before the `with` block that would release it began: the process
+    ends with its stop's status and the file is gone."""
+    lock_file = tmp_path / ".out.txt.lock"
+    land = """
+real_open = os.open
+def open_then_stop(*args):
+    real_open(*args)
+    raise Terminated
+os.open = open_then_stop
+try:
+    lock.acquire()
+finally:
+    os.open = real_open
+""" if where == "as the file is created" else """
+lock.acquire()
+raise Terminated
+"""
+    result = snippet(f"""
+from pathlib import Path
+from transformer_mt.run_folder import FolderLock
+from transformer_mt.stops import Terminated
+lock = FolderLock(Path({str(tmp_path)!r}), Path({str(lock_file)!r}))
+with stop_signals():
+    try:
+{textwrap.indent(land, "        ")}
+    except STOPS as stop:
+        print("exists", os.path.exists({str(lock_file)!r}))
+        exit_stopped(stop, "as the lock was taken")
+""")
+    assert result.returncode == 143, result.stderr
+    assert "exists True" in result.stdout  # the file was there as the stop was handled
+    assert not lock_file.exists()

@@ -60,12 +60,16 @@ class FolderLock:
     def __init__(self, folder: Path, lock_file: Path | None = None) -> None:
         self.path = lock_file or folder / LOCK_FILE
         self.fd: int | None = None
+        self.owner = os.getpid()  # the process taking it (a forked child inherits at_exit, not the lock)
 
     def acquire(self) -> bool:
         """Take the lock (False: another process holds it). The file is removed when released, so
         a lock is only good on the file that is at the path now. A stop signal (stops.py raises it
-        where it lands) while the lock is being taken leaves no file that nobody holds."""
+        where it lands) while the lock is being taken leaves no file that nobody holds: as the
+        process ends (at_exit) where it landed before the descriptor was kept."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.owner = os.getpid()
+        atexit.register(self.at_exit)
         fd = None
         try:
             while True:
@@ -74,6 +78,7 @@ class FolderLock:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     os.close(fd)
+                    atexit.unregister(self.at_exit)
                     return False
                 if self.current(fd):
                     break
@@ -123,6 +128,22 @@ class FolderLock:
             self.path.unlink(missing_ok=True)
             os.close(self.fd)
             self.fd = None
+        atexit.unregister(self.at_exit)
+
+    def at_exit(self) -> None:
+        """Run as the process ends if the lock was not released: a lock still held is released
+        (a stop that landed as a `with` took it, before its block began), and a file that a stop
+        left as it was created, before it was locked, is removed where no other process holds it."""
+        if os.getpid() != self.owner:
+            return
+        if self.fd is not None:
+            self.release()
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError:
+            return
+        self.drop(fd)
 
 
 def earlier_run(folder: Path, ckpt_path: str | None) -> str | None:
@@ -186,7 +207,6 @@ class ClaimRunFolder(Callback):
         if name not in ("train", *PIPELINES):
             return
         self.lock = claim(Path(config.hydra.run.dir), config.get("ckpt_path"), pipeline=name in PIPELINES)
-        atexit.register(self.lock.release)  # also when the task exits (sys.exit) instead of returning
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         if launching_process():
