@@ -65,8 +65,8 @@ class FolderLock:
     def acquire(self) -> bool:
         """Take the lock (False: another process holds it). The file is removed when released, so
         a lock is only good on the file that is at the path now. A stop signal (stops.py raises it
-        where it lands) while the lock is being taken leaves no file that nobody holds: as the
-        process ends (at_exit) where it landed before the descriptor was kept."""
+        where it lands) while the lock is being taken leaves no file that nobody holds (where it
+        lands before the descriptor is kept, at_exit removes the file as the process ends)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.owner = os.getpid()
         atexit.register(self.at_exit)
