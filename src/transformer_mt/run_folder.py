@@ -60,7 +60,7 @@ class FolderLock:
     def __init__(self, folder: Path, lock_file: Path | None = None) -> None:
         self.path = lock_file or folder / LOCK_FILE
         self.fd: int | None = None
-        self.owner = os.getpid()  # the process taking it (a forked child inherits at_exit, not the lock)
+        self.owner: int | None = None  # the process that took it (a forked child inherits at_exit, not the lock)
 
     def acquire(self) -> bool:
         """Take the lock (False: another process holds it). The file is removed when released, so
